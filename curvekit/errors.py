@@ -1,0 +1,52 @@
+"""The exceptions curvekit raises.
+
+Every error curvekit raises on purpose is a :class:`CurvekitError`, so a caller (or the CLI)
+can catch the root once. Each message names the offending value, what was expected and how
+to fix it.
+
+>>> from curvekit.errors import ChecksumError, CurvekitError
+>>> issubclass(ChecksumError, CurvekitError)
+True
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ArchiveError",
+    "ChecksumError",
+    "CurvekitError",
+    "DownloadError",
+    "ManifestError",
+    "StoreError",
+]
+
+
+class CurvekitError(Exception):
+    """Root of every error curvekit raises on purpose."""
+
+
+class ManifestError(CurvekitError):
+    """A data manifest is missing, malformed, or does not know the requested dataset."""
+
+
+class DownloadError(CurvekitError):
+    """The archive could not be downloaded (network down, HTTP error, interrupted transfer)."""
+
+
+class ChecksumError(DownloadError):
+    """A downloaded or given file does not have the expected sha256."""
+
+
+class ArchiveError(CurvekitError):
+    """The archive is corrupt, unsafe, or does not follow the release layout.
+
+    ``member`` names the archive member at fault when there is one.
+    """
+
+    def __init__(self, message: str, *, member: str | None = None) -> None:
+        super().__init__(message)
+        self.member = member
+
+
+class StoreError(CurvekitError):
+    """The Parquet store is missing, incomplete, or cannot be written."""
