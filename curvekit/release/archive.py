@@ -1,0 +1,375 @@
+"""Read a release archive as a stream of parsed records, never extracting it.
+
+The archive is a bzip2-compressed tar. :func:`read_archive` decompresses it in a pipeline
+(``lbzip2`` when it is on the PATH, else ``indexed_bzip2``'s parallel reader, else Python's
+``bz2``), walks the tar member by member, and yields typed records:
+
+* :class:`StudyRecord` for each ``study.json``,
+* :class:`TrialRecord` for each ``metadata.json``,
+* :class:`CsvRecord` for each ``measurements.csv`` (raw bytes; parsing is batched later).
+
+Member names are only ever *parsed* into keys; nothing is written to a path taken from the
+archive. Links, devices, absolute paths and ``..`` components are refused.
+
+>>> from curvekit.release.archive import parse_member_name
+>>> parse_member_name("batch_science/mnist_subsets/mnist_6875/simple_cnn_base/sgd/64/7/metadata.json")
+('metadata.json', StudyKey(base_dir='mnist_subsets/mnist_6875', model='simple_cnn_base', optimizer='sgd', batch_size=64), 7)
+"""
+
+from __future__ import annotations
+
+import bz2
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Literal, NamedTuple
+
+from curvekit.errors import ArchiveError
+
+__all__ = [
+    "CsvRecord",
+    "Decompressor",
+    "StudyKey",
+    "StudyRecord",
+    "TrialRecord",
+    "open_decompressed",
+    "parse_member_name",
+    "read_archive",
+]
+
+Decompressor = Literal["auto", "lbzip2", "indexed_bzip2", "python"]
+STATUSES = frozenset({"COMPLETE", "INCOMPLETE", "INFEASIBLE"})
+_FILES = {"study.json": 4, "metadata.json": 5, "measurements.csv": 5}
+_STUDY_FIELDS = frozenset({"batch_size", "dataset", "model", "optimizer", "early_stopping",
+                           "train_steps", "parameter_configs"})
+
+
+class StudyKey(NamedTuple):
+    """A study: a workload (base_dir/model/optimizer) at one batch size."""
+
+    base_dir: str
+    model: str
+    optimizer: str
+    batch_size: int
+
+    @property
+    def workload(self) -> str:
+        """The workload's release path, ``base_dir/model/optimizer``."""
+        return f"{self.base_dir}/{self.model}/{self.optimizer}"
+
+    def path(self) -> str:
+        """The study's directory path below the archive root."""
+        return f"{self.workload}/{self.batch_size}"
+
+
+@dataclass(frozen=True, slots=True)
+class StudyRecord:
+    """A parsed ``study.json``."""
+
+    key: StudyKey
+    dataset: str
+    early_stopping: bool
+    train_steps: int
+    parameter_configs: dict[str, Any]
+    extra: dict[str, Any]
+    member: str
+
+
+@dataclass(frozen=True, slots=True)
+class TrialRecord:
+    """A parsed ``metadata.json``."""
+
+    key: StudyKey
+    trial_id: int
+    status: str
+    steps: int
+    parameters: dict[str, Any]
+    member: str
+
+
+@dataclass(frozen=True, slots=True)
+class CsvRecord:
+    """The raw bytes of a ``measurements.csv``."""
+
+    key: StudyKey
+    trial_id: int
+    data: bytes
+    member: str
+
+
+Record = StudyRecord | TrialRecord | CsvRecord
+
+
+def _int_component(text: str, what: str, member: str) -> int:
+    if not text.isdigit():
+        raise ArchiveError(
+            f"{member}: {what} directory {text!r} is not a non-negative integer; "
+            "the release names batch-size and trial directories by integers",
+            member=member,
+        )
+    return int(text)
+
+
+def parse_member_name(name: str) -> tuple[str, StudyKey, int | None] | None:
+    """Split a member name into (file kind, study key, trial id), or None for other files.
+
+    The first component is the archive's root (``batch_science``); ``base_dir`` is every
+    component between the root and ``model/optimizer/batch_size``, so it may be one or two
+    (or more) components deep.
+
+    Raises :class:`ArchiveError` for unsafe names (absolute, ``..``) and for non-integer
+    batch-size or trial directories.
+    """
+    if name.startswith("/") or (len(name) > 1 and name[1] == ":"):
+        raise ArchiveError(f"unsafe member {name!r}: absolute path; refusing the archive",
+                           member=name)
+    parts = [p for p in name.split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise ArchiveError(f"unsafe member {name!r}: '..' component; refusing the archive",
+                           member=name)
+    if not parts or parts[-1] not in _FILES:
+        return None
+    kind = parts[-1]
+    depth = _FILES[kind]
+    # root + at least one base_dir component + model/optimizer/batch_size[/trial] + file
+    if len(parts) < depth + 2:
+        raise ArchiveError(
+            f"{name}: {kind} must sit at <root>/<base_dir>/<model>/<optimizer>/<batch_size>"
+            + ("/<trial_id>" if depth == 5 else "") + f"/{kind}",
+            member=name,
+        )
+    base = parts[1 : len(parts) - depth]
+    model, optimizer, bs = parts[len(parts) - depth : len(parts) - depth + 3]
+    key = StudyKey("/".join(base), model, optimizer, _int_component(bs, "batch-size", name))
+    trial = _int_component(parts[-2], "trial", name) if depth == 5 else None
+    return kind, key, trial
+
+
+def _load_json(data: bytes, member: str) -> dict[str, Any]:
+    try:
+        obj = json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ArchiveError(f"{member}: malformed JSON: {exc}", member=member) from exc
+    if not isinstance(obj, dict):
+        raise ArchiveError(f"{member}: expected a JSON object, got {type(obj).__name__}",
+                           member=member)
+    return obj
+
+
+def _field(obj: dict[str, Any], name: str, kind: type | tuple[type, ...], member: str) -> Any:
+    if name not in obj:
+        raise ArchiveError(f"{member}: missing field {name!r}", member=member)
+    value = obj[name]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise ArchiveError(f"{member}: field {name!r} = {value!r} is not of the expected type",
+                           member=member)
+    return value
+
+
+def _as_int(value: Any, name: str, member: str) -> int:
+    # JSON writers sometimes emit integral floats (200000.0); anything else is an error.
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+        raise ArchiveError(f"{member}: field {name!r} = {value!r} is not an integer",
+                           member=member)
+    return int(value)
+
+
+def parse_study(data: bytes, key: StudyKey, member: str) -> StudyRecord:
+    """Parse a ``study.json``; unknown fields are kept in ``extra``."""
+    obj = _load_json(data, member)
+    if "batch_size" in obj and _as_int(obj["batch_size"], "batch_size", member) != key.batch_size:
+        raise ArchiveError(
+            f"{member}: batch_size {obj['batch_size']!r} disagrees with its directory "
+            f"{key.batch_size}", member=member)
+    configs = _field(obj, "parameter_configs", dict, member)
+    return StudyRecord(
+        key=key,
+        dataset=str(obj.get("dataset", key.base_dir)),
+        early_stopping=bool(obj.get("early_stopping", False)),
+        train_steps=_as_int(_field(obj, "train_steps", (int, float), member), "train_steps",
+                            member),
+        parameter_configs=configs,
+        extra={k: v for k, v in obj.items() if k not in _STUDY_FIELDS},
+        member=member,
+    )
+
+
+def parse_trial(data: bytes, key: StudyKey, trial_id: int, member: str) -> TrialRecord:
+    """Parse a ``metadata.json``; internal and unknown fields are ignored."""
+    obj = _load_json(data, member)
+    tid = _as_int(_field(obj, "trial_id", (int, float), member), "trial_id", member)
+    if tid != trial_id:
+        raise ArchiveError(f"{member}: trial_id {tid} disagrees with its directory {trial_id}",
+                           member=member)
+    status = _field(obj, "status", str, member)
+    if status not in STATUSES:
+        raise ArchiveError(
+            f"{member}: status {status!r} is not one of {', '.join(sorted(STATUSES))}",
+            member=member)
+    return TrialRecord(
+        key=key,
+        trial_id=trial_id,
+        status=status,
+        steps=_as_int(_field(obj, "steps", (int, float), member), "steps", member),
+        parameters=_field(obj, "parameters", dict, member),
+        member=member,
+    )
+
+
+class _ProcessStream(IO[bytes]):
+    """stdout of a decompressor process; its failure surfaces as an ArchiveError on close."""
+
+    def __init__(self, argv: list[str], path: Path) -> None:
+        self._path = path
+        self._proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      bufsize=1 << 20)
+        assert self._proc.stdout is not None
+        self._out = self._proc.stdout
+
+    def read(self, n: int = -1) -> bytes:
+        data = self._out.read(n)
+        if n != 0 and not data:
+            self._check()
+        return data
+
+    def _check(self) -> None:
+        code = self._proc.wait()
+        if code != 0:
+            assert self._proc.stderr is not None
+            msg = self._proc.stderr.read().decode(errors="replace").strip()
+            raise ArchiveError(f"{self._path}: corrupt or truncated bzip2 data ({msg}); "
+                               "delete it and fetch again")
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._out.close()
+        if self._proc.poll() is None:
+            self._proc.kill()
+        self._proc.wait()
+        assert self._proc.stderr is not None
+        self._proc.stderr.close()
+
+    def readable(self) -> bool:
+        return True
+
+
+def _choose(decompressor: Decompressor) -> Decompressor:
+    if decompressor != "auto":
+        return decompressor
+    if shutil.which("lbzip2"):
+        return "lbzip2"
+    try:
+        import indexed_bzip2  # noqa: F401
+    except ImportError:  # pragma: no cover - a declared dependency, but keep a fallback
+        return "python"
+    return "indexed_bzip2"
+
+
+@contextlib.contextmanager
+def open_decompressed(path: str | os.PathLike[str], *, decompressor: Decompressor = "auto",
+                      threads: int | None = None) -> Iterator[IO[bytes]]:
+    """Open a ``.bz2`` file as a decompressed byte stream, in parallel where possible.
+
+    Examples
+    --------
+    >>> import bz2, tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "x.bz2"; _ = p.write_bytes(bz2.compress(b"hi"))
+    >>> with open_decompressed(p, decompressor="python") as f:
+    ...     f.read()
+    b'hi'
+    """
+    path = Path(path)
+    try:
+        with open(path, "rb") as fh:
+            magic = fh.read(3)
+    except OSError as exc:
+        raise ArchiveError(f"cannot read archive {path}: {exc.strerror}") from exc
+    if magic != b"BZh":
+        raise ArchiveError(f"{path} is not a bzip2 file (it starts with {magic!r}); "
+                           "expected the release's .tar.bz2")
+    threads = threads or os.cpu_count() or 1
+    chosen = _choose(decompressor)
+    stream: IO[bytes]
+    if chosen == "lbzip2":
+        stream = _ProcessStream(["lbzip2", "-dc", "-n", str(threads), str(path)], path)
+    elif chosen == "indexed_bzip2":
+        import indexed_bzip2
+
+        stream = indexed_bzip2.open(str(path), parallelization=threads)
+    else:
+        stream = bz2.open(path, "rb")
+    try:
+        yield stream
+    finally:
+        stream.close()
+
+
+def _records(tar: tarfile.TarFile) -> Iterator[Record]:
+    root: str | None = None
+    for info in tar:
+        name = info.name
+        if info.issym() or info.islnk():
+            raise ArchiveError(f"unsafe member {name!r}: a link (to {info.linkname!r}); "
+                               "refusing the archive", member=name)
+        if not (info.isreg() or info.isdir()):
+            raise ArchiveError(f"unsafe member {name!r}: not a regular file or directory; "
+                               "refusing the archive", member=name)
+        parsed = parse_member_name(name)
+        if info.isdir() or parsed is None:
+            continue
+        top = next(p for p in name.split("/") if p not in ("", "."))
+        if root is None:
+            root = top
+        elif top != root:
+            raise ArchiveError(f"{name}: outside the archive's root {root!r}/", member=name)
+        kind, key, trial = parsed
+        fh = tar.extractfile(info)
+        assert fh is not None
+        data = fh.read()
+        if kind == "measurements.csv":
+            assert trial is not None
+            yield CsvRecord(key, trial, data, name)
+        elif kind == "metadata.json":
+            assert trial is not None
+            yield parse_trial(data, key, trial, name)
+        else:
+            yield parse_study(data, key, name)
+
+
+def read_archive(path: str | os.PathLike[str], *, decompressor: Decompressor = "auto",
+                 threads: int | None = None) -> Iterator[Record]:
+    """Yield the records of a release archive in member order.
+
+    Raises :class:`ArchiveError` naming the member at fault for unsafe, malformed or
+    truncated content.
+
+    Examples
+    --------
+    >>> from curvekit.release.synthetic import tiny_archive
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "tiny.tar.bz2"; m = tiny_archive(p)
+    >>> kinds = {type(r).__name__ for r in read_archive(p)}
+    >>> sorted(kinds)
+    ['CsvRecord', 'StudyRecord', 'TrialRecord']
+    """
+    last = "(start of archive)"
+    with open_decompressed(path, decompressor=decompressor, threads=threads) as stream:
+        try:
+            with tarfile.open(fileobj=stream, mode="r|") as tar:
+                for record in _records(tar):
+                    last = record.member
+                    yield record
+        except (tarfile.TarError, EOFError, OSError, ValueError, RuntimeError) as exc:
+            if isinstance(exc, ArchiveError):
+                raise
+            raise ArchiveError(
+                f"{path}: corrupt or truncated archive after member {last!r} ({exc}); "
+                "delete it and fetch again, or check the file you passed with --archive",
+                member=last,
+            ) from exc

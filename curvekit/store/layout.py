@@ -1,0 +1,90 @@
+"""The store's on-disk layout: table folders, hive partitions and fixed columns.
+
+The documented schema lives in ``data_manifest/store_schema.json``; this module reads it, so
+the documentation and the code cannot drift apart.
+
+A store is a folder::
+
+    _store.json
+    studies/base_dir=<b>/model=<m>/optimizer=<o>/part-0.parquet
+    trials/base_dir=<b>/model=<m>/optimizer=<o>/part-0.parquet
+    measurements/base_dir=<b>/model=<m>/optimizer=<o>/batch_size=<n>/part-0.parquet
+
+Partition values are percent-encoded, so ``mnist_subsets/mnist_6875`` becomes
+``base_dir=mnist_subsets%2Fmnist_6875``; DuckDB and polars decode it back.
+
+>>> partition_dir("measurements", "mnist_subsets/mnist_6875", "simple_cnn_base", "sgd", 64)
+'measurements/base_dir=mnist_subsets%2Fmnist_6875/model=simple_cnn_base/optimizer=sgd/batch_size=64'
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from typing import Any
+from urllib.parse import quote
+
+import pyarrow as pa
+
+from curvekit.release.manifest import manifest_dir
+
+__all__ = [
+    "FILE_NAME",
+    "METADATA_FILE",
+    "STORE_FORMAT",
+    "TABLES",
+    "fixed_schema",
+    "partition_dir",
+    "store_schema",
+]
+
+TABLES = ("studies", "trials", "measurements")
+FILE_NAME = "part-0.parquet"
+METADATA_FILE = "_store.json"
+
+_TYPES: dict[str, pa.DataType] = {
+    "string": pa.string(),
+    "int64": pa.int64(),
+    "float64": pa.float64(),
+    "bool": pa.bool_(),
+}
+
+
+@cache
+def store_schema() -> dict[str, Any]:
+    """The documented store schema (``data_manifest/store_schema.json``)."""
+    data: dict[str, Any] = json.loads((manifest_dir() / "store_schema.json").read_text())
+    return data
+
+
+STORE_FORMAT: int = store_schema()["store_format"]
+
+
+def partition_columns(table: str) -> list[str]:
+    """The hive partition columns of a table, outermost first."""
+    cols: list[str] = store_schema()["tables"][table]["partition_by"]
+    return cols
+
+
+def fixed_schema(table: str) -> pa.Schema:
+    """The columns every file of ``table`` holds before its dynamic columns.
+
+    Partition columns are part of the path, not of the files, so they are left out.
+
+    >>> fixed_schema("measurements").names
+    ['trial_id', 'step']
+    """
+    spec = store_schema()["tables"][table]
+    part = set(spec["partition_by"])
+    return pa.schema(
+        [pa.field(c["name"], _TYPES[c["type"]]) for c in spec["columns"] if c["name"] not in part]
+    )
+
+
+def partition_dir(table: str, *values: str | int) -> str:
+    """The relative folder of one partition of ``table``, values outermost first."""
+    names = partition_columns(table)
+    if len(values) != len(names):
+        raise ValueError(f"{table} is partitioned by {names}, got {values!r}")
+    parts = [f"{n}={quote(str(v), safe='')}" for n, v in zip(names, values, strict=True)]
+    return "/".join([table, *parts])
