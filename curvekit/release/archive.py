@@ -358,7 +358,7 @@ def read_archive(path: str | os.PathLike[str], *, decompressor: Decompressor = "
     >>> sorted(kinds)
     ['CsvRecord', 'StudyRecord', 'TrialRecord']
     """
-    last = "(start of archive)"
+    last: str | None = None
     with open_decompressed(path, decompressor=decompressor, threads=threads) as stream:
         try:
             with tarfile.open(fileobj=stream, mode="r|") as tar:
@@ -369,7 +369,9 @@ def read_archive(path: str | os.PathLike[str], *, decompressor: Decompressor = "
             if isinstance(exc, ArchiveError):
                 raise
             raise ArchiveError(
-                f"{path}: corrupt or truncated archive after member {last!r} ({exc}); "
+                f"{path}: corrupt or truncated archive "
+                + (f"after member {last!r}" if last else "before its first member")
+                + f" ({exc}); "
                 "delete it and fetch again, or check the file you passed with --archive",
                 member=last,
             ) from exc

@@ -34,12 +34,10 @@ from curvekit.release.archive import (
 )
 from curvekit.release.csvparse import CsvBatcher
 from curvekit.release.manifest import Manifest
-from curvekit.store.layout import STORE_FORMAT
+from curvekit.store.layout import MANIFEST_FILE, STORE_FORMAT
 from curvekit.store.writer import StoreBuilder, lock_home, new_staging, publish
 
-__all__ = ["MANIFEST_FILE", "ConvertProgress", "convert"]
-
-MANIFEST_FILE = "_manifest.json"
+__all__ = ["ConvertProgress", "convert"]
 ConvertProgress = Callable[[int, int | None], None]
 """Called with (members read, members expected or None) as the conversion advances."""
 

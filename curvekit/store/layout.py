@@ -30,6 +30,7 @@ from curvekit.release.manifest import manifest_dir
 
 __all__ = [
     "FILE_NAME",
+    "MANIFEST_FILE",
     "METADATA_FILE",
     "STORE_FORMAT",
     "TABLES",
@@ -41,6 +42,7 @@ __all__ = [
 TABLES = ("studies", "trials", "measurements")
 FILE_NAME = "part-0.parquet"
 METADATA_FILE = "_store.json"
+MANIFEST_FILE = "_manifest.json"
 
 _TYPES: dict[str, pa.DataType] = {
     "string": pa.string(),

@@ -1,0 +1,154 @@
+"""The ``curvekit`` command: a thin click layer over the library.
+
+Each command calls one library function of the same name and formats what it returns.
+Output formatting lives here only; errors are caught once, at the root.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+import polars as pl
+
+from curvekit import __version__
+from curvekit.errors import CurvekitError
+from curvekit.fetch import fetch as fetch_
+from curvekit.home import ENV_HOME
+from curvekit.store.catalog import Store
+from curvekit.store.catalog import info as info_
+from curvekit.store.catalog import verify as verify_
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+home_option = click.option(
+    "--home", type=click.Path(file_okay=False, path_type=Path), envvar=ENV_HOME,
+    help=f"curvekit's data folder (default: ${ENV_HOME} or the platform data directory).")
+format_option = click.option(
+    "--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
+    show_default=True, help="Output format.")
+
+
+class _Group(click.Group):
+    """Turn every CurvekitError into ``Error: ...`` and exit status 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except CurvekitError as exc:
+            click.echo(f"Error: {exc}", err=True)
+            sys.exit(1)
+
+
+@click.group(cls=_Group)
+@click.version_option(__version__, prog_name="curvekit")
+def main() -> None:
+    """Training-curve data of Shallue et al. (2019) as a Parquet store you can query."""
+
+
+def emit(frame: pl.DataFrame, fmt: str) -> None:
+    """Print a DataFrame as an aligned table, CSV or JSON records."""
+    if fmt == "json":
+        click.echo(json.dumps(frame.to_dicts(), indent=1, default=str))
+        return
+    flat = frame.with_columns(
+        pl.col(c).list.eval(pl.element().cast(pl.String)).list.join(" ")
+        for c, t in frame.schema.items() if isinstance(t, pl.List))
+    if fmt == "csv":
+        click.echo(flat.write_csv(), nl=False)
+        return
+    rows = [flat.columns] + [["" if v is None else str(v) for v in r] for r in flat.iter_rows()]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(flat.columns))]
+    for n, row in enumerate(rows):
+        click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+        if n == 0:
+            click.echo("  ".join("-" * w for w in widths))
+
+
+@contextmanager
+def _progress() -> Iterator[Callable[[str, int, int | None], None]]:
+    """A progress renderer for fetch: one bar per stage, on stderr."""
+    bars: dict[str, Any] = {}
+    labels = {"download": "Downloading", "verify": "Checking sha256", "convert": "Converting"}
+
+    def update(stage: str, done: int, total: int | None) -> None:
+        bar = bars.get(stage)
+        if bar is None:
+            for other in bars.values():
+                other.render_finish()
+            bar = bars[stage] = click.progressbar(length=total or 0, label=labels[stage],
+                                                  file=sys.stderr, show_pos=stage == "convert")
+            bar.__enter__()
+            bar.start = done if stage == "download" else 0
+        if total and bar.length != total:
+            bar.length = total
+        bar.update(done - bar.pos)
+
+    try:
+        yield update
+    finally:
+        for bar in bars.values():
+            bar.render_finish()
+
+
+@main.command()
+@home_option
+@click.option("--url", help="Download from this mirror instead of the manifest's URL.")
+@click.option("--archive", type=click.Path(dir_okay=False, path_type=Path),
+              help="Convert an archive you already have (no download).")
+@click.option("--sha256", help="Expect this sha256 instead of the manifest's.")
+@click.option("--manifest", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              help="A manifest JSON describing the archive (e.g. a generated test archive).")
+@click.option("--force", is_flag=True, help="Convert again even if the store is up to date.")
+@click.option("--quiet", is_flag=True, help="No progress bars.")
+def fetch(home: Path | None, url: str | None, archive: Path | None, sha256: str | None,
+          manifest: Path | None, force: bool, quiet: bool) -> None:
+    """Download the release archive, verify it, and convert it into the store."""
+    if quiet:
+        result = fetch_(home=home, url=url, archive=archive, sha256=sha256, manifest=manifest,
+                        force=force)
+    else:
+        with _progress() as progress:
+            result = fetch_(home=home, url=url, archive=archive, sha256=sha256,
+                            manifest=manifest, force=force, progress=progress)
+    counts = result.metadata.get("counts", {})
+    summary = (f"{counts.get('workloads')} workloads, {counts.get('studies')} studies, "
+               f"{counts.get('trials')} trials, {counts.get('measurements')} measurements")
+    if result.action == "up-to-date":
+        click.echo(f"Nothing to do: the store at {result.store} is up to date ({summary}). "
+                   "Use --force to convert again.")
+    else:
+        click.echo(f"Converted {result.archive} into {result.store} ({summary}).")
+
+
+@main.command()
+@home_option
+@click.option("--manifest", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              help="Check against this manifest instead of the one the store was built from.")
+def verify(home: Path | None, manifest: Path | None) -> None:
+    """Check the store against its manifest; exit 1 on any mismatch."""
+    from curvekit.release.manifest import Manifest
+
+    store = Store.open(home)
+    report = verify_(store, Manifest.from_file(manifest) if manifest else None)
+    checked = ", ".join(f"{v} {k}" for k, v in report.checked.items())
+    for problem in report.problems:
+        click.echo(problem)
+    if report.ok:
+        click.echo(f"OK: {checked} match the manifest.")
+    else:
+        click.echo(f"{len(report.problems)} mismatches ({checked} checked).", err=True)
+        sys.exit(1)
+
+
+@main.command()
+@home_option
+@format_option
+def info(home: Path | None, fmt: str) -> None:
+    """Workloads in the store: batch sizes, trials by status, metrics, rows."""
+    emit(info_(Store.open(home)), fmt)

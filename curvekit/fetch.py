@@ -1,0 +1,125 @@
+"""``curvekit.fetch()``: find → download → verify → convert, doing only what is missing.
+
+>>> import tempfile, pathlib
+>>> from curvekit.release.synthetic import tiny_archive
+>>> tmp = pathlib.Path(tempfile.mkdtemp())
+>>> m = tiny_archive(tmp / "tiny.tar.bz2")
+>>> fetch(home=tmp / "home", archive=tmp / "tiny.tar.bz2", manifest=m).action
+'converted'
+>>> fetch(home=tmp / "home", archive=tmp / "tiny.tar.bz2", manifest=m).action
+'up-to-date'
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from curvekit.errors import ChecksumError, CurvekitError, StoreError
+from curvekit.home import downloads_dir, resolve_home
+from curvekit.release.archive import Decompressor
+from curvekit.release.convert import convert
+from curvekit.release.download import download, file_sha256
+from curvekit.release.manifest import Manifest, load_manifest
+from curvekit.store.layout import METADATA_FILE, STORE_FORMAT
+from curvekit.store.writer import store_link
+
+__all__ = ["FetchResult", "Progress", "fetch"]
+
+Progress = Callable[[str, int, int | None], None]
+"""``progress(stage, done, total)``; stage is ``download``, ``verify`` or ``convert``."""
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    """What :func:`fetch` did: ``action`` is ``converted`` or ``up-to-date``."""
+
+    action: Literal["converted", "up-to-date"]
+    store: Path
+    archive: Path | None
+    metadata: dict[str, Any]
+
+
+def _current_metadata(home: Path) -> dict[str, Any] | None:
+    path = store_link(home) / METADATA_FILE
+    try:
+        data: dict[str, Any] = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return data
+
+
+def fetch(
+    *,
+    home: str | os.PathLike[str] | None = None,
+    dataset: str = "batch_science",
+    url: str | None = None,
+    archive: str | os.PathLike[str] | None = None,
+    sha256: str | None = None,
+    manifest: Manifest | str | os.PathLike[str] | None = None,
+    force: bool = False,
+    decompressor: Decompressor = "auto",
+    progress: Progress | None = None,
+    urlopen: Callable[..., Any] | None = None,
+) -> FetchResult:
+    """Download the release archive (if needed) and convert it into the store.
+
+    Parameters
+    ----------
+    home
+        curvekit's home (default: ``$CURVEKIT_HOME`` or the platform data directory).
+    url
+        A mirror to download from instead of the manifest's URL.
+    archive
+        An archive already on disk: no download, but its sha256 is still checked.
+    sha256
+        Pin a different expected sha256 (e.g. for a mirror's re-packed file).
+    manifest
+        A manifest (object or JSON path) describing the archive, instead of ``dataset``'s.
+    force
+        Convert again even if the store is up to date.
+
+    A second call with everything in place does nothing and returns ``action="up-to-date"``.
+    """
+    from curvekit import __version__
+
+    home = resolve_home(home)
+    if manifest is None:
+        manifest = load_manifest(dataset)
+    elif not isinstance(manifest, Manifest):
+        manifest = Manifest.from_file(manifest)
+    expected = (sha256 or manifest.archive.sha256).strip().lower()
+    current = _current_metadata(home)
+    if (not force and current is not None and current.get("store_format") == STORE_FORMAT
+            and current.get("source", {}).get("sha256") == expected):
+        return FetchResult("up-to-date", store_link(home).resolve(), None, current)
+
+    def stage(name: str) -> Callable[[int, int | None], None] | None:
+        if progress is None:
+            return None
+        return lambda done, total: progress(name, done, total)
+
+    if archive is not None:
+        path = Path(archive).expanduser()
+        if not path.is_file():
+            raise CurvekitError(f"--archive {path}: no such file")
+        got = file_sha256(path, progress=stage("verify"))
+        if got != expected:
+            raise ChecksumError(
+                f"{path} does not have the expected sha256: expected {expected}, got {got}. "
+                "Check that it is the right file, or pass --sha256 with its hash (or "
+                "--manifest for a different dataset) if you trust it.")
+    else:
+        source = url or manifest.archive.url
+        path = download(source, downloads_dir(home) / manifest.archive.file_name,
+                        sha256=expected, progress=stage("download"), urlopen=urlopen)
+    meta = convert(path, home, manifest=manifest, sha256=expected, decompressor=decompressor,
+                   progress=stage("convert"), version=__version__)
+    link = store_link(home)
+    if not link.exists():  # pragma: no cover - convert publishes or raises
+        raise StoreError(f"conversion finished but {link} is missing")
+    return FetchResult("converted", link.resolve(), path, meta)

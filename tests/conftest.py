@@ -1,0 +1,84 @@
+"""Shared fixtures: small archives built member by member, and stores converted from them."""
+
+from __future__ import annotations
+
+import bz2
+import hashlib
+import io
+import json
+import tarfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+ROOT = "batch_science"
+
+Members = dict[str, bytes]
+
+
+def study_json(batch_size: int, train_steps: int = 1000, **extra: object) -> bytes:
+    return json.dumps({
+        "batch_size": batch_size, "dataset": "mnist", "model": "fc_1024", "optimizer": "sgd",
+        "early_stopping": False, "train_steps": train_steps,
+        "parameter_configs": {"learning_rate": {"type": "DOUBLE", "min_value": 1e-3,
+                                                "max_value": 10.0, "scale": "LOG_SCALE"}},
+        **extra,
+    }).encode()
+
+
+def metadata_json(trial_id: int, status: str = "COMPLETE", steps: int = 1000,
+                  **params: float) -> bytes:
+    return json.dumps({"trial_id": trial_id, "status": status, "steps": steps,
+                       "parameters": params or {"learning_rate": 0.1},
+                       "_internal_study_name": "x", "_internal_trial_id": 7}).encode()
+
+
+def small_members(workload: str = "mnist/fc_1024/sgd", batch_sizes: tuple[int, ...] = (8, 64),
+                  trials: tuple[int, ...] = (1, 2)) -> Members:
+    """A well-formed miniature release: every study with two trials of three rows."""
+    members: Members = {}
+    for bs in batch_sizes:
+        base = f"{ROOT}/{workload}/{bs}"
+        members[f"{base}/study.json"] = study_json(bs)
+        for t in trials:
+            members[f"{base}/{t}/metadata.json"] = metadata_json(t, learning_rate=0.1 * t)
+            members[f"{base}/{t}/measurements.csv"] = (
+                b"step,val/classification_error\n0,0.9\n100,0.5\n200,0.25\n")
+    return members
+
+
+def write_archive(path: Path, members: Members,
+                  special: Callable[[tarfile.TarFile], None] | None = None) -> Path:
+    """Write ``members`` (name → bytes) as a .tar.bz2; ``special`` may add odd members."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        if special is not None:
+            special(tar)
+    path.write_bytes(bz2.compress(raw.getvalue()))
+    return path
+
+
+def snapshot(home: Path) -> dict[str, str]:
+    """Every file under ``home`` (symlinks resolved) with its sha256, plus the store link."""
+    out = {p.relative_to(home).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+           for p in sorted(home.rglob("*")) if p.is_file() and p.name != ".lock"}
+    link = home / "store"
+    out["<link>"] = str(link.readlink()) if link.is_symlink() else ""
+    return out
+
+
+@pytest.fixture
+def make_archive(tmp_path: Path) -> Callable[..., Path]:
+    counter = iter(range(10**6))
+
+    def make(members: Members | None = None,
+             special: Callable[[tarfile.TarFile], None] | None = None) -> Path:
+        path = tmp_path / f"archive-{next(counter)}.tar.bz2"
+        return write_archive(path, small_members() if members is None else members, special)
+
+    return make
