@@ -96,7 +96,7 @@ def fetch(
     current = _current_metadata(home)
     if (not force and current is not None and current.get("store_format") == STORE_FORMAT
             and current.get("source", {}).get("sha256") == expected):
-        return FetchResult("up-to-date", store_link(home).resolve(), None, current)
+        return FetchResult("up-to-date", store_link(home), None, current)
 
     def stage(name: str) -> Callable[[int, int | None], None] | None:
         if progress is None:
@@ -122,4 +122,4 @@ def fetch(
     link = store_link(home)
     if not link.exists():  # pragma: no cover - convert publishes or raises
         raise StoreError(f"conversion finished but {link} is missing")
-    return FetchResult("converted", link.resolve(), path, meta)
+    return FetchResult("converted", link, path, meta)

@@ -97,6 +97,7 @@ def convert(
             finally:
                 batcher.close()
             _check_complete(builder, csv_seen)
+            builder.metrics.update(batcher.metrics)
             meta = builder.finish(
                 {
                     "store_format": STORE_FORMAT,

@@ -114,6 +114,7 @@ class CsvBatcher:
         self._pending: list[Future[_Parsed]] = []
         self._max_pending = max_pending
         self.rows: dict[tuple[StudyKey, int], int] = {}
+        self.metrics: set[str] = set()  # every metric named in a header, rows or not
 
     def add(self, record: CsvRecord) -> None:
         """Queue one file; parse its group's batch when the batch is big enough."""
@@ -126,6 +127,7 @@ class CsvBatcher:
         group = self._groups.get(head)
         if group is None:
             group = self._groups[head] = _Group(head, parse_header(head, record.member))
+            self.metrics.update(n for n in group.names if n != "step")
         if body and not body.endswith(b"\n"):
             body += b"\n"
         lines = body.count(b"\n")

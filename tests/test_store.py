@@ -1,0 +1,184 @@
+"""The store: plain Parquet readers, exact values, determinism, atomicity."""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from curvekit.fetch import fetch
+from curvekit.release.convert import convert
+from curvekit.store.catalog import Store, info, verify
+from tests.conftest import ROOT, metadata_json, small_members, snapshot, study_json, write_archive
+
+TWO = "mnist_subsets/mnist_6875/simple_cnn_base/nesterov_momentum"
+
+
+def quirky_members() -> dict[str, bytes]:
+    """Two workloads (one with a two-component base_dir) with the release's quirks."""
+    m = small_members()
+    b = f"{ROOT}/{TWO}/16"
+    m[f"{b}/study.json"] = study_json(16, train_steps=0, surprise={"x": 1})
+    m[f"{b}/4/metadata.json"] = metadata_json(4, momentum=0.9, learning_rate=0.5)
+    # columns in another order, step not first, no trailing newline, nan/inf, blank line
+    m[f"{b}/4/measurements.csv"] = (b"val/cross_entropy_error,step,val/classification_error\n"
+                                    b"2.5,0,0.9\n\nnan,1000,inf\n-inf,4500,0.125")
+    m[f"{b}/9/metadata.json"] = metadata_json(9, status="INFEASIBLE", momentum=0.99)
+    m[f"{b}/9/measurements.csv"] = b"step,val/cross_entropy_error,val/classification_error\n"
+    return m
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    archive = write_archive(tmp_path / "q.tar.bz2", quirky_members())
+    convert(archive, tmp_path / "home")
+    return Store.open(tmp_path / "home")
+
+
+def test_plain_duckdb_and_polars_read_the_layout(store: Store) -> None:
+    glob = str(store.path / "measurements" / "**" / "*.parquet")
+    con = duckdb.connect()
+    rows = con.sql(f"select base_dir, model, optimizer, batch_size, trial_id, step, "
+                   f"\"val/cross_entropy_error\" as ce, \"val/classification_error\" as err "
+                   f"from read_parquet('{glob}', hive_partitioning=true) "
+                   f"where base_dir = 'mnist_subsets/mnist_6875' order by step").fetchall()
+    assert [r[:6] for r in rows] == [
+        ("mnist_subsets/mnist_6875", "simple_cnn_base", "nesterov_momentum", 16, 4, s)
+        for s in (0, 1000, 4500)]
+    assert rows[0][6:] == (2.5, 0.9)
+    assert math.isnan(rows[1][6]) and rows[1][7] == math.inf
+    assert rows[2][6:] == (-math.inf, 0.125)
+    frame = pl.scan_parquet(glob, hive_partitioning=True).filter(
+        pl.col("base_dir") == "mnist_subsets/mnist_6875").collect()
+    assert frame.height == 3
+    assert set(frame["model"]) == {"simple_cnn_base"}
+    assert frame.schema["batch_size"] == pl.Int64
+    # the fc workload lacks cross entropy: null there, same schema everywhere
+    whole = pl.scan_parquet(glob, hive_partitioning=True).collect()
+    assert whole.filter(pl.col("model") == "fc_1024")["val/cross_entropy_error"].null_count() == 12
+    trials = pl.scan_parquet(str(store.path / "trials" / "**" / "*.parquet"),
+                             hive_partitioning=True).collect()
+    assert set(trials.columns) >= {"learning_rate", "momentum", "status", "n_measurements"}
+    assert trials.filter(pl.col("trial_id") == 9)["n_measurements"].to_list() == [0]
+    studies = con.sql(f"select base_dir, train_steps, extra from read_parquet("
+                      f"'{store.path}/studies/**/*.parquet', hive_partitioning=true) "
+                      f"where batch_size = 16").fetchall()
+    assert studies == [("mnist_subsets/mnist_6875", 0, '{"surprise":{"x":1}}')]
+
+
+def test_query_for_one_workload_reads_only_its_files(store: Store) -> None:
+    plan = duckdb.sql(
+        f"explain analyze select count(*) from read_parquet('{store.glob('measurements')}', "
+        f"hive_partitioning=true) where model = 'simple_cnn_base'").fetchall()[0][1]
+    assert "Total Files Read: 1" in plan
+
+
+def test_info_and_verify(store: Store) -> None:
+    frame = info(store)
+    row = frame.filter(pl.col("workload") == TWO).row(0, named=True)
+    assert row["batch_sizes"] == [16] and row["trials"] == 2 and row["infeasible"] == 1
+    assert row["metrics"] == ["val/classification_error", "val/cross_entropy_error"]
+    assert row["measurements"] == 3
+    assert verify(store).ok
+
+
+def test_same_archive_any_member_order_gives_the_same_store(tmp_path: Path) -> None:
+    members = quirky_members()
+    names = list(members)
+    random.Random(1).shuffle(names)
+    a = write_archive(tmp_path / "a.tar.bz2", members)
+    b = write_archive(tmp_path / "b.tar.bz2", {n: members[n] for n in names})
+    convert(a, tmp_path / "ha")
+    convert(b, tmp_path / "hb", memory_limit=1)  # spill after every table
+    files = [{k: v for k, v in snapshot(h / "store").items() if k != "<link>"}
+             for h in (tmp_path / "ha", tmp_path / "hb")]
+    files[0].pop("_store.json")
+    files[1].pop("_store.json")
+    assert files[0] == files[1]
+
+
+def test_fetch_twice_does_nothing_the_second_time(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from curvekit.cli import main
+
+    archive = write_archive(tmp_path / "a.tar.bz2", small_members())
+    sha = __import__("hashlib").sha256(archive.read_bytes()).hexdigest()
+    args = ["fetch", "--home", str(tmp_path / "h"), "--archive", str(archive), "--sha256", sha]
+    first = CliRunner().invoke(main, args)
+    assert first.exit_code == 0, first.output
+    assert "Converted" in first.output and "4 trials" in first.output
+    before = snapshot(tmp_path / "h")
+    second = CliRunner().invoke(main, args)
+    assert second.exit_code == 0
+    assert "Nothing to do" in second.output
+    assert snapshot(tmp_path / "h") == before
+
+
+def test_wrong_sha256_for_a_given_archive_keeps_the_file(tmp_path: Path) -> None:
+    from curvekit.errors import ChecksumError
+
+    archive = write_archive(tmp_path / "a.tar.bz2", small_members())
+    with pytest.raises(ChecksumError, match="expected 0{64}, got [0-9a-f]{64}"):
+        fetch(home=tmp_path / "h", archive=archive, sha256="0" * 64)
+    assert archive.exists()
+    assert not (tmp_path / "h" / "store").exists()
+
+
+_KILLER = """
+import os, signal, sys
+from curvekit.release.convert import convert
+def progress(done, total):
+    os.kill(os.getpid(), signal.SIGKILL)
+convert(sys.argv[1], sys.argv[2], progress=progress)
+"""
+
+
+def test_killed_conversion_leaves_the_previous_store(tmp_path: Path,
+                                                     make_archive: Callable[..., Path]) -> None:
+    home = tmp_path / "home"
+    convert(make_archive(), home)
+    before = snapshot(home)
+    big = make_archive(small_members(trials=tuple(range(1, 3000))))
+    proc = subprocess.run([sys.executable, "-c", _KILLER, str(big), str(home)],
+                          env={**os.environ, "PYTHONPATH": os.getcwd()}, check=False)
+    assert proc.returncode == -signal.SIGKILL
+    assert list((home / "stores").glob(".staging-*"))  # the killed run's leftovers
+    after = {k: v for k, v in snapshot(home).items() if ".staging-" not in k}
+    assert after == before
+    convert(make_archive(), home)  # the next run cleans up
+    assert not list((home / "stores").glob(".staging-*"))
+    assert len(list((home / "stores").iterdir())) == 1
+
+
+finite = st.floats(allow_nan=True, allow_infinity=True, width=64)
+
+
+@settings(max_examples=25, deadline=None)
+@given(values=st.lists(st.tuples(st.integers(0, 10**9), finite, finite), min_size=0,
+                       max_size=30))
+def test_round_trip_is_lossless(tmp_path_factory: pytest.TempPathFactory,
+                                values: list[tuple[int, float, float]]) -> None:
+    tmp = tmp_path_factory.mktemp("rt")
+    members = small_members(batch_sizes=(8,), trials=(1,))
+    lines = ["step,train/x,val/y"] + [f"{s},{a!r},{b!r}" for s, a, b in values]
+    members[f"{ROOT}/mnist/fc_1024/sgd/8/1/measurements.csv"] = "\n".join(lines).encode()
+    convert(write_archive(tmp / "a.tar.bz2", members), tmp / "h")
+    got = pl.read_parquet(Store.open(tmp / "h").glob("measurements"))
+    want = sorted(values, key=lambda v: v[0])  # sorted by step, stable
+    assert got["step"].to_list() == [v[0] for v in want]
+    for col, i in (("train/x", 1), ("val/y", 2)):
+        for g, w in zip(got[col].to_list(), want, strict=True):
+            assert (math.isnan(g) and math.isnan(w[i])) or (g == w[i] and
+                                                             math.copysign(1, g) == math.copysign(1, w[i]))
