@@ -239,16 +239,17 @@ def test_existing_dest_with_right_hash_makes_no_network_call(tmp_path: Path) -> 
     assert download("http://unused.invalid/", dest, sha256=None, urlopen=_no_network) == dest
 
 
-def test_existing_dest_with_wrong_hash_is_deleted_and_reported(tmp_path: Path) -> None:
+def test_existing_dest_with_wrong_hash_is_replaced_only_by_verified_bytes(
+    server: RunningServer, tmp_path: Path
+) -> None:
     dest = tmp_path / "data.bin"
     dest.write_bytes(b"stale")
-    with pytest.raises(ChecksumError) as info:
-        download("http://unused.invalid/", dest, sha256=SHA, urlopen=_no_network)
-    message = str(info.value)
-    assert f"expected {SHA}" in message
-    assert f"got {hashlib.sha256(b'stale').hexdigest()}" in message
-    assert "deleted" in message and "http://unused.invalid/" in message
-    assert not dest.exists()
+    server.state.mode = "wrong-content"
+    with pytest.raises(ChecksumError):
+        download(server.url(), dest, sha256=SHA)
+    assert dest.read_bytes() == b"stale"  # a failed refresh keeps what was there
+    server.state.mode = "normal"
+    assert download(server.url(), dest, sha256=SHA).read_bytes() == BODY
 
 
 def test_file_url_works_even_with_a_stale_part(tmp_path: Path) -> None:

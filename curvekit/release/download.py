@@ -55,9 +55,8 @@ def download(
     """Download ``url`` to ``dest``, resumable and verified. Returns ``dest``.
 
     An existing ``dest`` is returned untouched when ``sha256`` is ``None`` or matches. If it
-    does not match it is deleted and :class:`ChecksumError` is raised: ``dest`` is
-    curvekit's own cache file, so a stale or corrupt copy must not survive to be trusted by
-    the next run (which then downloads it afresh). ``sha256=None`` skips verification; the
+    does not match, the file is downloaded afresh and replaces ``dest`` only once it
+    verifies. ``sha256=None`` skips verification; the
     file is still moved into place atomically. ``timeout`` is per socket operation, not for
     the whole transfer. ``urlopen`` replaces :func:`urllib.request.urlopen` (for tests).
 
@@ -70,17 +69,10 @@ def download(
     """
     dest = Path(dest)
     expected = None if sha256 is None else _normalise_sha256(sha256)
-    if dest.exists():
-        if expected is not None:
-            got = file_sha256(dest, chunk_size=chunk_size)
-            if got != expected:
-                dest.unlink()
-                raise ChecksumError(
-                    f"{dest} (from {url}) does not have the expected sha256: expected "
-                    f"{expected}, got {got}. It is curvekit's cache file, so it was deleted; "
-                    f"re-run to download it again, use --url for another mirror, or pass "
-                    f"--sha256 HEX to pin a different hash deliberately."
-                )
+    # An existing file that does not match is stale, not trusted: download afresh into the
+    # part file and replace it only once the new bytes verify, so a mistyped --sha256 never
+    # costs a good cached copy.
+    if dest.exists() and (expected is None or file_sha256(dest, chunk_size=chunk_size) == expected):
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")
