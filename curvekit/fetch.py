@@ -91,7 +91,7 @@ def fetch(
     if manifest is None:
         manifest = load_manifest(dataset)
     elif not isinstance(manifest, Manifest):
-        manifest = Manifest.from_file(manifest)
+        manifest = Manifest.from_file(Path(manifest))
     expected = (sha256 or manifest.archive.sha256).strip().lower()
     current = _current_metadata(home)
     if (not force and current is not None and current.get("store_format") == STORE_FORMAT

@@ -130,7 +130,7 @@ def test_wrong_sha256_for_a_given_archive_keeps_the_file(tmp_path: Path) -> None
     from curvekit.errors import ChecksumError
 
     archive = write_archive(tmp_path / "a.tar.bz2", small_members())
-    with pytest.raises(ChecksumError, match="expected 0{64}, got [0-9a-f]{64}"):
+    with pytest.raises(ChecksumError, match=r"expected 0{64}, got [0-9a-f]{64}"):
         fetch(home=tmp_path / "h", archive=archive, sha256="0" * 64)
     assert archive.exists()
     assert not (tmp_path / "h" / "store").exists()
@@ -180,5 +180,5 @@ def test_round_trip_is_lossless(tmp_path_factory: pytest.TempPathFactory,
     assert got["step"].to_list() == [v[0] for v in want]
     for col, i in (("train/x", 1), ("val/y", 2)):
         for g, w in zip(got[col].to_list(), want, strict=True):
-            assert (math.isnan(g) and math.isnan(w[i])) or (g == w[i] and
-                                                             math.copysign(1, g) == math.copysign(1, w[i]))
+            same_sign = math.copysign(1, g) == math.copysign(1, w[i])
+            assert (math.isnan(g) and math.isnan(w[i])) or (g == w[i] and same_sign)

@@ -12,14 +12,17 @@ Member names are only ever *parsed* into keys; nothing is written to a path take
 archive. Links, devices, absolute paths and ``..`` components are refused.
 
 >>> from curvekit.release.archive import parse_member_name
->>> parse_member_name("batch_science/mnist_subsets/mnist_6875/simple_cnn_base/sgd/64/7/metadata.json")
-('metadata.json', StudyKey(base_dir='mnist_subsets/mnist_6875', model='simple_cnn_base', optimizer='sgd', batch_size=64), 7)
+>>> kind, key, trial = parse_member_name(
+...     "batch_science/mnist_subsets/mnist_6875/simple_cnn/sgd/64/7/metadata.json")
+>>> kind, key.base_dir, key.batch_size, trial
+('metadata.json', 'mnist_subsets/mnist_6875', 64, 7)
 """
 
 from __future__ import annotations
 
 import bz2
 import contextlib
+import io
 import json
 import os
 import shutil
@@ -28,7 +31,7 @@ import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Literal, NamedTuple
+from typing import IO, Any, Literal, NamedTuple, cast
 
 from curvekit.errors import ArchiveError
 
@@ -222,19 +225,29 @@ def parse_trial(data: bytes, key: StudyKey, trial_id: int, member: str) -> Trial
     )
 
 
-class _ProcessStream(IO[bytes]):
-    """stdout of a decompressor process; its failure surfaces as an ArchiveError on close."""
+class _ProcessStream(io.RawIOBase):
+    """stdout of a decompressor process; its failure surfaces as an ArchiveError."""
 
     def __init__(self, argv: list[str], path: Path) -> None:
+        super().__init__()
         self._path = path
         self._proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                       bufsize=1 << 20)
-        assert self._proc.stdout is not None
-        self._out = self._proc.stdout
+        self._out = cast(io.BufferedReader, self._proc.stdout)
 
-    def read(self, n: int = -1) -> bytes:
-        data = self._out.read(n)
-        if n != 0 and not data:
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        n: int = self._out.readinto(buffer)
+        if not n and len(buffer):
+            self._check()
+        return n
+
+    def read(self, size: int = -1) -> bytes:
+        # Skip RawIOBase's readinto round trip: the pipe's buffered reader is faster.
+        data = self._out.read(size)
+        if not data and size != 0:
             self._check()
         return data
 
@@ -247,16 +260,15 @@ class _ProcessStream(IO[bytes]):
                                "delete it and fetch again")
 
     def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self._out.close()
-        if self._proc.poll() is None:
-            self._proc.kill()
-        self._proc.wait()
-        assert self._proc.stderr is not None
-        self._proc.stderr.close()
-
-    def readable(self) -> bool:
-        return True
+        if not self.closed:
+            with contextlib.suppress(OSError):
+                self._out.close()
+            if self._proc.poll() is None:
+                self._proc.kill()
+            self._proc.wait()
+            assert self._proc.stderr is not None
+            self._proc.stderr.close()
+        super().close()
 
 
 def _choose(decompressor: Decompressor) -> Decompressor:
@@ -297,13 +309,14 @@ def open_decompressed(path: str | os.PathLike[str], *, decompressor: Decompresso
     chosen = _choose(decompressor)
     stream: IO[bytes]
     if chosen == "lbzip2":
-        stream = _ProcessStream(["lbzip2", "-dc", "-n", str(threads), str(path)], path)
+        stream = cast(IO[bytes], _ProcessStream(["lbzip2", "-dc", "-n", str(threads), str(path)],
+                                                path))
     elif chosen == "indexed_bzip2":
         import indexed_bzip2
 
         stream = indexed_bzip2.open(str(path), parallelization=threads)
     else:
-        stream = bz2.open(path, "rb")
+        stream = bz2.open(path, "rb")  # noqa: SIM115 - closed below
     try:
         yield stream
     finally:

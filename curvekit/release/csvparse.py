@@ -76,9 +76,9 @@ def _parse(header: bytes, names: list[str], body: bytes) -> pa.Table:
 
 def _step_column(table: pa.Table, member: str) -> pa.Array:
     step = table.column("step").combine_chunks()
-    if step.null_count or len(step) and not pc.all(
+    if step.null_count or (len(step) and not pc.all(
         pc.and_(pc.is_finite(step), pc.equal(pc.floor(step), step))
-    ).as_py():
+    ).as_py()):
         bad = pc.index(pc.invert(pc.fill_null(pc.and_(pc.is_finite(step),
                                                       pc.equal(pc.floor(step), step)), False)),
                        True).as_py()
@@ -119,7 +119,7 @@ class CsvBatcher:
     def add(self, record: CsvRecord) -> None:
         """Queue one file; parse its group's batch when the batch is big enough."""
         data = record.data
-        head, sep, body = data.partition(b"\n")
+        head, _sep, body = data.partition(b"\n")
         head = head.rstrip(b"\r")
         if not head.strip():
             raise ArchiveError(f"{record.member}: empty measurements.csv (not even a header)",

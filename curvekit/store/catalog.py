@@ -26,7 +26,13 @@ import pyarrow.parquet as pq
 from curvekit.errors import StoreError
 from curvekit.home import resolve_home
 from curvekit.release.manifest import STATUSES, Manifest
-from curvekit.store.layout import MANIFEST_FILE, METADATA_FILE, STORE_FORMAT, TABLES, partition_columns
+from curvekit.store.layout import (
+    MANIFEST_FILE,
+    METADATA_FILE,
+    STORE_FORMAT,
+    TABLES,
+    partition_columns,
+)
 from curvekit.store.writer import store_link
 
 __all__ = ["Store", "VerifyReport", "info", "verify"]
@@ -136,8 +142,10 @@ def info(store: Store) -> pl.DataFrame:
            .with_columns(pl.col("studies", "trials", "complete", "incomplete", "infeasible",
                                 "measurements").fill_null(0))
            .sort("workload"))
-    return out.select("workload", "batch_sizes", "studies", "trials", "complete", "incomplete",
-                      "infeasible", "metrics", "measurements")
+    result: pl.DataFrame = out.select(
+        "workload", "batch_sizes", "studies", "trials", "complete", "incomplete", "infeasible",
+        "metrics", "measurements")
+    return result
 
 
 @dataclass(frozen=True)

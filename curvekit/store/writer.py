@@ -191,10 +191,7 @@ class StoreBuilder:
 
     def _write_measurements(self, key: StudyKey, schema: pa.Schema) -> int:
         table = self._study_rows(key)
-        if table is None:
-            table = schema.empty_table()
-        else:
-            table = _sort(_conform(table, schema))
+        table = schema.empty_table() if table is None else _sort(_conform(table, schema))
         self._write(table, partition_dir("measurements", *key), float_split=True)
         return int(table.num_rows)
 
