@@ -105,17 +105,21 @@ def _progress() -> Iterator[Callable[[str, int, int | None], None]]:
 @click.option("--manifest", type=click.Path(dir_okay=False, exists=True, path_type=Path),
               help="A manifest JSON describing the archive (e.g. a generated test archive).")
 @click.option("--force", is_flag=True, help="Convert again even if the store is up to date.")
+@click.option("--decompressor", type=click.Choice(["auto", "lbzip2", "indexed_bzip2", "python"]),
+              default="auto", show_default=True,
+              help="bzip2 decoder: auto picks lbzip2 if installed, else indexed_bzip2.")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 def fetch(home: Path | None, url: str | None, archive: Path | None, sha256: str | None,
-          manifest: Path | None, force: bool, quiet: bool) -> None:
+          manifest: Path | None, force: bool, decompressor: str, quiet: bool) -> None:
     """Download the release archive, verify it, and convert it into the store."""
+    options: dict[str, Any] = {"home": home, "url": url, "archive": archive, "sha256": sha256,
+                               "manifest": manifest, "force": force,
+                               "decompressor": decompressor}
     if quiet:
-        result = fetch_(home=home, url=url, archive=archive, sha256=sha256, manifest=manifest,
-                        force=force)
+        result = fetch_(**options)
     else:
         with _progress() as progress:
-            result = fetch_(home=home, url=url, archive=archive, sha256=sha256,
-                            manifest=manifest, force=force, progress=progress)
+            result = fetch_(**options, progress=progress)
     counts = result.metadata.get("counts", {})
     summary = (f"{counts.get('workloads')} workloads, {counts.get('studies')} studies, "
                f"{counts.get('trials')} trials, {counts.get('measurements')} measurements")
@@ -152,3 +156,39 @@ def verify(home: Path | None, manifest: Path | None) -> None:
 def info(home: Path | None, fmt: str) -> None:
     """Workloads in the store: batch sizes, trials by status, metrics, rows."""
     emit(info_(Store.open(home)), fmt)
+
+
+@main.command("generate-archive")
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--workload", "workloads", multiple=True,
+              help="Only this workload (base_dir/model/optimizer); repeatable. Default: all 35.")
+@click.option("--trial-fraction", type=float, default=1.0, show_default=True,
+              help="Fraction of the published trial counts per status.")
+@click.option("--max-trials", type=int, help="Cap on trials per study.")
+@click.option("--evals-scale", type=float, default=1.0, show_default=True,
+              help="Scale of the number of evaluation rows per trial.")
+@click.option("--order", type=click.Choice(["walk", "shuffled"]), default="walk",
+              show_default=True, help="Member order: like tar(1), or fully shuffled.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--jobs", type=int, help="Worker processes (default: every CPU).")
+def generate_archive(path: Path, workloads: tuple[str, ...], trial_fraction: float,
+                     max_trials: int | None, evals_scale: float, order: str, seed: int,
+                     jobs: int | None) -> None:
+    """Write a synthetic archive in the release's exact layout, and its manifest.
+
+    The defaults make a full-scale archive (454 studies, the published trial counts, about
+    70 million evaluation rows). The manifest goes to PATH.manifest.json; convert with
+    `curvekit fetch --archive PATH --manifest PATH.manifest.json`.
+    """
+    from curvekit.release.synthetic import generate_archive as generate
+    from curvekit.release.synthetic import write_manifest
+
+    manifest = generate(path, workloads=list(workloads) or None, trial_fraction=trial_fraction,
+                        max_trials_per_study=max_trials, evals_scale=evals_scale,
+                        order=order,  # type: ignore[arg-type]
+                        seed=seed, jobs=jobs)
+    target = write_manifest(manifest, path.with_name(path.name + ".manifest.json"))
+    totals = manifest.totals
+    click.echo(f"Wrote {path} ({path.stat().st_size:,} bytes: {totals['studies']} studies, "
+               f"{totals['trials']} trials, {manifest.measurements:,} measurements) and "
+               f"{target}.")

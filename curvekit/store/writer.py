@@ -192,19 +192,22 @@ class StoreBuilder:
     def _write_measurements(self, key: StudyKey, schema: pa.Schema) -> int:
         table = self._study_rows(key)
         table = schema.empty_table() if table is None else _sort(_conform(table, schema))
-        self._write(table, partition_dir("measurements", *key), float_split=True)
+        self._write(table, partition_dir("measurements", *key), measurements=True)
         return int(table.num_rows)
 
-    def _write(self, table: pa.Table, folder: str, *, float_split: bool = False) -> None:
+    def _write(self, table: pa.Table, folder: str, *, measurements: bool = False) -> None:
         path = self.root / folder / FILE_NAME
         path.parent.mkdir(parents=True, exist_ok=True)
-        floats = [f.name for f in table.schema if pa.types.is_floating(f.type)]
+        if not measurements:
+            pq.write_table(table, path, **PARQUET_OPTIONS)
+            return
+        dictionary, split = _float_encodings(table)
         pq.write_table(
             table, path, **PARQUET_OPTIONS,
-            # Floats read from decimal text have noisy low mantissa bytes; splitting the
-            # bytes into streams lets zstd compress the regular high bytes.
-            use_byte_stream_split=floats if float_split and floats else False,
-            use_dictionary=[c for c in table.column_names if c not in floats],
+            use_dictionary=["trial_id", *dictionary],
+            use_byte_stream_split=split or False,
+            # steps rise within a trial: deltas pack them into a few bits
+            column_encoding={"step": "DELTA_BINARY_PACKED"},
         )
 
     def _by_workload(self, keys: Iterable[StudyKey]) -> dict[tuple[str, str, str], list[StudyKey]]:
@@ -250,6 +253,23 @@ class StoreBuilder:
                 "extra": [_json(r.extra) for r in records],
             }
             self._write(pa.table(data, schema=schema), partition_dir("studies", *workload))
+
+
+def _float_encodings(table: pa.Table) -> tuple[list[str], list[str]]:
+    """Split float columns into those worth a dictionary and those worth byte-stream-split.
+
+    Metrics such as a classification error take few distinct values (k / N_eval): a
+    dictionary stores them in a few bits. Continuous metrics read from decimal text have
+    noisy low mantissa bytes: splitting the bytes into streams lets zstd compress the
+    regular high bytes instead.
+    """
+    dictionary, split = [], []
+    for f in table.schema:
+        if not pa.types.is_floating(f.type):
+            continue
+        distinct = pc.count_distinct(table.column(f.name)).as_py()
+        (dictionary if distinct * 8 <= table.num_rows else split).append(f.name)
+    return dictionary, split
 
 
 def _concat(tables: list[pa.Table]) -> pa.Table:

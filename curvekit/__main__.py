@@ -1,0 +1,5 @@
+"""``python -m curvekit`` runs the command-line interface."""
+
+from curvekit.cli import main
+
+main()
