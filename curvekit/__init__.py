@@ -10,6 +10,7 @@ True
 
 from __future__ import annotations
 
+from curvekit._version import __version__
 from curvekit.errors import (
     ArchiveError,
     ChecksumError,
@@ -18,18 +19,24 @@ from curvekit.errors import (
     ManifestError,
     StoreError,
 )
+from curvekit.fetch import FetchResult, fetch
 from curvekit.release.manifest import Manifest, load_manifest
-
-__version__ = "0.1.0"
+from curvekit.store.catalog import Store, VerifyReport, info, verify
 
 __all__ = [
     "ArchiveError",
     "ChecksumError",
     "CurvekitError",
     "DownloadError",
+    "FetchResult",
     "Manifest",
     "ManifestError",
+    "Store",
     "StoreError",
+    "VerifyReport",
     "__version__",
+    "fetch",
+    "info",
     "load_manifest",
+    "verify",
 ]

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import click
 import polars as pl
 
-from curvekit import __version__
+from curvekit._version import __version__
 from curvekit.errors import CurvekitError
 from curvekit.fetch import fetch as fetch_
 from curvekit.home import ENV_HOME

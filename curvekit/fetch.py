@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from curvekit._version import __version__
 from curvekit.errors import ChecksumError, CurvekitError, StoreError
 from curvekit.home import downloads_dir, resolve_home
 from curvekit.release.archive import Decompressor
@@ -85,8 +86,6 @@ def fetch(
 
     A second call with everything in place does nothing and returns ``action="up-to-date"``.
     """
-    from curvekit import __version__
-
     home = resolve_home(home)
     if manifest is None:
         manifest = load_manifest(dataset)
