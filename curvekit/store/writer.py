@@ -263,7 +263,8 @@ def _float_encodings(table: pa.Table) -> tuple[list[str], list[str]]:
     noisy low mantissa bytes: splitting the bytes into streams lets zstd compress the
     regular high bytes instead.
     """
-    dictionary, split = [], []
+    dictionary: list[str] = []
+    split: list[str] = []
     for f in table.schema:
         if not pa.types.is_floating(f.type):
             continue
