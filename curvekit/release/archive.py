@@ -27,13 +27,13 @@ import json
 import os
 import shutil
 import subprocess
-import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Literal, NamedTuple, cast
 
 from curvekit.errors import ArchiveError
+from curvekit.release.tarstream import iter_members
 
 __all__ = [
     "CsvRecord",
@@ -323,18 +323,18 @@ def open_decompressed(path: str | os.PathLike[str], *, decompressor: Decompresso
         stream.close()
 
 
-def _records(tar: tarfile.TarFile) -> Iterator[Record]:
+def _records(stream: IO[bytes]) -> Iterator[Record]:
     root: str | None = None
-    for info in tar:
-        name = info.name
-        if info.issym() or info.islnk():
-            raise ArchiveError(f"unsafe member {name!r}: a link (to {info.linkname!r}); "
+    for member in iter_members(stream):
+        name = member.name
+        if member.type == "link":
+            raise ArchiveError(f"unsafe member {name!r}: a link (to {member.linkname!r}); "
                                "refusing the archive", member=name)
-        if not (info.isreg() or info.isdir()):
+        if member.type == "other":
             raise ArchiveError(f"unsafe member {name!r}: not a regular file or directory; "
                                "refusing the archive", member=name)
         parsed = parse_member_name(name)
-        if info.isdir() or parsed is None:
+        if member.type == "dir" or parsed is None:
             continue
         top = next(p for p in name.split("/") if p not in ("", "."))
         if root is None:
@@ -342,17 +342,14 @@ def _records(tar: tarfile.TarFile) -> Iterator[Record]:
         elif top != root:
             raise ArchiveError(f"{name}: outside the archive's root {root!r}/", member=name)
         kind, key, trial = parsed
-        fh = tar.extractfile(info)
-        assert fh is not None
-        data = fh.read()
         if kind == "measurements.csv":
             assert trial is not None
-            yield CsvRecord(key, trial, data, name)
+            yield CsvRecord(key, trial, member.data, name)
         elif kind == "metadata.json":
             assert trial is not None
-            yield parse_trial(data, key, trial, name)
+            yield parse_trial(member.data, key, trial, name)
         else:
-            yield parse_study(data, key, name)
+            yield parse_study(member.data, key, name)
 
 
 def read_archive(path: str | os.PathLike[str], *, decompressor: Decompressor = "auto",
@@ -374,13 +371,12 @@ def read_archive(path: str | os.PathLike[str], *, decompressor: Decompressor = "
     last: str | None = None
     with open_decompressed(path, decompressor=decompressor, threads=threads) as stream:
         try:
-            with tarfile.open(fileobj=stream, mode="r|") as tar:
-                for record in _records(tar):
-                    last = record.member
-                    yield record
-        except (tarfile.TarError, EOFError, OSError, ValueError, RuntimeError) as exc:
-            if isinstance(exc, ArchiveError):
-                raise
+            for record in _records(stream):
+                last = record.member
+                yield record
+        except (ArchiveError, EOFError, OSError, ValueError, RuntimeError) as exc:
+            if isinstance(exc, ArchiveError) and (exc.member or str(path) in str(exc)):
+                raise  # already names the member or the file at fault
             raise ArchiveError(
                 f"{path}: corrupt or truncated archive "
                 + (f"after member {last!r}" if last else "before its first member")
