@@ -17,11 +17,15 @@ from curvekit.errors import (
     CurvekitError,
     DownloadError,
     ManifestError,
+    QueryError,
     StoreError,
 )
 from curvekit.fetch import FetchResult, fetch
 from curvekit.release.manifest import Manifest, load_manifest
-from curvekit.store.catalog import Store, VerifyReport, info, verify
+from curvekit.store.catalog import VerifyReport, info, verify
+from curvekit.store.store import Store, open_store
+
+open = open_store
 
 __all__ = [
     "ArchiveError",
@@ -31,6 +35,7 @@ __all__ = [
     "FetchResult",
     "Manifest",
     "ManifestError",
+    "QueryError",
     "Store",
     "StoreError",
     "VerifyReport",
@@ -38,5 +43,6 @@ __all__ = [
     "fetch",
     "info",
     "load_manifest",
+    "open",
     "verify",
 ]

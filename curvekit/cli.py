@@ -20,9 +20,9 @@ from curvekit._version import __version__
 from curvekit.errors import CurvekitError
 from curvekit.fetch import fetch as fetch_
 from curvekit.home import ENV_HOME
-from curvekit.store.catalog import Store
 from curvekit.store.catalog import info as info_
 from curvekit.store.catalog import verify as verify_
+from curvekit.store.store import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
 

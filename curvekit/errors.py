@@ -17,6 +17,7 @@ __all__ = [
     "CurvekitError",
     "DownloadError",
     "ManifestError",
+    "QueryError",
     "StoreError",
 ]
 
@@ -50,3 +51,7 @@ class ArchiveError(CurvekitError):
 
 class StoreError(CurvekitError):
     """The Parquet store is missing, incomplete, or cannot be written."""
+
+
+class QueryError(CurvekitError):
+    """A query names an unknown workload, metric or status, or its SQL fails."""

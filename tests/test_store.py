@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 
 from curvekit.fetch import fetch
 from curvekit.release.convert import convert
-from curvekit.store.catalog import Store, info, verify
+from curvekit.store.catalog import info, verify
+from curvekit.store.store import Store
 from tests.conftest import ROOT, metadata_json, small_members, snapshot, study_json, write_archive
 
 TWO = "mnist_subsets/mnist_6875/simple_cnn_base/nesterov_momentum"

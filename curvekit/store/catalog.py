@@ -1,10 +1,11 @@
-"""Open a store, describe it (``info``) and check it against its manifest (``verify``).
+"""Describe a store (``info``) and check it against its manifest (``verify``).
 
 >>> import tempfile, pathlib
 >>> from curvekit.release.synthetic import tiny_archive
 >>> from curvekit.release.convert import convert
 >>> tmp = pathlib.Path(tempfile.mkdtemp())
 >>> _ = convert(tmp / "a.tar.bz2", tmp, manifest=tiny_archive(tmp / "a.tar.bz2"))
+>>> from curvekit.store.store import Store
 >>> store = Store.open(tmp)
 >>> verify(store).ok
 True
@@ -12,90 +13,15 @@ True
 
 from __future__ import annotations
 
-import json
-import os
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
-from urllib.parse import unquote
+from dataclasses import dataclass
 
-import duckdb
 import polars as pl
 import pyarrow.parquet as pq
 
-from curvekit.errors import StoreError
-from curvekit.home import resolve_home
 from curvekit.release.manifest import STATUSES, Manifest
-from curvekit.store.layout import (
-    MANIFEST_FILE,
-    METADATA_FILE,
-    STORE_FORMAT,
-    TABLES,
-    partition_columns,
-)
-from curvekit.store.writer import store_link
+from curvekit.store.store import Store
 
-__all__ = ["Store", "VerifyReport", "info", "verify"]
-
-
-@dataclass(frozen=True)
-class Store:
-    """A converted store on disk: its folder and its metadata."""
-
-    path: Path
-    metadata: dict[str, Any] = field(repr=False)
-
-    @classmethod
-    def open(cls, home: str | os.PathLike[str] | None = None) -> Store:
-        """Open the current store of a curvekit home (or a store folder itself)."""
-        base = resolve_home(home)
-        for candidate in (store_link(base), base):
-            meta_path = candidate / METADATA_FILE
-            if meta_path.is_file():
-                break
-        else:
-            raise StoreError(
-                f"no curvekit store at {base}; run `curvekit fetch` (or `curvekit fetch "
-                "--archive PATH` with an archive you already have) to create it")
-        try:
-            metadata = json.loads(meta_path.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise StoreError(f"{meta_path} is unreadable ({exc}); run `curvekit fetch "
-                             "--force` to rebuild the store") from exc
-        if metadata.get("store_format") != STORE_FORMAT:
-            raise StoreError(
-                f"{candidate} has store format {metadata.get('store_format')!r}, this curvekit "
-                f"reads format {STORE_FORMAT}; run `curvekit fetch --force` to rebuild it")
-        return cls(candidate.resolve(), metadata)
-
-    def glob(self, table: str) -> str:
-        """The Parquet glob of a table, for DuckDB or polars."""
-        if table not in TABLES:
-            raise StoreError(f"unknown table {table!r}; tables are {', '.join(TABLES)}")
-        return str(self.path / table / "**" / "*.parquet")
-
-    def manifest(self) -> Manifest | None:
-        """The manifest the store was built from, if it was built from one."""
-        path = self.path / MANIFEST_FILE
-        return Manifest.from_file(path) if path.is_file() else None
-
-    def connect(self) -> duckdb.DuckDBPyConnection:
-        """A DuckDB connection with views ``studies``, ``trials`` and ``measurements``."""
-        con = duckdb.connect()
-        for table in TABLES:
-            con.execute(f"create view {table} as select * from read_parquet("
-                        f"'{self.glob(table)}', hive_partitioning=true)")
-        return con
-
-    def measurement_files(self) -> list[tuple[tuple[str, str, str, int], Path]]:
-        """Every measurements file with its (base_dir, model, optimizer, batch_size)."""
-        out = []
-        names = partition_columns("measurements")
-        for path in sorted((self.path / "measurements").rglob("*.parquet")):
-            parts = dict(p.split("=", 1) for p in path.relative_to(self.path).parts[1:-1])
-            values = [unquote(parts[n]) for n in names]
-            out.append(((values[0], values[1], values[2], int(values[3])), path))
-        return out
+__all__ = ["VerifyReport", "info", "verify"]
 
 
 def _workload(base_dir: str, model: str, optimizer: str) -> str:

@@ -1,0 +1,163 @@
+"""The paper's measurements, computed in DuckDB over the store.
+
+Definitions (Shallue et al. 2019; ``docs/measurements.md``):
+
+* **Loaded trials** of a study: those with an allowed status (COMPLETE by default), and with
+  ``trials=N`` only the first N of them by trial id.
+* **Budgets** keep rows with ``step <= step_budget`` and ``batch_size * step <=
+  example_budget``.
+* **Steps to result** at a batch size: among the loaded trials' rows within the budgets, the
+  rows whose metric is strictly below the goal (strictly above when maximizing) qualify;
+  NaN and null never qualify. The first qualifying row by (step, trial_id) gives the steps
+  and the winning trial. A batch size with no qualifying row is dropped.
+* **Best measurement** at a batch size: the minimum (maximum when maximizing) of the metric
+  over the same rows, NaN ignored; ties go to the smaller (step, trial_id).
+
+Both return one row per batch size with the winning trial's metaparameters and its
+effective learning rate ``learning_rate / (1 - momentum)`` (momentum 0 when the optimizer has
+none). Filters on the workload reach DuckDB's Parquet scan, so only that workload's files
+are read.
+
+>>> import tempfile, pathlib
+>>> from curvekit.release.synthetic import tiny_archive
+>>> from curvekit.release.convert import convert
+>>> from curvekit.store.store import Store
+>>> tmp = pathlib.Path(tempfile.mkdtemp())
+>>> _ = convert(tmp / "a.tar.bz2", tmp, manifest=tiny_archive(tmp / "a.tar.bz2"))
+>>> curve = steps_to_result(Store.open(tmp), "lm1b/lstm/nesterov_momentum",
+...                         "val/cross_entropy_error", 6.0)
+>>> curve.columns[:4]
+['batch_size', 'step', 'trial_id', 'val/cross_entropy_error']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal
+
+import polars as pl
+
+from curvekit.errors import QueryError
+from curvekit.release.manifest import STATUSES
+
+if TYPE_CHECKING:
+    from curvekit.store.store import Store
+
+__all__ = ["best_measurement", "steps_to_result"]
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _loaded_rows(store: Store, workload: str, metric: str, *, maximize: bool,
+                 trials: int | None, step_budget: float | None,
+                 example_budget: float | None, statuses: Sequence[str],
+                 qualify: float | None) -> tuple[str, list[object]]:
+    """SQL (and parameters) of the loaded trials' rows within the budgets.
+
+    With ``qualify`` set, only rows strictly beyond that goal are kept.
+    """
+    base_dir, model, optimizer = store.split_workload(workload)
+    store.check_metric(workload, metric)
+    bad = sorted(set(statuses) - set(STATUSES))
+    if bad or not statuses:
+        raise QueryError(f"unknown statuses {bad or list(statuses)}; choose from "
+                         f"{', '.join(STATUSES)}")
+    if trials is not None and trials < 1:
+        raise QueryError(f"trials must be a positive number of trials, got {trials}")
+    col = _quote(metric)
+    where = ["base_dir = ?", "model = ?", "optimizer = ?"]
+    params: list[object] = [base_dir, model, optimizer]
+    status_list = ", ".join("?" for _ in statuses)
+    loaded = (f"select batch_size, trial_id, row_number() over (partition by batch_size "
+              f"order by trial_id) as rank from trials where base_dir = ? and model = ? "
+              f"and optimizer = ? and status in ({status_list})")
+    trial_params: list[object] = [base_dir, model, optimizer, *statuses]
+    if trials is not None:
+        loaded = f"select batch_size, trial_id from ({loaded}) where rank <= {int(trials)}"
+    if step_budget is not None:
+        where.append("step <= ?")
+        params.append(float(step_budget))
+    if example_budget is not None:
+        where.append("batch_size * step <= ?")
+        params.append(float(example_budget))
+    # DuckDB orders NaN above every number, so exclude it explicitly: NaN never qualifies.
+    where.append(f"{col} is not null and not isnan({col})")
+    if qualify is not None:
+        where.append(f"{col} {'>' if maximize else '<'} ?")
+        params.append(float(qualify))
+    sql = (f"select m.batch_size, m.trial_id, m.step, m.{col} as value "
+           f"from (select batch_size, trial_id, step, {col} from measurements "
+           f"where {' and '.join(where)}) m "
+           f"semi join ({loaded}) t on m.batch_size = t.batch_size and m.trial_id = t.trial_id")
+    return sql, params + trial_params
+
+
+def _with_parameters(store: Store, workload: str, rows: str, params: list[object],
+                     metric: str) -> pl.DataFrame:
+    base_dir, model, optimizer = store.split_workload(workload)
+    names = store.parameter_columns(workload)
+    extra = "".join(f", t.{_quote(n)}" for n in names)
+    lr = "t.learning_rate" if "learning_rate" in names else "null"
+    momentum = "coalesce(t.momentum, 0)" if "momentum" in names else "0"
+    sql = (f"select w.batch_size, w.step, w.trial_id, w.value as {_quote(metric)}{extra}, "
+           f"{lr} / (1 - {momentum}) as effective_learning_rate "
+           f"from ({rows}) w join (select * from trials where base_dir = ? and model = ? "
+           f"and optimizer = ?) t on w.batch_size = t.batch_size and w.trial_id = t.trial_id "
+           f"order by w.batch_size")
+    frame: pl.DataFrame = store.query(sql, [*params, base_dir, model, optimizer])
+    return frame
+
+
+def steps_to_result(
+    store: Store,
+    workload: str,
+    metric: str,
+    goal: float,
+    *,
+    maximize: bool = False,
+    trials: int | None = None,
+    step_budget: float | None = None,
+    example_budget: float | None = None,
+    statuses: Sequence[str] = ("COMPLETE",),
+) -> pl.DataFrame:
+    """Steps to reach ``goal`` at each batch size (see the module docstring).
+
+    Returns columns ``batch_size, step, trial_id, <metric>``, the winning trial's
+    metaparameters, and ``effective_learning_rate``.
+    """
+    rows, params = _loaded_rows(store, workload, metric, maximize=maximize, trials=trials,
+                                step_budget=step_budget, example_budget=example_budget,
+                                statuses=statuses, qualify=goal)
+    # Duplicate rows at one (trial, step) cannot change the step or the trial; the best
+    # value among them is reported.
+    order = "value desc" if maximize else "value asc"
+    first = (f"select * from ({rows}) qualify row_number() over (partition by batch_size "
+             f"order by step, trial_id, {order}) = 1")
+    return _with_parameters(store, workload, first, params, metric)
+
+
+def best_measurement(
+    store: Store,
+    workload: str,
+    metric: str,
+    *,
+    maximize: bool = False,
+    trials: int | None = None,
+    step_budget: float | None = None,
+    example_budget: float | None = None,
+    statuses: Sequence[str] = ("COMPLETE",),
+) -> pl.DataFrame:
+    """The best value of ``metric`` at each batch size and the row it came from.
+
+    Returns the same columns as :func:`steps_to_result`; ``step`` is where the best value
+    was measured.
+    """
+    rows, params = _loaded_rows(store, workload, metric, maximize=maximize, trials=trials,
+                                step_budget=step_budget, example_budget=example_budget,
+                                statuses=statuses, qualify=None)
+    direction: Literal["desc", "asc"] = "desc" if maximize else "asc"
+    best = (f"select * from ({rows}) qualify row_number() over (partition by batch_size "
+            f"order by value {direction}, step, trial_id) = 1")
+    return _with_parameters(store, workload, best, params, metric)

@@ -1,0 +1,282 @@
+"""A store on disk, opened for reading: tables as polars frames, SQL through DuckDB.
+
+>>> import tempfile, pathlib
+>>> from curvekit.release.synthetic import tiny_archive
+>>> from curvekit.release.convert import convert
+>>> tmp = pathlib.Path(tempfile.mkdtemp())
+>>> _ = convert(tmp / "a.tar.bz2", tmp, manifest=tiny_archive(tmp / "a.tar.bz2"))
+>>> store = Store.open(tmp)
+>>> "lm1b/lstm/nesterov_momentum" in store.workloads()
+True
+>>> store.sql("select count(*) as n from studies").item() > 0
+True
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+import duckdb
+import polars as pl
+import pyarrow.parquet as pq
+
+from curvekit.errors import QueryError, StoreError
+from curvekit.home import resolve_home
+from curvekit.release.manifest import Manifest
+from curvekit.store.layout import (
+    MANIFEST_FILE,
+    METADATA_FILE,
+    STORE_FORMAT,
+    TABLES,
+    partition_columns,
+    partition_dir,
+)
+from curvekit.store.writer import store_link
+
+__all__ = ["Store", "open_store"]
+
+_FIXED = {"base_dir", "model", "optimizer", "batch_size", "trial_id", "status", "steps",
+          "n_measurements"}
+
+
+@dataclass(frozen=True)
+class Store:
+    """A converted store on disk: its folder and its metadata.
+
+    Table methods return polars DataFrames (``.to_pandas()`` gives pandas);
+    :meth:`sql` runs DuckDB over the views ``studies``, ``trials`` and ``measurements``.
+    """
+
+    path: Path
+    metadata: dict[str, Any] = field(repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    @classmethod
+    def open(cls, home: str | os.PathLike[str] | None = None) -> Store:
+        """Open the current store of a curvekit home (or a store folder itself)."""
+        base = resolve_home(home)
+        for candidate in (store_link(base), base):
+            meta_path = candidate / METADATA_FILE
+            if meta_path.is_file():
+                break
+        else:
+            raise StoreError(
+                f"no curvekit store at {base}; run `curvekit fetch` (or `curvekit fetch "
+                "--archive PATH` with an archive you already have) to create it")
+        try:
+            metadata = json.loads(meta_path.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise StoreError(f"{meta_path} is unreadable ({exc}); run `curvekit fetch "
+                             "--force` to rebuild the store") from exc
+        if metadata.get("store_format") != STORE_FORMAT:
+            raise StoreError(
+                f"{candidate} has store format {metadata.get('store_format')!r}, this curvekit "
+                f"reads format {STORE_FORMAT}; run `curvekit fetch --force` to rebuild it")
+        return cls(candidate.resolve(), metadata)
+
+    # -- files ---------------------------------------------------------------------------
+
+    def glob(self, table: str) -> str:
+        """The Parquet glob of a table, for DuckDB or polars."""
+        if table not in TABLES:
+            raise StoreError(f"unknown table {table!r}; tables are {', '.join(TABLES)}")
+        return str(self.path / table / "**" / "*.parquet")
+
+    def manifest(self) -> Manifest | None:
+        """The manifest the store was built from, if it was built from one."""
+        path = self.path / MANIFEST_FILE
+        return Manifest.from_file(path) if path.is_file() else None
+
+    def measurement_files(self) -> list[tuple[tuple[str, str, str, int], Path]]:
+        """Every measurements file with its (base_dir, model, optimizer, batch_size)."""
+        out = []
+        names = partition_columns("measurements")
+        for path in sorted((self.path / "measurements").rglob("*.parquet")):
+            parts = dict(p.split("=", 1) for p in path.relative_to(self.path).parts[1:-1])
+            values = [unquote(parts[n]) for n in names]
+            out.append(((values[0], values[1], values[2], int(values[3])), path))
+        return out
+
+    # -- DuckDB --------------------------------------------------------------------------
+
+    @cached_property
+    def _con(self) -> duckdb.DuckDBPyConnection:
+        con = duckdb.connect()
+        for table in TABLES:
+            con.execute(f"create view {table} as select * from read_parquet("
+                        f"'{self.glob(table)}', hive_partitioning=true)")
+        return con
+
+    def connect(self) -> duckdb.DuckDBPyConnection:
+        """A new DuckDB cursor with views ``studies``, ``trials`` and ``measurements``."""
+        return self._con.cursor()
+
+    def query(self, sql: str, params: Sequence[object] | None = None) -> pl.DataFrame:
+        """Run parameterised SQL over the views and return a polars DataFrame."""
+        try:
+            with self._lock:
+                frame: pl.DataFrame = self._con.sql(sql, params=list(params or [])).pl()
+        except duckdb.Error as exc:
+            raise QueryError(f"{exc}\nin the query:\n{sql}") from exc
+        return frame
+
+    def sql(self, query: str) -> pl.DataFrame:
+        """Run SQL over the views ``studies``, ``trials`` and ``measurements``.
+
+        Examples
+        --------
+        >>> store.sql("select distinct status from trials order by 1")  # doctest: +SKIP
+        """
+        return self.query(query)
+
+    # -- workloads -----------------------------------------------------------------------
+
+    @cached_property
+    def _workloads(self) -> tuple[str, ...]:
+        names = self.metadata.get("workloads")
+        if names is None:
+            names = self.query("select distinct base_dir || '/' || model || '/' || optimizer "
+                               "from studies order by 1").to_series().to_list()
+        return tuple(names)
+
+    def workloads(self) -> list[str]:
+        """Workload names, ``base_dir/model/optimizer``, sorted."""
+        return list(self._workloads)
+
+    def split_workload(self, workload: str) -> tuple[str, str, str]:
+        """(base_dir, model, optimizer) of a known workload; unknown names get suggestions."""
+        if workload not in self._workloads:
+            close = difflib.get_close_matches(workload, self._workloads, n=5, cutoff=0.5)
+            hint = (f"did you mean {', '.join(close)}?" if close else
+                    "run `curvekit info` for the list")
+            raise QueryError(f"unknown workload {workload!r}; {hint}")
+        base_dir, model, optimizer = workload.rsplit("/", 2)
+        return base_dir, model, optimizer
+
+    def metrics(self, workload: str) -> list[str]:
+        """Metric columns with at least one value in ``workload`` (read from file footers)."""
+        base_dir, model, optimizer = self.split_workload(workload)
+        root = self.path / partition_dir("measurements", base_dir, model, optimizer, 0)
+        seen: set[str] = set()
+        for path in root.parent.glob("batch_size=*/*.parquet"):
+            meta = pq.ParquetFile(path).metadata
+            for g in range(meta.num_row_groups):
+                group = meta.row_group(g)
+                for c in range(group.num_columns):
+                    col = group.column(c)
+                    if col.path_in_schema in ("trial_id", "step") or (
+                            col.statistics is not None
+                            and col.statistics.null_count == group.num_rows):
+                        continue
+                    seen.add(col.path_in_schema)
+        return sorted(seen)
+
+    def check_metric(self, workload: str, metric: str) -> None:
+        """Raise a QueryError naming the workload's metrics if ``metric`` is not one."""
+        have = self.metrics(workload)
+        if metric not in have:
+            raise QueryError(f"workload {workload!r} has no metric {metric!r}; its metrics are "
+                             f"{', '.join(have) or '(none)'}")
+
+    def parameter_columns(self, workload: str) -> list[str]:
+        """Metaparameter columns with at least one value in ``workload``."""
+        base_dir, model, optimizer = self.split_workload(workload)
+        names = [n for n in self.metadata.get("parameter_columns", {}) if n not in _FIXED]
+        if not names:
+            return []
+        counts = self.query(
+            "select " + ", ".join(f'count("{n}")' for n in names) + " from trials "
+            "where base_dir = ? and model = ? and optimizer = ?", [base_dir, model, optimizer])
+        return [n for n, c in zip(names, counts.row(0), strict=True) if c]
+
+    # -- tables --------------------------------------------------------------------------
+
+    def _table(self, table: str, workload: str, extra: str = "",
+               params: Sequence[object] = ()) -> pl.DataFrame:
+        base_dir, model, optimizer = self.split_workload(workload)
+        return self.query(f"select * exclude (base_dir, model, optimizer) from {table} "
+                          f"where base_dir = ? and model = ? and optimizer = ?{extra} "
+                          f"order by all", [base_dir, model, optimizer, *params])
+
+    def studies(self, workload: str) -> pl.DataFrame:
+        """The studies (batch sizes) of a workload."""
+        return self._table("studies", workload)
+
+    def trials(self, workload: str, *, batch_size: int | None = None,
+               statuses: Sequence[str] | None = None) -> pl.DataFrame:
+        """The trials of a workload, optionally of one batch size and some statuses."""
+        extra, params = _filters(batch_size, statuses)
+        return self._table("trials", workload, extra, params)
+
+    def measurements(self, workload: str, *, batch_size: int | None = None,
+                     lazy: bool = False) -> pl.DataFrame | pl.LazyFrame:
+        """The evaluation rows of a workload (one column per metric it reports).
+
+        With ``lazy=True`` a polars LazyFrame over the workload's files is returned, so
+        further filters and selections are pushed into the Parquet scan.
+        """
+        base_dir, model, optimizer = self.split_workload(workload)
+        folder = self.path / partition_dir("measurements", base_dir, model, optimizer, 0)
+        pattern = (str(folder.parent / "*" / "*.parquet") if batch_size is None
+                   else str(folder.parent / f"batch_size={int(batch_size)}" / "*.parquet"))
+        frame = pl.scan_parquet(pattern, hive_partitioning=True).select(
+            "batch_size", "trial_id", "step", *self.metrics(workload))
+        return frame if lazy else frame.sort("batch_size", "trial_id", "step").collect()
+
+    # -- the paper's measurements (curvekit.measure) -------------------------------------
+
+    def steps_to_result(self, workload: str, metric: str, goal: float, *,
+                        maximize: bool = False, trials: int | None = None,
+                        step_budget: float | None = None, example_budget: float | None = None,
+                        statuses: Sequence[str] = ("COMPLETE",)) -> pl.DataFrame:
+        """Steps to reach ``goal`` per batch size; see :func:`curvekit.measure.steps_to_result`."""
+        from curvekit.measure import steps_to_result
+
+        return steps_to_result(self, workload, metric, goal, maximize=maximize, trials=trials,
+                               step_budget=step_budget, example_budget=example_budget,
+                               statuses=statuses)
+
+    def best_measurement(self, workload: str, metric: str, *, maximize: bool = False,
+                         trials: int | None = None, step_budget: float | None = None,
+                         example_budget: float | None = None,
+                         statuses: Sequence[str] = ("COMPLETE",)) -> pl.DataFrame:
+        """Best value per batch size; see :func:`curvekit.measure.best_measurement`."""
+        from curvekit.measure import best_measurement
+
+        return best_measurement(self, workload, metric, maximize=maximize, trials=trials,
+                                step_budget=step_budget, example_budget=example_budget,
+                                statuses=statuses)
+
+
+def _filters(batch_size: int | None, statuses: Sequence[str] | None
+             ) -> tuple[str, list[object]]:
+    extra, params = "", list[object]()
+    if batch_size is not None:
+        extra += " and batch_size = ?"
+        params.append(int(batch_size))
+    if statuses is not None:
+        extra += " and status in (" + ", ".join("?" for _ in statuses) + ")"
+        params.extend(statuses)
+    return extra, params
+
+
+def open_store(home: str | os.PathLike[str] | None = None) -> Store:
+    """Open the store of a curvekit home (``curvekit.open``).
+
+    Examples
+    --------
+    >>> import curvekit
+    >>> store = curvekit.open()  # doctest: +SKIP
+    >>> store.steps_to_result("cifar_10/resnet_8/nesterov_momentum",  # doctest: +SKIP
+    ...                       "val/classification_error", 0.3, trials=100)
+    """
+    return Store.open(home)
