@@ -192,3 +192,66 @@ def generate_archive(path: Path, workloads: tuple[str, ...], trial_fraction: flo
     click.echo(f"Wrote {path} ({path.stat().st_size:,} bytes: {totals['studies']} studies, "
                f"{totals['trials']} trials, {manifest.measurements:,} measurements) and "
                f"{target}.")
+
+
+def _measurement_options(f: F) -> F:
+    """Options shared by the commands that compute the paper's measurements."""
+    for decorator in reversed([
+        click.argument("workload"),
+        click.option("--metric", required=True,
+                     help="Metric column, e.g. val/classification_error."),
+        click.option("--maximize", is_flag=True,
+                     help="Higher is better (e.g. val/average_precision)."),
+        click.option("--trials", type=click.IntRange(min=1),
+                     help="Use the first N trials by trial id of each study."),
+        click.option("--max-steps", type=float, help="Step budget: rows with step <= S."),
+        click.option("--max-examples", type=float,
+                     help="Example budget: rows with batch_size * step <= E."),
+        click.option("--status", "statuses", multiple=True, default=("COMPLETE",),
+                     show_default=True, type=click.Choice(["COMPLETE", "INCOMPLETE",
+                                                           "INFEASIBLE"]),
+                     help="Trial statuses to use (repeatable)."),
+        home_option,
+        format_option,
+    ]):
+        f = decorator(f)
+    return f
+
+
+@main.command("steps-to-result")
+@_measurement_options
+@click.option("--goal", type=float, required=True, help="The target value of the metric.")
+def steps_to_result(workload: str, metric: str, maximize: bool, trials: int | None,
+                    max_steps: float | None, max_examples: float | None,
+                    statuses: tuple[str, ...], home: Path | None, fmt: str,
+                    goal: float) -> None:
+    """Steps to reach a goal at each batch size (the paper's definition).
+
+    A row qualifies when its metric is strictly below GOAL (above with --maximize); the
+    first by (step, trial_id) wins. Batch sizes where no row qualifies are left out.
+    """
+    frame = Store.open(home).steps_to_result(
+        workload, metric, goal, maximize=maximize, trials=trials, step_budget=max_steps,
+        example_budget=max_examples, statuses=statuses)
+    emit(frame, fmt)
+
+
+@main.command()
+@_measurement_options
+def best(workload: str, metric: str, maximize: bool, trials: int | None,
+         max_steps: float | None, max_examples: float | None, statuses: tuple[str, ...],
+         home: Path | None, fmt: str) -> None:
+    """The best value of a metric at each batch size, and the row it came from."""
+    frame = Store.open(home).best_measurement(
+        workload, metric, maximize=maximize, trials=trials, step_budget=max_steps,
+        example_budget=max_examples, statuses=statuses)
+    emit(frame, fmt)
+
+
+@main.command()
+@click.argument("sql")
+@home_option
+@format_option
+def query(sql: str, home: Path | None, fmt: str) -> None:
+    """Run SQL over the views studies, trials and measurements."""
+    emit(Store.open(home).sql(sql), fmt)
