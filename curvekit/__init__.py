@@ -6,9 +6,15 @@ Parquet store, and query, fit and plot it.
 >>> import curvekit
 >>> curvekit.__version__ >= "0.1"
 True
+
+The public names below are imported on first use, so ``import curvekit`` stays fast and a
+query does not pay for the converter's imports.
 """
 
 from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from curvekit._version import __version__
 from curvekit.errors import (
@@ -20,12 +26,39 @@ from curvekit.errors import (
     QueryError,
     StoreError,
 )
-from curvekit.fetch import FetchResult, fetch
-from curvekit.release.manifest import Manifest, load_manifest
-from curvekit.store.catalog import VerifyReport, info, verify
-from curvekit.store.store import Store, open_store
 
-open = open_store
+if TYPE_CHECKING:
+    from curvekit.fetch import FetchResult, fetch
+    from curvekit.release.manifest import Manifest, load_manifest
+    from curvekit.store.catalog import VerifyReport, info, verify
+    from curvekit.store.store import Store
+    from curvekit.store.store import open_store as open
+
+_LAZY = {
+    "FetchResult": ("curvekit.fetch", "FetchResult"),
+    "fetch": ("curvekit.fetch", "fetch"),
+    "Manifest": ("curvekit.release.manifest", "Manifest"),
+    "load_manifest": ("curvekit.release.manifest", "load_manifest"),
+    "VerifyReport": ("curvekit.store.catalog", "VerifyReport"),
+    "info": ("curvekit.store.catalog", "info"),
+    "verify": ("curvekit.store.catalog", "verify"),
+    "Store": ("curvekit.store.store", "Store"),
+    "open": ("curvekit.store.store", "open_store"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        module, attr = _LAZY[name]
+        value = getattr(importlib.import_module(module), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'curvekit' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __all__ = [
     "ArchiveError",

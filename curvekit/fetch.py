@@ -26,8 +26,7 @@ from curvekit.release.archive import Decompressor
 from curvekit.release.convert import convert
 from curvekit.release.download import download, file_sha256
 from curvekit.release.manifest import Manifest, load_manifest
-from curvekit.store.layout import METADATA_FILE, STORE_FORMAT
-from curvekit.store.writer import store_link
+from curvekit.store.layout import METADATA_FILE, STORE_FORMAT, store_link
 
 __all__ = ["FetchResult", "Progress", "fetch"]
 

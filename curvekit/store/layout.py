@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 from functools import cache
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -36,6 +37,7 @@ __all__ = [
     "TABLES",
     "fixed_schema",
     "partition_dir",
+    "store_link",
     "store_schema",
 ]
 
@@ -81,6 +83,11 @@ def fixed_schema(table: str) -> pa.Schema:
     return pa.schema(
         [pa.field(c["name"], _TYPES[c["type"]]) for c in spec["columns"] if c["name"] not in part]
     )
+
+
+def store_link(home: Path) -> Path:
+    """The path of the current store in a curvekit home (a symlink into ``home/stores``)."""
+    return home / "store"
 
 
 def partition_dir(table: str, *values: str | int) -> str:

@@ -39,8 +39,8 @@ from curvekit.store.layout import (
     TABLES,
     partition_columns,
     partition_dir,
+    store_link,
 )
-from curvekit.store.writer import store_link
 
 __all__ = ["Store", "open_store"]
 

@@ -37,16 +37,11 @@ import pyarrow.parquet as pq
 
 from curvekit.errors import StoreError
 from curvekit.release.archive import StudyKey, StudyRecord, TrialRecord
-from curvekit.store.layout import FILE_NAME, METADATA_FILE, fixed_schema, partition_dir
+from curvekit.store.layout import FILE_NAME, METADATA_FILE, fixed_schema, partition_dir, store_link
 
-__all__ = ["StoreBuilder", "lock_home", "new_staging", "publish", "store_link"]
+__all__ = ["StoreBuilder", "lock_home", "new_staging", "publish"]
 
 PARQUET_OPTIONS: dict[str, Any] = {"compression": "zstd", "compression_level": 3}
-
-
-def store_link(home: Path) -> Path:
-    """The path of the current store (a symlink into ``home/stores``)."""
-    return home / "store"
 
 
 def new_staging(home: Path) -> Path:

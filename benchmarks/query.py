@@ -1,0 +1,134 @@
+"""Benchmark: the paper's measurements on the full-scale store.
+
+Side by side in one run:
+
+* ``steps_to_result`` for one workload, warm (same process, median of repeats) and in a
+  fresh process (``python -c``: import, open, query);
+* steps to result for all 454 studies (every workload, one goal each);
+* the reference approach on the same workload: the extracted files loaded with pandas
+  (``read_csv`` per trial, ``json`` per metadata), then filtered and sorted with pandas.
+
+Usage::
+
+    python benchmarks/query.py            # needs the full archive from benchmarks/convert.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.common import WORK, archive, save, timed
+
+WORKLOAD = "cifar_10/resnet_8/nesterov_momentum"
+METRIC, GOAL, N = "val/classification_error", 0.3, 100
+
+REFERENCE = r"""
+import glob, json, os, sys
+import pandas as pd
+root, metric, goal, n = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
+frames, trials = [], []
+for study in sorted(glob.glob(os.path.join(root, "*"))):
+    bs = int(os.path.basename(study))
+    for trial_dir in glob.glob(os.path.join(study, "*", "")):
+        with open(os.path.join(trial_dir, "metadata.json")) as fh:
+            meta = json.load(fh)
+        trials.append((bs, meta["trial_id"], meta["status"]))
+        frame = pd.read_csv(os.path.join(trial_dir, "measurements.csv"))
+        frame["batch_size"], frame["trial_id"] = bs, meta["trial_id"]
+        frames.append(frame)
+data = pd.concat(frames, ignore_index=True)
+t = pd.DataFrame(trials, columns=["batch_size", "trial_id", "status"])
+t = t[t.status == "COMPLETE"].sort_values(["batch_size", "trial_id"]).groupby("batch_size").head(n)
+data = data.merge(t[["batch_size", "trial_id"]], on=["batch_size", "trial_id"])
+hits = data[data[metric] < goal].sort_values(["batch_size", "step", "trial_id"])
+print(hits.groupby("batch_size").first()[["step", "trial_id"]].reset_index().to_csv(index=False))
+"""
+
+FRESH = r"""
+import sys, curvekit
+curve = curvekit.open(sys.argv[1]).steps_to_result(sys.argv[2], sys.argv[3], float(sys.argv[4]),
+                                                   trials=int(sys.argv[5]))
+print(curve.select("batch_size", "step", "trial_id").write_csv())
+"""
+
+
+def goal_for(metrics: list[str]) -> tuple[str, float, bool]:
+    """One goal per workload for the all-studies run (the paper's usual metrics)."""
+    if "val/average_precision" in metrics:
+        return "val/average_precision", 0.3, True
+    if "val/classification_error" in metrics:
+        return "val/classification_error", 0.3, False
+    return "val/cross_entropy_error", 4.0, False
+
+
+def extracted(path: Path, workload: str) -> Path:
+    """The workload's folder extracted from the archive once (cached)."""
+    root = WORK / "extracted"
+    target = root / "batch_science" / workload
+    if not target.exists():
+        prefix = f"batch_science/{workload}/"
+        with tarfile.open(path, "r:bz2") as tar:
+            members = (m for m in tar if m.name.startswith(prefix))
+            tar.extractall(root, members=members, filter="data")
+    return target
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--name", default="full", help="cached archive name under _work")
+    parser.add_argument("--repeat", type=int, default=20)
+    args = parser.parse_args()
+    path, manifest = archive(args.name)
+    home = WORK / f"home-{args.name}"
+    if not (home / "store").exists():
+        subprocess.run([sys.executable, "-m", "curvekit", "fetch", "--archive", str(path),
+                        "--manifest", str(manifest), "--home", str(home), "--quiet"], check=True)
+    import curvekit
+
+    store = curvekit.open(home)
+    store.steps_to_result(WORKLOAD, METRIC, GOAL, trials=N)  # warm the caches
+    warm = []
+    for _ in range(args.repeat):
+        start = time.perf_counter()
+        curve = store.steps_to_result(WORKLOAD, METRIC, GOAL, trials=N)
+        warm.append(time.perf_counter() - start)
+    fresh = timed("fresh process", [sys.executable, "-c", FRESH, str(home), WORKLOAD, METRIC,
+                                    str(GOAL), str(N)])
+    start = time.perf_counter()
+    studies = 0
+    for workload in store.workloads():
+        metric, goal, maximize = goal_for(store.metrics(workload))
+        store.steps_to_result(workload, metric, goal, maximize=maximize)
+        studies += store.studies(workload).height
+    all_studies = time.perf_counter() - start
+    folder = extracted(path, WORKLOAD)
+    reference = timed("pandas on extracted files", [sys.executable, "-c", REFERENCE,
+                                                    str(folder), METRIC, str(GOAL), str(N)])
+    result = {
+        "workload": WORKLOAD, "rows_in_store": store.metadata["counts"]["measurements"],
+        "curve_points": curve.height,
+        "warm_median_s": statistics.median(warm), "warm_min_s": min(warm),
+        "fresh_process": fresh, "all_studies_s": all_studies, "studies": studies,
+        "reference": reference,
+        "speedup_warm": reference.seconds / statistics.median(warm),
+        "speedup_fresh": reference.seconds / fresh.seconds,
+    }
+    out = save(f"query-{args.name}", result)
+    print(f"steps_to_result warm  {result['warm_median_s'] * 1000:8.1f} ms (median of "
+          f"{args.repeat})")
+    print(f"steps_to_result fresh {fresh.seconds:8.2f} s (new process, import included)")
+    print(f"all {studies} studies   {all_studies:8.2f} s")
+    print(f"pandas reference      {reference.seconds:8.2f} s -> x{result['speedup_warm']:.0f} "
+          f"warm, x{result['speedup_fresh']:.1f} fresh; results in {out}")
+
+
+if __name__ == "__main__":
+    main()
