@@ -1,0 +1,301 @@
+"""Scaling-regime fits of steps-to-result curves: curvekit's own definitions.
+
+The paper reads three regimes off a log–log plot of steps to result against batch size by
+eye: perfect scaling (slope −1), diminishing returns, and maximal data parallelism
+(slope 0). curvekit measures them (``docs/fits.md``):
+
+**Piecewise fit.** With x = log2(batch size) and y = log2(steps), a continuous
+piecewise-linear function of up to three segments, in this order: slope −1 (perfect
+scaling), a free slope in [−1, 0] (diminishing returns), slope 0 (maximal data
+parallelism). Every ordered subset of the three is a candidate model (7 in all). The
+breakpoints are continuous: a global grid search over breakpoint positions, each solved in
+closed form for the intercept and the free slope, then refined with
+``scipy.optimize.least_squares``. Each outer segment must hold at least two measured batch
+sizes. The model with the smallest BIC, n·ln(RSS/n) + k·ln(n) (k = intercept, free slope
+and breakpoints), wins; ties go to fewer parameters. Reported: the end of perfect scaling
+(the first breakpoint after a slope −1 segment), the maximum useful batch size (where the
+plateau starts) — or none when no plateau is found within the measured batch sizes —, the
+middle slope and the residuals.
+
+**Critical batch size** (McCandlish et al. 2018): S(B) = S_min · (1 + B_crit / B), fitted by
+least squares on log2(steps); E_min = S_min · B_crit examples.
+
+>>> import numpy as np
+>>> b = 2.0 ** np.arange(0, 14)
+>>> steps = np.where(b <= 64, 2.0**20 / b, 2.0**14)
+>>> fit = fit_regimes(b, steps)
+>>> fit.model, round(fit.max_useful_batch_size)
+('perfect+plateau', 64)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import combinations
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy.optimize import least_squares
+
+from curvekit.errors import CurvekitError
+
+__all__ = ["CriticalBatchFit", "FitError", "RegimeFit", "fit_critical_batch", "fit_regimes"]
+
+Floats = NDArray[np.float64]
+SEGMENTS = ("perfect", "diminishing", "plateau")
+_SLOPE = {"perfect": -1.0, "plateau": 0.0}
+MODELS: tuple[tuple[str, ...], ...] = tuple(
+    m for n in (1, 2, 3) for m in combinations(SEGMENTS, n))
+NOT_REACHED = "maximal data parallelism not reached within the measured batch sizes"
+
+
+class FitError(CurvekitError):
+    """A curve cannot be fitted (too few points, non-positive or unsorted values)."""
+
+
+def _prepare(batch_sizes: ArrayLike, steps: ArrayLike) -> tuple[Floats, Floats]:
+    b = np.asarray(batch_sizes, dtype=float)
+    s = np.asarray(steps, dtype=float)
+    if b.shape != s.shape or b.ndim != 1:
+        raise FitError(f"batch sizes and steps must be two 1-d sequences of the same length, "
+                       f"got shapes {b.shape} and {s.shape}")
+    if len(b) < 3:
+        raise FitError(f"a fit needs at least 3 batch sizes, got {len(b)}")
+    if not (np.all(np.isfinite(b)) and np.all(np.isfinite(s))) or np.any(b <= 0) or np.any(
+            s <= 0):
+        raise FitError("batch sizes and steps must be finite and positive (log scale); "
+                       f"got batch sizes {b.tolist()} and steps {s.tolist()}")
+    if np.any(np.diff(b) <= 0):
+        raise FitError(f"batch sizes must be strictly increasing, got {b.tolist()}")
+    return np.log2(b), np.log2(s)
+
+
+def _design(x: Floats, model: tuple[str, ...], breaks: Floats) -> tuple[Floats, Floats]:
+    """Offsets (fixed slopes) and the free-slope column for breakpoints ``breaks``.
+
+    ``breaks`` has shape (..., len(model) - 1); returns arrays of shape (..., len(x)).
+    """
+    edges_lo = np.concatenate([np.full((*breaks.shape[:-1], 1), -np.inf), breaks], axis=-1)
+    edges_hi = np.concatenate([breaks, np.full((*breaks.shape[:-1], 1), np.inf)], axis=-1)
+    x0 = x[0]
+    fixed = np.zeros(breaks.shape[:-1] + x.shape)
+    free = np.zeros_like(fixed)
+    for j, kind in enumerate(model):
+        lo = np.maximum(edges_lo[..., j, None], x0)
+        hi = edges_hi[..., j, None]
+        length = np.clip(x, lo, np.maximum(lo, hi)) - lo
+        if kind == "diminishing":
+            free += length
+        else:
+            fixed += _SLOPE[kind] * length
+    return fixed, free
+
+
+def _solve(y: Floats, fixed: Floats, free: Floats, has_free: bool
+           ) -> tuple[Floats, Floats, Floats]:
+    """Least-squares intercept (and free slope clipped to [-1, 0]) for each grid row."""
+    r = y - fixed
+    if not has_free:
+        c = r.mean(axis=-1)
+        return c, np.zeros_like(c), ((r - c[..., None]) ** 2).sum(axis=-1)
+    fm = free.mean(axis=-1, keepdims=True)
+    rm = r.mean(axis=-1, keepdims=True)
+    var = ((free - fm) ** 2).sum(axis=-1)
+    cov = ((free - fm) * (r - rm)).sum(axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        s = np.where(var > 1e-12, cov / var, -0.5)
+    s = np.clip(s, -1.0, 0.0)
+    c = (r - s[..., None] * free).mean(axis=-1)
+    rss = ((r - s[..., None] * free - c[..., None]) ** 2).sum(axis=-1)
+    return c, s, rss
+
+
+@dataclass(frozen=True)
+class _ModelFit:
+    model: tuple[str, ...]
+    intercept: float
+    slope: float
+    breaks: tuple[float, ...]
+    rss: float
+    bic: float
+
+
+def _grid(x: Floats, count: int, points: int = 48) -> Floats:
+    """Breakpoint candidates: ordered tuples with two batch sizes outside each end."""
+    if count == 0:
+        return np.zeros((1, 0))
+    lo, hi = x[1], x[-2]
+    if hi < lo:
+        return np.zeros((0, count))
+    axis = np.unique(np.concatenate([np.linspace(lo, hi, points), x[1:-1]]))
+    if count == 1:
+        return axis[:, None]
+    b1, b2 = np.meshgrid(axis, axis, indexing="ij")
+    keep = b1 <= b2
+    return np.stack([b1[keep], b2[keep]], axis=-1)
+
+
+def _fit_model(x: Floats, y: Floats, model: tuple[str, ...], refine: bool = True
+               ) -> _ModelFit | None:
+    has_free = "diminishing" in model
+    grid = _grid(x, len(model) - 1)
+    if not len(grid):
+        return None
+    fixed, free = _design(x, model, grid)
+    c, s, rss = _solve(y, fixed, free, has_free)
+    best = int(np.argmin(rss))
+    params = (c[best], s[best], grid[best])
+    if refine and len(model) > 1:
+        params = _refine(x, y, model, *params)
+    intercept, slope, breaks = params
+    f, g = _design(x, model, np.asarray(breaks)[None, :])
+    resid = y - (intercept + f[0] + slope * g[0])
+    total = float(resid @ resid)
+    n = len(x)
+    k = 1 + int(has_free) + len(model) - 1
+    bic = n * math.log(max(total, n * 1e-12) / n) + k * math.log(n)
+    return _ModelFit(model, float(intercept), float(slope) if has_free else math.nan,
+                     tuple(float(b) for b in breaks), total, bic)
+
+
+def _refine(x: Floats, y: Floats, model: tuple[str, ...], c: float, s: float,
+            breaks: Floats) -> tuple[float, float, Floats]:
+    """Polish the grid optimum with scipy's bounded least squares."""
+    has_free = "diminishing" in model
+    m = len(breaks)
+
+    def unpack(p: Floats) -> tuple[float, float, Floats]:
+        b = np.sort(p[-m:])
+        return p[0], (p[1] if has_free else 0.0), b
+
+    def residuals(p: Floats) -> Floats:
+        ci, si, b = unpack(p)
+        f, g = _design(x, model, b[None, :])
+        out: Floats = ci + f[0] + si * g[0] - y
+        return out
+
+    start = np.concatenate([[c], [s] if has_free else [], breaks])
+    lower = np.concatenate([[-np.inf], [-1.0] if has_free else [], np.full(m, x[1])])
+    upper = np.concatenate([[np.inf], [0.0] if has_free else [], np.full(m, x[-2])])
+    start = np.clip(start, lower + 1e-12, upper - 1e-12) if x[-2] > x[1] else start
+    try:
+        result = least_squares(residuals, start, bounds=(lower, upper), method="trf",
+                               x_scale="jac", max_nfev=200)
+    except ValueError:
+        return c, s, breaks
+    if float(result.fun @ result.fun) <= float(residuals(start) @ residuals(start)):
+        return unpack(result.x)
+    return c, s, breaks
+
+
+@dataclass(frozen=True)
+class RegimeFit:
+    """A piecewise fit of log2(steps) against log2(batch size).
+
+    ``breakpoints`` are batch sizes (not logs). ``perfect_scaling_end`` and
+    ``max_useful_batch_size`` are ``None`` when the chosen model has no such boundary;
+    ``note`` says so in words.
+    """
+
+    model: str
+    segments: tuple[str, ...]
+    intercept: float
+    diminishing_slope: float | None
+    breakpoints: tuple[float, ...]
+    perfect_scaling_end: float | None
+    max_useful_batch_size: float | None
+    residuals: Floats = field(repr=False)
+    rss: float
+    bic: float
+    candidates: dict[str, float] = field(repr=False)
+    note: str = ""
+    batch_sizes: Floats = field(repr=False, default_factory=lambda: np.zeros(0))
+
+    def predict(self, batch_sizes: ArrayLike) -> Floats:
+        """Fitted steps at ``batch_sizes`` (extrapolated flat or linearly past the ends)."""
+        x = np.log2(np.asarray(batch_sizes, dtype=float))
+        x0 = float(np.log2(self.batch_sizes[0])) if len(self.batch_sizes) else float(x.min())
+        breaks = np.log2(np.asarray(self.breakpoints, dtype=float))[None, :]
+        f, g = _design(np.concatenate([[x0], x]), self.segments, breaks)
+        slope = self.diminishing_slope or 0.0
+        y: Floats = (self.intercept + f[0] + slope * g[0])[1:]
+        return np.asarray(2.0 ** y)
+
+
+def fit_regimes(batch_sizes: ArrayLike, steps: ArrayLike, *,
+                models: Sequence[tuple[str, ...]] = MODELS) -> RegimeFit:
+    """Fit the three scaling regimes to a steps-to-result curve (see the module docstring).
+
+    Examples
+    --------
+    >>> fit = fit_regimes([16, 32, 64, 128, 256], [8000, 4000, 2000, 1000, 500])
+    >>> fit.model, fit.note
+    ('perfect', 'maximal data parallelism not reached within the measured batch sizes')
+    """
+    x, y = _prepare(batch_sizes, steps)
+    fits = [f for f in (_fit_model(x, y, m) for m in models) if f is not None]
+    if not fits:
+        raise FitError("no candidate model fits these batch sizes")
+    # Smallest BIC; near-ties (1e-9) go to the model with fewer parameters.
+    best = min(fits, key=lambda f: (round(f.bic, 9), len(f.model) + ("diminishing" in f.model)))
+    edges = dict(zip(best.model[1:], best.breaks, strict=True))
+    perfect_end = (2.0 ** best.breaks[0]
+                   if best.model[0] == "perfect" and len(best.model) > 1 else None)
+    plateau = 2.0 ** edges["plateau"] if "plateau" in edges else None
+    if best.model == ("plateau",):
+        plateau = float(2.0 ** x[0])
+    f, g = _design(x, best.model, np.asarray(best.breaks)[None, :])
+    slope = 0.0 if math.isnan(best.slope) else best.slope
+    resid = y - (best.intercept + f[0] + slope * g[0])
+    return RegimeFit(
+        model="+".join(best.model), segments=best.model, intercept=best.intercept,
+        diminishing_slope=None if math.isnan(best.slope) else best.slope,
+        breakpoints=tuple(2.0 ** b for b in best.breaks), perfect_scaling_end=perfect_end,
+        max_useful_batch_size=plateau, residuals=resid, rss=best.rss, bic=best.bic,
+        candidates={"+".join(f.model): f.bic for f in fits},
+        note="" if plateau is not None else NOT_REACHED,
+        batch_sizes=2.0 ** x)
+
+
+@dataclass(frozen=True)
+class CriticalBatchFit:
+    """S(B) = S_min · (1 + B_crit / B); ``e_min`` = S_min · B_crit examples."""
+
+    s_min: float
+    b_crit: float
+    e_min: float
+    residuals: Floats = field(repr=False)
+    rss: float
+
+    def predict(self, batch_sizes: ArrayLike) -> Floats:
+        """Model steps at ``batch_sizes``."""
+        b = np.asarray(batch_sizes, dtype=float)
+        return np.asarray(self.s_min * (1 + self.b_crit / b))
+
+
+def fit_critical_batch(batch_sizes: ArrayLike, steps: ArrayLike) -> CriticalBatchFit:
+    """Fit the critical-batch-size model of McCandlish et al. (2018) in log space.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> b = 2.0 ** np.arange(0, 15)
+    >>> fit = fit_critical_batch(b, 1000 * (1 + 512 / b))
+    >>> round(fit.s_min), round(fit.b_crit)
+    (1000, 512)
+    """
+    x, y = _prepare(batch_sizes, steps)
+    b = 2.0 ** x
+
+    def residuals(p: Floats) -> Floats:
+        out: Floats = p[0] + np.log2(1 + 2.0 ** p[1] / b) - y
+        return out
+
+    starts = [np.array([y.min(), xb]) for xb in np.linspace(x[0] - 2, x[-1] + 2, 9)]
+    results = [least_squares(residuals, p0, method="lm") for p0 in starts]
+    best = min(results, key=lambda r: float(r.fun @ r.fun))
+    s_min, b_crit = 2.0 ** best.x[0], 2.0 ** best.x[1]
+    return CriticalBatchFit(float(s_min), float(b_crit), float(s_min * b_crit), best.fun,
+                            float(best.fun @ best.fun))
