@@ -41,7 +41,15 @@ from scipy.optimize import least_squares
 
 from curvekit.errors import CurvekitError
 
-__all__ = ["CriticalBatchFit", "FitError", "RegimeFit", "fit_critical_batch", "fit_regimes"]
+__all__ = [
+    "Bootstrap",
+    "CriticalBatchFit",
+    "FitError",
+    "RegimeFit",
+    "bootstrap",
+    "fit_critical_batch",
+    "fit_regimes",
+]
 
 Floats = NDArray[np.float64]
 SEGMENTS = ("perfect", "diminishing", "plateau")
@@ -225,8 +233,11 @@ class RegimeFit:
 
 
 def fit_regimes(batch_sizes: ArrayLike, steps: ArrayLike, *,
-                models: Sequence[tuple[str, ...]] = MODELS) -> RegimeFit:
+                models: Sequence[tuple[str, ...]] = MODELS, refine: bool = True) -> RegimeFit:
     """Fit the three scaling regimes to a steps-to-result curve (see the module docstring).
+
+    ``refine=False`` skips the least-squares polish of the grid optimum (the bootstrap uses
+    it for speed).
 
     Examples
     --------
@@ -235,7 +246,7 @@ def fit_regimes(batch_sizes: ArrayLike, steps: ArrayLike, *,
     ('perfect', 'maximal data parallelism not reached within the measured batch sizes')
     """
     x, y = _prepare(batch_sizes, steps)
-    fits = [f for f in (_fit_model(x, y, m) for m in models) if f is not None]
+    fits = [f for f in (_fit_model(x, y, m, refine) for m in models) if f is not None]
     if not fits:
         raise FitError("no candidate model fits these batch sizes")
     # Smallest BIC; near-ties (1e-9) go to the model with fewer parameters.
@@ -293,9 +304,110 @@ def fit_critical_batch(batch_sizes: ArrayLike, steps: ArrayLike) -> CriticalBatc
         out: Floats = p[0] + np.log2(1 + 2.0 ** p[1] / b) - y
         return out
 
-    starts = [np.array([y.min(), xb]) for xb in np.linspace(x[0] - 2, x[-1] + 2, 9)]
-    results = [least_squares(residuals, p0, method="lm") for p0 in starts]
-    best = min(results, key=lambda r: float(r.fun @ r.fun))
+    # S·B = S_min·B + S_min·B_crit is linear in B: its fit is a good first guess.
+    slope, offset = np.polyfit(b, b * 2.0 ** y, 1)
+    guess = ([np.array([np.log2(slope), np.log2(offset / slope)])]
+             if slope > 0 and offset > 0 else [])
+    best = least_squares(residuals, guess[0], method="lm") if guess else None
+    if best is None or float(best.fun @ best.fun) > 1e-2 * len(x):
+        starts = [np.array([y.min(), xb]) for xb in np.linspace(x[0] - 2, x[-1] + 2, 7)]
+        tries = [least_squares(residuals, p0, method="lm") for p0 in starts]
+        best = min([*tries, *([best] if best is not None else [])],
+                   key=lambda r: float(r.fun @ r.fun))
     s_min, b_crit = 2.0 ** best.x[0], 2.0 ** best.x[1]
     return CriticalBatchFit(float(s_min), float(b_crit), float(s_min * b_crit), best.fun,
                             float(best.fun @ best.fun))
+
+
+@dataclass(frozen=True)
+class Bootstrap:
+    """Percentile intervals of fitted quantities over trial resamples.
+
+    ``intervals[name]`` is (low, high) at ``level``; ``defined[name]`` counts the resamples
+    in which the quantity exists (e.g. a plateau may be absent in some).
+    """
+
+    n: int
+    seed: int
+    level: float
+    intervals: dict[str, tuple[float, float]]
+    defined: dict[str, int]
+    samples: dict[str, Floats] = field(repr=False)
+
+
+QUANTITIES = ("perfect_scaling_end", "max_useful_batch_size", "diminishing_slope", "s_min",
+              "b_crit", "e_min")
+
+
+def resample_curves(hits: dict[int, Floats], n: int, rng: np.random.Generator
+                    ) -> tuple[Floats, Floats]:
+    """Steps to result of ``n`` trial resamples: (batch sizes, array n × batch sizes).
+
+    ``hits[b]`` holds each loaded trial's first qualifying step at batch size b (``inf``
+    when it never qualifies); a resample draws that many trials with replacement and takes
+    the minimum, so a batch size may have no point (``inf``) in some resamples.
+    """
+    sizes = np.array(sorted(hits), dtype=float)
+    out = np.empty((n, len(sizes)))
+    for j, b in enumerate(sorted(hits)):
+        h = np.asarray(hits[b], dtype=float)
+        if not len(h):
+            out[:, j] = np.inf
+            continue
+        out[:, j] = h[rng.integers(0, len(h), size=(n, len(h)))].min(axis=1)
+    return sizes, out
+
+
+def bootstrap(hits: dict[int, ArrayLike], *, n: int = 1000, seed: int = 0,
+              level: float = 0.95, model: str | None = None,
+              critical: bool = True) -> Bootstrap:
+    """Bootstrap over trials: resample each study's trials, recompute, refit.
+
+    ``model`` fixes the piecewise model (e.g. the one chosen on the full data) so that
+    every resample estimates the same quantities; ``None`` re-selects it each time.
+    Seeded, so the same call gives the same intervals.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(1)
+    >>> hits = {2 ** k: 2.0 ** (20 - min(k, 8)) * rng.uniform(1, 3, 20) for k in range(14)}
+    >>> result = bootstrap(hits, n=200, seed=0, model="perfect+plateau", critical=False)
+    >>> low, high = result.intervals["max_useful_batch_size"]
+    >>> bool(low <= 256 <= high)
+    True
+    """
+    if not 0 < level < 1:
+        raise FitError(f"level must be between 0 and 1, got {level}")
+    if n < 1:
+        raise FitError(f"the number of resamples must be positive, got {n}")
+    rng = np.random.default_rng(seed)
+    arrays = {int(b): np.where(np.isnan(a := np.asarray(h, dtype=float)), np.inf, a)
+              for b, h in hits.items()}
+    sizes, curves = resample_curves(arrays, n, rng)
+    models = MODELS if model is None else (tuple(model.split("+")),)
+    samples: dict[str, list[float]] = {q: [] for q in QUANTITIES}
+    for row in curves:
+        ok = np.isfinite(row)
+        if ok.sum() < 3:
+            continue
+        b, s = sizes[ok], row[ok]
+        try:
+            fit = fit_regimes(b, s, models=models, refine=False)
+        except FitError:
+            continue
+        values: dict[str, float | None] = {
+            "perfect_scaling_end": fit.perfect_scaling_end,
+            "max_useful_batch_size": fit.max_useful_batch_size,
+            "diminishing_slope": fit.diminishing_slope}
+        if critical:
+            crit = fit_critical_batch(b, s)
+            values.update(s_min=crit.s_min, b_crit=crit.b_crit, e_min=crit.e_min)
+        for name, value in values.items():
+            if value is not None and math.isfinite(value):
+                samples[name].append(value)
+    tail = (1 - level) / 2 * 100
+    arrays_out = {q: np.asarray(v) for q, v in samples.items()}
+    intervals = {q: (float(np.percentile(v, tail)), float(np.percentile(v, 100 - tail)))
+                 for q, v in arrays_out.items() if len(v)}
+    return Bootstrap(n, seed, level, intervals, {q: len(v) for q, v in arrays_out.items()},
+                     arrays_out)

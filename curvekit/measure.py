@@ -43,11 +43,29 @@ from curvekit.release.manifest import STATUSES
 if TYPE_CHECKING:
     from curvekit.store.store import Store
 
-__all__ = ["best_measurement", "steps_to_result"]
+__all__ = ["best_measurement", "steps_to_result", "trial_hits"]
 
 
 def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
+
+
+def _loaded_trials(store: Store, workload: str, trials: int | None,
+                   statuses: Sequence[str]) -> tuple[str, list[object]]:
+    """SQL (and parameters) of the loaded trials: (batch_size, trial_id)."""
+    bad = sorted(set(statuses) - set(STATUSES))
+    if bad or not statuses:
+        raise QueryError(f"unknown statuses {bad or list(statuses)}; choose from "
+                         f"{', '.join(STATUSES)}")
+    if trials is not None and trials < 1:
+        raise QueryError(f"trials must be a positive number of trials, got {trials}")
+    status_list = ", ".join("?" for _ in statuses)
+    loaded = (f"select batch_size, trial_id, row_number() over (partition by batch_size "
+              f"order by trial_id) as rank from {store.source('trials', workload)} "
+              f"where status in ({status_list})")
+    if trials is not None:
+        loaded = f"select * from ({loaded}) where rank <= {int(trials)}"
+    return loaded, list(statuses)
 
 
 def _loaded_rows(store: Store, workload: str, metric: str, *, maximize: bool,
@@ -58,24 +76,11 @@ def _loaded_rows(store: Store, workload: str, metric: str, *, maximize: bool,
 
     With ``qualify`` set, only rows strictly beyond that goal are kept.
     """
-    base_dir, model, optimizer = store.split_workload(workload)
     store.check_metric(workload, metric)
-    bad = sorted(set(statuses) - set(STATUSES))
-    if bad or not statuses:
-        raise QueryError(f"unknown statuses {bad or list(statuses)}; choose from "
-                         f"{', '.join(STATUSES)}")
-    if trials is not None and trials < 1:
-        raise QueryError(f"trials must be a positive number of trials, got {trials}")
+    loaded, trial_params = _loaded_trials(store, workload, trials, statuses)
     col = _quote(metric)
-    where = ["base_dir = ?", "model = ?", "optimizer = ?"]
-    params: list[object] = [base_dir, model, optimizer]
-    status_list = ", ".join("?" for _ in statuses)
-    loaded = (f"select batch_size, trial_id, row_number() over (partition by batch_size "
-              f"order by trial_id) as rank from trials where base_dir = ? and model = ? "
-              f"and optimizer = ? and status in ({status_list})")
-    trial_params: list[object] = [base_dir, model, optimizer, *statuses]
-    if trials is not None:
-        loaded = f"select batch_size, trial_id from ({loaded}) where rank <= {int(trials)}"
+    where: list[str] = []
+    params: list[object] = []
     if step_budget is not None:
         where.append("step <= ?")
         params.append(float(step_budget))
@@ -88,25 +93,51 @@ def _loaded_rows(store: Store, workload: str, metric: str, *, maximize: bool,
         where.append(f"{col} {'>' if maximize else '<'} ?")
         params.append(float(qualify))
     sql = (f"select m.batch_size, m.trial_id, m.step, m.{col} as value "
-           f"from (select batch_size, trial_id, step, {col} from measurements "
-           f"where {' and '.join(where)}) m "
+           f"from (select batch_size, trial_id, step, {col} "
+           f"from {store.source('measurements', workload)} where {' and '.join(where)}) m "
            f"semi join ({loaded}) t on m.batch_size = t.batch_size and m.trial_id = t.trial_id")
     return sql, params + trial_params
 
 
+def trial_hits(
+    store: Store,
+    workload: str,
+    metric: str,
+    goal: float,
+    *,
+    maximize: bool = False,
+    trials: int | None = None,
+    step_budget: float | None = None,
+    example_budget: float | None = None,
+    statuses: Sequence[str] = ("COMPLETE",),
+) -> pl.DataFrame:
+    """Each loaded trial's first qualifying step (null if it never reaches the goal).
+
+    Steps to result at a batch size is the minimum of these; resampling them is how
+    :func:`curvekit.fit.bootstrap` measures uncertainty.
+    """
+    rows, params = _loaded_rows(store, workload, metric, maximize=maximize, trials=trials,
+                                step_budget=step_budget, example_budget=example_budget,
+                                statuses=statuses, qualify=goal)
+    loaded, trial_params = _loaded_trials(store, workload, trials, statuses)
+    sql = (f"select t.batch_size, t.trial_id, h.step from ({loaded}) t left join "
+           f"(select batch_size, trial_id, min(step) as step from ({rows}) group by all) h "
+           f"on t.batch_size = h.batch_size and t.trial_id = h.trial_id "
+           f"order by t.batch_size, t.trial_id")
+    return store.query(sql, [*trial_params, *params])
+
+
 def _with_parameters(store: Store, workload: str, rows: str, params: list[object],
                      metric: str) -> pl.DataFrame:
-    base_dir, model, optimizer = store.split_workload(workload)
     names = store.parameter_columns(workload)
     extra = "".join(f", t.{_quote(n)}" for n in names)
     lr = "t.learning_rate" if "learning_rate" in names else "null"
     momentum = "coalesce(t.momentum, 0)" if "momentum" in names else "0"
     sql = (f"select w.batch_size, w.step, w.trial_id, w.value as {_quote(metric)}{extra}, "
            f"{lr} / (1 - {momentum}) as effective_learning_rate "
-           f"from ({rows}) w join (select * from trials where base_dir = ? and model = ? "
-           f"and optimizer = ?) t on w.batch_size = t.batch_size and w.trial_id = t.trial_id "
-           f"order by w.batch_size")
-    frame: pl.DataFrame = store.query(sql, [*params, base_dir, model, optimizer])
+           f"from ({rows}) w join {store.source('trials', workload)} t "
+           f"on w.batch_size = t.batch_size and w.trial_id = t.trial_id order by w.batch_size")
+    frame: pl.DataFrame = store.query(sql, params)
     return frame
 
 

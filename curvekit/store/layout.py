@@ -39,6 +39,7 @@ __all__ = [
     "partition_dir",
     "store_link",
     "store_schema",
+    "workload_dir",
 ]
 
 TABLES = ("studies", "trials", "measurements")
@@ -88,6 +89,17 @@ def fixed_schema(table: str) -> pa.Schema:
 def store_link(home: Path) -> Path:
     """The path of the current store in a curvekit home (a symlink into ``home/stores``)."""
     return home / "store"
+
+
+def workload_dir(table: str, base_dir: str, model: str, optimizer: str) -> str:
+    """The relative folder holding one workload's files of ``table``.
+
+    >>> workload_dir("trials", "cifar_10", "resnet_8", "sgd")
+    'trials/base_dir=cifar_10/model=resnet_8/optimizer=sgd'
+    """
+    parts = [f"{n}={quote(v, safe='')}" for n, v in
+             zip(("base_dir", "model", "optimizer"), (base_dir, model, optimizer), strict=True)]
+    return "/".join([table, *parts])
 
 
 def partition_dir(table: str, *values: str | int) -> str:

@@ -38,8 +38,8 @@ from curvekit.store.layout import (
     STORE_FORMAT,
     TABLES,
     partition_columns,
-    partition_dir,
     store_link,
+    workload_dir,
 )
 
 __all__ = ["Store", "open_store"]
@@ -116,6 +116,18 @@ class Store:
                         f"'{self.glob(table)}', hive_partitioning=true)")
         return con
 
+    def source(self, table: str, workload: str) -> str:
+        """SQL reading one workload's files of ``table`` (all partition columns included).
+
+        Naming the workload's folder spares DuckDB from listing every file of the store,
+        which costs more than the query itself for small workloads.
+        """
+        base_dir, model, optimizer = self.split_workload(workload)
+        folder = self.path / workload_dir(table, base_dir, model, optimizer)
+        pattern = folder / ("*/*.parquet" if table == "measurements" else "*.parquet")
+        escaped = str(pattern).replace("'", "''")
+        return f"read_parquet('{escaped}', hive_partitioning=true)"
+
     def connect(self) -> duckdb.DuckDBPyConnection:
         """A new DuckDB cursor with views ``studies``, ``trials`` and ``measurements``."""
         return self._con.cursor()
@@ -165,9 +177,9 @@ class Store:
     def metrics(self, workload: str) -> list[str]:
         """Metric columns with at least one value in ``workload`` (read from file footers)."""
         base_dir, model, optimizer = self.split_workload(workload)
-        root = self.path / partition_dir("measurements", base_dir, model, optimizer, 0)
+        root = self.path / workload_dir("measurements", base_dir, model, optimizer)
         seen: set[str] = set()
-        for path in root.parent.glob("batch_size=*/*.parquet"):
+        for path in root.glob("batch_size=*/*.parquet"):
             meta = pq.ParquetFile(path).metadata
             for g in range(meta.num_row_groups):
                 group = meta.row_group(g)
@@ -189,23 +201,21 @@ class Store:
 
     def parameter_columns(self, workload: str) -> list[str]:
         """Metaparameter columns with at least one value in ``workload``."""
-        base_dir, model, optimizer = self.split_workload(workload)
+        self.split_workload(workload)
         names = [n for n in self.metadata.get("parameter_columns", {}) if n not in _FIXED]
         if not names:
             return []
-        counts = self.query(
-            "select " + ", ".join(f'count("{n}")' for n in names) + " from trials "
-            "where base_dir = ? and model = ? and optimizer = ?", [base_dir, model, optimizer])
+        counts = self.query("select " + ", ".join(f'count("{n}")' for n in names)
+                            + f" from {self.source('trials', workload)}")
         return [n for n, c in zip(names, counts.row(0), strict=True) if c]
 
     # -- tables --------------------------------------------------------------------------
 
     def _table(self, table: str, workload: str, extra: str = "",
                params: Sequence[object] = ()) -> pl.DataFrame:
-        base_dir, model, optimizer = self.split_workload(workload)
-        return self.query(f"select * exclude (base_dir, model, optimizer) from {table} "
-                          f"where base_dir = ? and model = ? and optimizer = ?{extra} "
-                          f"order by all", [base_dir, model, optimizer, *params])
+        return self.query(f"select * exclude (base_dir, model, optimizer) from "
+                          f"{self.source(table, workload)} where true{extra} order by all",
+                          list(params))
 
     def studies(self, workload: str) -> pl.DataFrame:
         """The studies (batch sizes) of a workload."""
@@ -225,9 +235,9 @@ class Store:
         further filters and selections are pushed into the Parquet scan.
         """
         base_dir, model, optimizer = self.split_workload(workload)
-        folder = self.path / partition_dir("measurements", base_dir, model, optimizer, 0)
-        pattern = (str(folder.parent / "*" / "*.parquet") if batch_size is None
-                   else str(folder.parent / f"batch_size={int(batch_size)}" / "*.parquet"))
+        folder = self.path / workload_dir("measurements", base_dir, model, optimizer)
+        pattern = (str(folder / "*" / "*.parquet") if batch_size is None
+                   else str(folder / f"batch_size={int(batch_size)}" / "*.parquet"))
         frame = pl.scan_parquet(pattern, hive_partitioning=True).select(
             "batch_size", "trial_id", "step", *self.metrics(workload))
         return frame if lazy else frame.sort("batch_size", "trial_id", "step").collect()
