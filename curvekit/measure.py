@@ -33,7 +33,7 @@ are read.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 import polars as pl
 
@@ -127,6 +127,20 @@ def trial_hits(
     return store.query(sql, [*trial_params, *params])
 
 
+def _first(rows: str, order: tuple[str, ...], maximize: bool) -> str:
+    """Per batch size, the row that sorts first by ``order``, in one aggregation pass.
+
+    ``key`` is the value, negated when maximizing; DuckDB compares structs field by field,
+    so ``min`` of a struct is the first row in that order without sorting the rows.
+    """
+    fields = {"step": "step", "trial_id": "trial_id",
+              "key": "-value" if maximize else "value"}
+    struct = ", ".join(f"'{f}': {fields[f]}" for f in order)
+    return (f"select batch_size, w.step as step, w.trial_id as trial_id, w.value as value "
+            f"from (select batch_size, min({{{struct}, 'value': value}}) as w from ({rows}) "
+            f"group by batch_size)")
+
+
 def _with_parameters(store: Store, workload: str, rows: str, params: list[object],
                      metric: str) -> pl.DataFrame:
     names = store.parameter_columns(workload)
@@ -163,9 +177,7 @@ def steps_to_result(
                                 statuses=statuses, qualify=goal)
     # Duplicate rows at one (trial, step) cannot change the step or the trial; the best
     # value among them is reported.
-    order = "value desc" if maximize else "value asc"
-    first = (f"select * from ({rows}) qualify row_number() over (partition by batch_size "
-             f"order by step, trial_id, {order}) = 1")
+    first = _first(rows, ("step", "trial_id", "key"), maximize)
     return _with_parameters(store, workload, first, params, metric)
 
 
@@ -188,7 +200,5 @@ def best_measurement(
     rows, params = _loaded_rows(store, workload, metric, maximize=maximize, trials=trials,
                                 step_budget=step_budget, example_budget=example_budget,
                                 statuses=statuses, qualify=None)
-    direction: Literal["desc", "asc"] = "desc" if maximize else "asc"
-    best = (f"select * from ({rows}) qualify row_number() over (partition by batch_size "
-            f"order by value {direction}, step, trial_id) = 1")
+    best = _first(rows, ("key", "step", "trial_id"), maximize)
     return _with_parameters(store, workload, best, params, metric)

@@ -110,11 +110,16 @@ class Store:
 
     @cached_property
     def _con(self) -> duckdb.DuckDBPyConnection:
-        con = duckdb.connect()
+        return duckdb.connect()
+
+    @cached_property
+    def _views(self) -> duckdb.DuckDBPyConnection:
+        # Binding a view lists every file of its table: done once, and only for SQL that
+        # names the views (the measurements read one workload's folder directly).
         for table in TABLES:
-            con.execute(f"create view {table} as select * from read_parquet("
-                        f"'{self.glob(table)}', hive_partitioning=true)")
-        return con
+            self._con.execute(f"create view {table} as select * from read_parquet("
+                              f"'{self.glob(table)}', hive_partitioning=true)")
+        return self._con
 
     def source(self, table: str, workload: str) -> str:
         """SQL reading one workload's files of ``table`` (all partition columns included).
@@ -130,7 +135,7 @@ class Store:
 
     def connect(self) -> duckdb.DuckDBPyConnection:
         """A new DuckDB cursor with views ``studies``, ``trials`` and ``measurements``."""
-        return self._con.cursor()
+        return self._views.cursor()
 
     def query(self, sql: str, params: Sequence[object] | None = None) -> pl.DataFrame:
         """Run parameterised SQL over the views and return a polars DataFrame."""
@@ -148,6 +153,7 @@ class Store:
         --------
         >>> store.sql("select distinct status from trials order by 1")  # doctest: +SKIP
         """
+        self._views  # noqa: B018 - create the views before the first query that names them
         return self.query(query)
 
     # -- workloads -----------------------------------------------------------------------
@@ -156,8 +162,8 @@ class Store:
     def _workloads(self) -> tuple[str, ...]:
         names = self.metadata.get("workloads")
         if names is None:
-            names = self.query("select distinct base_dir || '/' || model || '/' || optimizer "
-                               "from studies order by 1").to_series().to_list()
+            names = self.sql("select distinct base_dir || '/' || model || '/' || optimizer "
+                             "from studies order by 1").to_series().to_list()
         return tuple(names)
 
     def workloads(self) -> list[str]:
