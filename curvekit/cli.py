@@ -255,3 +255,69 @@ def best(workload: str, metric: str, maximize: bool, trials: int | None,
 def query(sql: str, home: Path | None, fmt: str) -> None:
     """Run SQL over the views studies, trials and measurements."""
     emit(Store.open(home).sql(sql), fmt)
+
+
+@main.command()
+@click.argument("workload", required=False)
+@click.option("--all", "all_", is_flag=True,
+              help="Every workload, each at the goal the paper's figures use for it.")
+@click.option("--metric", help="Metric column (default with --all: the paper's).")
+@click.option("--goal", type=float, help="The target value of the metric.")
+@click.option("--maximize", is_flag=True, help="Higher is better.")
+@click.option("--trials", type=click.IntRange(min=1),
+              help="Use the first N trials by trial id of each study.")
+@click.option("--model", type=click.Choice(["piecewise", "critical", "both"]), default="both",
+              show_default=True, help="Regime fit, critical-batch-size fit, or both.")
+@click.option("--bootstrap", "samples", type=click.IntRange(min=0), default=0,
+              show_default=True, help="Bootstrap resamples over trials for intervals.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed.")
+@home_option
+@format_option
+def fit(workload: str | None, all_: bool, metric: str | None, goal: float | None,
+        maximize: bool, trials: int | None, model: str, samples: int, seed: int,
+        home: Path | None, fmt: str) -> None:
+    """Fit the scaling regimes and the critical batch size of steps to result.
+
+    Reports the end of perfect scaling, the maximum useful batch size (start of the
+    plateau), the middle slope, and B_crit, S_min and E_min of S = S_min (1 + B_crit / B);
+    with --bootstrap, 95% percentile intervals over trial resamples.
+    """
+    from curvekit.fit import fit_all, fit_workload
+
+    store = Store.open(home)
+    if all_:
+        if workload or metric or goal is not None:
+            raise click.UsageError("--all fits every workload at the paper's goals; "
+                                   "drop WORKLOAD, --metric and --goal")
+        rows = fit_all(store, model=model, bootstrap_samples=samples, seed=seed)
+    else:
+        if not workload or metric is None or goal is None:
+            raise click.UsageError("give WORKLOAD, --metric and --goal (or --all)")
+        rows = [fit_workload(store, workload, metric, goal, maximize=maximize, trials=trials,
+                             model=model, bootstrap_samples=samples, seed=seed).summary()]
+    emit(_compact_fits(rows) if fmt == "table" else pl.DataFrame(rows, infer_schema_length=None),
+         fmt)
+
+
+def _compact_fits(rows: list[dict[str, Any]]) -> pl.DataFrame:
+    """Fit rows for reading: 'value [low–high]' cells, fewer columns."""
+
+    def cell(row: dict[str, Any], name: str, digits: int = 0) -> str:
+        value = row.get(name)
+        if value is None:
+            return "-"
+        text = f"{value:,.{digits}f}"
+        if row.get(f"{name}_low") is not None:
+            text += f" [{row[f'{name}_low']:,.{digits}f}–{row[f'{name}_high']:,.{digits}f}]"
+        return text
+
+    return pl.DataFrame([{
+        "workload": r["workload"],
+        "goal": f"{r['metric']} {r['goal']}" if "goal" in r else "-",
+        "model": r.get("model", "-"),
+        "perfect scaling ends": cell(r, "perfect_scaling_end"),
+        "max useful batch size": cell(r, "max_useful_batch_size"),
+        "slope": cell(r, "diminishing_slope", 2),
+        "B_crit": cell(r, "b_crit"),
+        "note": r.get("note") or "",
+    } for r in rows])

@@ -34,6 +34,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -41,14 +42,20 @@ from scipy.optimize import least_squares
 
 from curvekit.errors import CurvekitError
 
+if TYPE_CHECKING:
+    from curvekit.store.store import Store
+
 __all__ = [
     "Bootstrap",
     "CriticalBatchFit",
     "FitError",
     "RegimeFit",
+    "WorkloadFit",
     "bootstrap",
+    "fit_all",
     "fit_critical_batch",
     "fit_regimes",
+    "fit_workload",
 ]
 
 Floats = NDArray[np.float64]
@@ -304,16 +311,14 @@ def fit_critical_batch(batch_sizes: ArrayLike, steps: ArrayLike) -> CriticalBatc
         out: Floats = p[0] + np.log2(1 + 2.0 ** p[1] / b) - y
         return out
 
-    # S·B = S_min·B + S_min·B_crit is linear in B: its fit is a good first guess.
-    slope, offset = np.polyfit(b, b * 2.0 ** y, 1)
-    guess = ([np.array([np.log2(slope), np.log2(offset / slope)])]
-             if slope > 0 and offset > 0 else [])
-    best = least_squares(residuals, guess[0], method="lm") if guess else None
-    if best is None or float(best.fun @ best.fun) > 1e-2 * len(x):
-        starts = [np.array([y.min(), xb]) for xb in np.linspace(x[0] - 2, x[-1] + 2, 7)]
-        tries = [least_squares(residuals, p0, method="lm") for p0 in starts]
-        best = min([*tries, *([best] if best is not None else [])],
-                   key=lambda r: float(r.fun @ r.fun))
+    # For a fixed B_crit the best log2(S_min) is a mean, so a grid over log2(B_crit) finds
+    # the global optimum; least squares then polishes it.
+    grid = np.linspace(x[0] - 6, x[-1] + 6, 241)
+    shape = np.log2(1 + 2.0 ** grid[:, None] / b[None, :])
+    offsets = (y[None, :] - shape).mean(axis=1)
+    rss = ((y[None, :] - shape - offsets[:, None]) ** 2).sum(axis=1)
+    i = int(np.argmin(rss))
+    best = least_squares(residuals, np.array([offsets[i], grid[i]]), method="lm")
     s_min, b_crit = 2.0 ** best.x[0], 2.0 ** best.x[1]
     return CriticalBatchFit(float(s_min), float(b_crit), float(s_min * b_crit), best.fun,
                             float(best.fun @ best.fun))
@@ -411,3 +416,106 @@ def bootstrap(hits: dict[int, ArrayLike], *, n: int = 1000, seed: int = 0,
                  for q, v in arrays_out.items() if len(v)}
     return Bootstrap(n, seed, level, intervals, {q: len(v) for q, v in arrays_out.items()},
                      arrays_out)
+
+
+@dataclass(frozen=True)
+class WorkloadFit:
+    """Fits of one workload's steps-to-result curve, with bootstrap intervals if asked."""
+
+    workload: str
+    metric: str
+    goal: float
+    maximize: bool
+    batch_sizes: Floats = field(repr=False)
+    steps: Floats = field(repr=False)
+    regimes: RegimeFit | None
+    critical: CriticalBatchFit | None
+    intervals: Bootstrap | None = None
+
+    def summary(self) -> dict[str, object]:
+        """One flat row: the fitted quantities and, with a bootstrap, their intervals."""
+        row: dict[str, object] = {"workload": self.workload, "metric": self.metric,
+                                  "goal": self.goal, "points": len(self.batch_sizes)}
+        values: dict[str, float | None] = {}
+        if self.regimes is not None:
+            row["model"] = self.regimes.model
+            values.update(perfect_scaling_end=self.regimes.perfect_scaling_end,
+                          max_useful_batch_size=self.regimes.max_useful_batch_size,
+                          diminishing_slope=self.regimes.diminishing_slope)
+        if self.critical is not None:
+            values.update(b_crit=self.critical.b_crit, s_min=self.critical.s_min,
+                          e_min=self.critical.e_min)
+        for name, value in values.items():
+            row[name] = value
+            if self.intervals is not None:
+                low, high = self.intervals.intervals.get(name, (None, None))
+                row[f"{name}_low"], row[f"{name}_high"] = low, high
+        if self.regimes is not None:
+            row["note"] = self.regimes.note
+        return row
+
+
+def fit_workload(store: Store, workload: str, metric: str, goal: float, *,
+                 maximize: bool = False, trials: int | None = None,
+                 model: str = "both", bootstrap_samples: int = 0, seed: int = 0,
+                 level: float = 0.95) -> WorkloadFit:
+    """Fit a workload's steps-to-result curve (paper definition) and bootstrap it.
+
+    ``model`` is ``piecewise``, ``critical`` or ``both``. The bootstrap resamples each
+    study's loaded trials with replacement and refits the piecewise model chosen on the
+    full data, so every resample estimates the same quantities.
+    """
+    import polars as pl
+
+    from curvekit.measure import trial_hits
+
+    if model not in ("piecewise", "critical", "both"):
+        raise FitError(f"model must be piecewise, critical or both, got {model!r}")
+    hits_frame = trial_hits(store, workload, metric, goal, maximize=maximize, trials=trials)
+    hits: dict[int, Floats] = {}
+    for (b,), group in hits_frame.group_by("batch_size", maintain_order=True):
+        hits[int(b)] = group["step"].cast(pl.Float64).fill_null(np.inf).to_numpy()
+    best = {b: float(h.min()) for b, h in hits.items() if len(h) and np.isfinite(h.min())}
+    sizes = np.array(sorted(best), dtype=float)
+    steps = np.array([best[int(b)] for b in sizes], dtype=float)
+    if len(sizes) < 3:
+        raise FitError(f"{workload}: only {len(sizes)} batch sizes reach {metric} "
+                       f"{'>' if maximize else '<'} {goal}; a fit needs at least 3")
+    regimes = fit_regimes(sizes, steps) if model in ("piecewise", "both") else None
+    critical = fit_critical_batch(sizes, steps) if model in ("critical", "both") else None
+    intervals = None
+    if bootstrap_samples:
+        intervals = bootstrap(
+            dict(hits), n=bootstrap_samples, seed=seed, level=level,
+            model=regimes.model if regimes is not None else "perfect+diminishing+plateau",
+            critical=critical is not None)
+        if regimes is None:
+            for name in ("perfect_scaling_end", "max_useful_batch_size", "diminishing_slope"):
+                intervals.intervals.pop(name, None)
+    return WorkloadFit(workload, metric, goal, maximize, sizes, steps, regimes, critical,
+                       intervals)
+
+
+def fit_all(store: Store, *, model: str = "both", bootstrap_samples: int = 0, seed: int = 0,
+            level: float = 0.95) -> list[dict[str, object]]:
+    """Fit every workload of the store at the goal the paper's figures use for it.
+
+    Returns one :meth:`WorkloadFit.summary` row per workload; a workload that cannot be
+    fitted (no paper goal, fewer than 3 batch sizes reaching it) gets a row whose ``note``
+    says why.
+    """
+    from curvekit.errors import QueryError
+    from curvekit.goals import paper_goal
+
+    rows: list[dict[str, object]] = []
+    for workload in store.workloads():
+        try:
+            goal = paper_goal(store, workload)
+            fit = fit_workload(store, workload, goal.metric, goal.goal, maximize=goal.maximize,
+                               trials=goal.trials, model=model,
+                               bootstrap_samples=bootstrap_samples, seed=seed, level=level)
+        except (FitError, QueryError) as exc:
+            rows.append({"workload": workload, "note": str(exc)})
+            continue
+        rows.append(fit.summary())
+    return rows

@@ -115,3 +115,80 @@ def test_bootstrap_drops_batch_sizes_nobody_reaches() -> None:
     assert set(result.intervals) >= {"b_crit", "s_min", "e_min", "max_useful_batch_size"}
     with pytest.raises(FitError, match="level"):
         bootstrap(hits, level=1.5)
+
+
+@pytest.fixture(scope="module")
+def one_workload(tmp_path_factory: pytest.TempPathFactory) -> str:
+    from curvekit.release.convert import convert
+    from curvekit.release.synthetic import generate_archive
+
+    tmp = tmp_path_factory.mktemp("fit")
+    manifest = generate_archive(tmp / "a.tar.bz2", workloads=[
+        "cifar_10/resnet_8/nesterov_momentum", "mnist/fc_64_64_64/sgd"],
+        max_trials_per_study=10, evals_scale=0.15, jobs=1)
+    convert(tmp / "a.tar.bz2", tmp / "home", manifest=manifest)
+    return str(tmp / "home")
+
+
+def test_fit_workload_and_cli(one_workload: str) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from curvekit.cli import main
+    from curvekit.fit import fit_workload
+    from curvekit.store.store import Store
+
+    store = Store.open(one_workload)
+    w = "cifar_10/resnet_8/nesterov_momentum"
+    fit = fit_workload(store, w, "val/classification_error", 0.3, bootstrap_samples=50, seed=1)
+    curve = store.steps_to_result(w, "val/classification_error", 0.3)
+    assert fit.batch_sizes.tolist() == curve["batch_size"].to_list()
+    assert fit.steps.tolist() == curve["step"].to_list()
+    row = fit.summary()
+    assert row["b_crit_low"] <= row["b_crit_high"]  # type: ignore[operator]
+    again = fit_workload(store, w, "val/classification_error", 0.3, bootstrap_samples=50,
+                         seed=1)
+    assert again.summary() == row
+    runner = CliRunner()
+    out = runner.invoke(main, ["fit", w, "--metric", "val/classification_error", "--goal",
+                               "0.3", "--bootstrap", "20", "--home", one_workload,
+                               "--format", "json"])
+    assert out.exit_code == 0, out.output
+    (parsed,) = json.loads(out.output)
+    assert parsed["workload"] == w and "b_crit_low" in parsed and "model" in parsed
+    table = runner.invoke(main, ["fit", "--all", "--home", one_workload])
+    assert table.exit_code == 0, table.output
+    assert "mnist/fc_64_64_64/sgd" in table.output  # goal from the rule
+    usage = runner.invoke(main, ["fit", w, "--home", one_workload])
+    assert usage.exit_code == 2 and "--goal" in usage.output
+    few = runner.invoke(main, ["fit", w, "--metric", "val/classification_error", "--goal",
+                               "0.0001", "--home", one_workload])
+    assert few.exit_code == 1 and "a fit needs at least 3" in few.output
+
+
+def test_paper_goal_rule(one_workload: str) -> None:
+    import statistics
+
+    from curvekit.goals import paper_goal, round_significant
+    from curvekit.store.store import Store
+
+    store = Store.open(one_workload)
+    fixed = paper_goal(store, "cifar_10/resnet_8/nesterov_momentum")
+    assert (fixed.metric, fixed.goal, fixed.trials, fixed.source) == (
+        "val/classification_error", 0.3, 100, "Fig 1")
+    rule = paper_goal(store, "mnist/fc_64_64_64/sgd")
+    best = store.best_measurement("mnist/fc_64_64_64/sgd", "val/classification_error",
+                                  trials=100)
+    median = statistics.median(best["val/classification_error"].to_list())
+    assert rule.source == "rule" and rule.goal == round_significant(median, up=True)
+    assert median <= rule.goal < median * 1.1 + 1e-12
+
+
+@pytest.mark.parametrize(("value", "up", "expected"), [
+    (0.0123, True, 0.013), (0.0123, False, 0.012), (0.3, True, 0.3), (3.914, True, 4.0),
+    (1234.5, True, 1300.0), (0.31999, False, 0.31), (0.0100000001, True, 0.011)])
+def test_round_significant(value: float, up: bool, expected: float) -> None:
+    from curvekit.goals import round_significant
+
+    assert round_significant(value, up=up) == expected

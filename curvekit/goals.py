@@ -1,0 +1,77 @@
+"""The goals the paper's figures use for each workload.
+
+The manifest gives each release workload a ``paper_goal``: the metric, the goal and its
+direction, from the figure spec's §5 (the Figure 1 goal, else the goal the figures use
+most). Four workloads have no such goal; for them the spec's **rule** applies: the best
+measurement per batch size over the workload's first N COMPLETE trials, the median over
+batch sizes (mean of the middle two for an even count), rounded *up* to two significant
+figures in decimal arithmetic (*down* for a maximized metric).
+
+>>> round_significant(0.012345, up=True), round_significant(0.31999, up=False)
+(0.013, 0.31)
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
+from typing import TYPE_CHECKING
+
+from curvekit.errors import QueryError
+from curvekit.release.manifest import Manifest, load_manifest
+
+if TYPE_CHECKING:
+    from curvekit.store.store import Store
+
+__all__ = ["Goal", "paper_goal", "round_significant"]
+
+
+@dataclass(frozen=True)
+class Goal:
+    """A steps-to-result target for a workload, and where it comes from."""
+
+    workload: str
+    metric: str
+    goal: float
+    maximize: bool
+    trials: int
+    source: str
+
+
+def round_significant(value: float, *, up: bool, digits: int = 2) -> float:
+    """Round to ``digits`` significant figures, up or down, in decimal arithmetic."""
+    d = Decimal(repr(value))
+    if d == 0:
+        return 0.0
+    quantum = Decimal(1).scaleb(d.adjusted() - digits + 1)
+    rounded = (d / quantum).to_integral_value(rounding=ROUND_CEILING if up else ROUND_FLOOR)
+    return float(rounded * quantum)
+
+
+def paper_goal(store: Store, workload: str, manifest: Manifest | None = None) -> Goal:
+    """The goal the paper's figures use for ``workload`` (see the module docstring).
+
+    Looks in ``manifest`` (default: the one the store was built from), then in the
+    release's manifest.
+    """
+    store.split_workload(workload)
+    entry, spec = None, None
+    for source in (manifest or store.manifest(), load_manifest()):
+        entry = next((w for w in source.workloads if w.get("name") == workload), None) \
+            if source is not None else None
+        spec = None if entry is None else entry.get("paper_goal")
+        if spec is not None:
+            break
+    if entry is None or spec is None:
+        raise QueryError(f"the paper gives no goal for {workload!r}; pass --metric and --goal")
+    trials = int(entry.get("default_trials", 100))
+    metric, maximize = spec["metric"], bool(spec["maximize"])
+    if spec.get("goal") is not None:
+        return Goal(workload, metric, float(spec["goal"]), maximize, trials, spec["source"])
+    best = store.best_measurement(workload, metric, maximize=maximize, trials=trials)
+    if best.is_empty():
+        raise QueryError(f"{workload!r} has no {metric} values to derive its goal from")
+    median = statistics.median(best[metric].to_list())
+    return Goal(workload, metric, round_significant(median, up=not maximize), maximize, trials,
+                "rule")
