@@ -29,6 +29,8 @@ from curvekit.errors import (
 
 if TYPE_CHECKING:
     from curvekit.fetch import FetchResult, fetch
+    from curvekit.fit import bootstrap, fit_critical_batch, fit_regimes, fit_workload
+    from curvekit.goals import paper_goal
     from curvekit.release.manifest import Manifest, load_manifest
     from curvekit.store.catalog import VerifyReport, info, verify
     from curvekit.store.store import Store
@@ -44,6 +46,11 @@ _LAZY = {
     "verify": ("curvekit.store.catalog", "verify"),
     "Store": ("curvekit.store.store", "Store"),
     "open": ("curvekit.store.store", "open_store"),
+    "fit_regimes": ("curvekit.fit", "fit_regimes"),
+    "fit_critical_batch": ("curvekit.fit", "fit_critical_batch"),
+    "fit_workload": ("curvekit.fit", "fit_workload"),
+    "bootstrap": ("curvekit.fit", "bootstrap"),
+    "paper_goal": ("curvekit.goals", "paper_goal"),
 }
 
 
@@ -73,9 +80,14 @@ __all__ = [
     "StoreError",
     "VerifyReport",
     "__version__",
+    "bootstrap",
     "fetch",
+    "fit_critical_batch",
+    "fit_regimes",
+    "fit_workload",
     "info",
     "load_manifest",
     "open",
+    "paper_goal",
     "verify",
 ]

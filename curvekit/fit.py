@@ -34,7 +34,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -70,7 +70,14 @@ class FitError(CurvekitError):
     """A curve cannot be fitted (too few points, non-positive or unsorted values)."""
 
 
-def _prepare(batch_sizes: ArrayLike, steps: ArrayLike) -> tuple[Floats, Floats]:
+def _prepare(batch_sizes: ArrayLike | Any, steps: ArrayLike | None) -> tuple[Floats, Floats]:
+    if steps is None:  # a steps-to-result table (polars or pandas)
+        table: Any = batch_sizes
+        try:
+            batch_sizes, steps = table["batch_size"], table["step"]
+        except (KeyError, TypeError, IndexError) as exc:
+            raise FitError("pass batch sizes and steps, or a steps-to-result table with "
+                           "columns batch_size and step") from exc
     b = np.asarray(batch_sizes, dtype=float)
     s = np.asarray(steps, dtype=float)
     if b.shape != s.shape or b.ndim != 1:
@@ -239,9 +246,11 @@ class RegimeFit:
         return np.asarray(2.0 ** y)
 
 
-def fit_regimes(batch_sizes: ArrayLike, steps: ArrayLike, *,
+def fit_regimes(batch_sizes: ArrayLike | Any, steps: ArrayLike | None = None, *,
                 models: Sequence[tuple[str, ...]] = MODELS, refine: bool = True) -> RegimeFit:
     """Fit the three scaling regimes to a steps-to-result curve (see the module docstring).
+
+    Pass batch sizes and steps, or one steps-to-result table (``Store.steps_to_result``).
 
     ``refine=False`` skips the least-squares polish of the grid optimum (the bootstrap uses
     it for speed).
@@ -293,7 +302,8 @@ class CriticalBatchFit:
         return np.asarray(self.s_min * (1 + self.b_crit / b))
 
 
-def fit_critical_batch(batch_sizes: ArrayLike, steps: ArrayLike) -> CriticalBatchFit:
+def fit_critical_batch(batch_sizes: ArrayLike | Any, steps: ArrayLike | None = None
+                       ) -> CriticalBatchFit:
     """Fit the critical-batch-size model of McCandlish et al. (2018) in log space.
 
     Examples
