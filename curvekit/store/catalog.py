@@ -5,7 +5,7 @@
 >>> from curvekit.release.convert import convert
 >>> tmp = pathlib.Path(tempfile.mkdtemp())
 >>> _ = convert(tmp / "a.tar.bz2", tmp, manifest=tiny_archive(tmp / "a.tar.bz2"))
->>> from curvekit.store.store import Store
+>>> from curvekit.store.store import Store, metrics_with_values
 >>> store = Store.open(tmp)
 >>> verify(store).ok
 True
@@ -19,7 +19,7 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from curvekit.release.manifest import STATUSES, Manifest
-from curvekit.store.store import Store
+from curvekit.store.store import Store, metrics_with_values
 
 __all__ = ["VerifyReport", "info", "verify"]
 
@@ -49,15 +49,7 @@ def info(store: Store) -> pl.DataFrame:
         meta = pq.ParquetFile(path).metadata
         name = _workload(b, m, o)
         rows[name] = rows.get(name, 0) + meta.num_rows
-        seen = metrics.setdefault(name, set())
-        for g in range(meta.num_row_groups):
-            group = meta.row_group(g)
-            for c in range(group.num_columns):
-                col = group.column(c)
-                stats = col.statistics
-                if col.path_in_schema not in ("trial_id", "step") and (
-                        stats is None or stats.null_count < group.num_rows):
-                    seen.add(col.path_in_schema)
+        metrics.setdefault(name, set()).update(metrics_with_values(meta))
     meas = pl.DataFrame({
         "workload": list(rows),
         "measurements": list(rows.values()),

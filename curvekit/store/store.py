@@ -186,16 +186,7 @@ class Store:
         root = self.path / workload_dir("measurements", base_dir, model, optimizer)
         seen: set[str] = set()
         for path in root.glob("batch_size=*/*.parquet"):
-            meta = pq.ParquetFile(path).metadata
-            for g in range(meta.num_row_groups):
-                group = meta.row_group(g)
-                for c in range(group.num_columns):
-                    col = group.column(c)
-                    if col.path_in_schema in ("trial_id", "step") or (
-                            col.statistics is not None
-                            and col.statistics.null_count == group.num_rows):
-                        continue
-                    seen.add(col.path_in_schema)
+            seen |= metrics_with_values(pq.ParquetFile(path).metadata)
         return sorted(seen)
 
     def check_metric(self, workload: str, metric: str) -> None:
@@ -271,6 +262,20 @@ class Store:
         return best_measurement(self, workload, metric, maximize=maximize, trials=trials,
                                 step_budget=step_budget, example_budget=example_budget,
                                 statuses=statuses)
+
+
+def metrics_with_values(meta: pq.FileMetaData) -> set[str]:
+    """Metric columns of a measurements file that hold a non-null value (from its footer)."""
+    seen: set[str] = set()
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        for c in range(group.num_columns):
+            col = group.column(c)
+            stats = col.statistics
+            if col.path_in_schema not in ("trial_id", "step") and (
+                    stats is None or stats.null_count < group.num_rows):
+                seen.add(col.path_in_schema)
+    return seen
 
 
 def _filters(batch_size: int | None, statuses: Sequence[str] | None
