@@ -33,6 +33,7 @@ __all__ = [
     "FILE_NAME",
     "MANIFEST_FILE",
     "METADATA_FILE",
+    "METRICS_KEY",
     "STORE_FORMAT",
     "TABLES",
     "fixed_schema",
@@ -46,6 +47,8 @@ TABLES = ("studies", "trials", "measurements")
 FILE_NAME = "part-0.parquet"
 METADATA_FILE = "_store.json"
 MANIFEST_FILE = "_manifest.json"
+# Footer key of a measurements file: JSON list of the metric columns that hold values.
+METRICS_KEY = "curvekit.metrics"
 
 _TYPES: dict[str, pa.DataType] = {
     "string": pa.string(),

@@ -35,6 +35,7 @@ from curvekit.release.manifest import Manifest
 from curvekit.store.layout import (
     MANIFEST_FILE,
     METADATA_FILE,
+    METRICS_KEY,
     STORE_FORMAT,
     TABLES,
     partition_columns,
@@ -266,6 +267,9 @@ class Store:
 
 def metrics_with_values(meta: pq.FileMetaData) -> set[str]:
     """Metric columns of a measurements file that hold a non-null value (from its footer)."""
+    recorded = (meta.metadata or {}).get(METRICS_KEY.encode())
+    if recorded is not None:
+        return set(json.loads(recorded))
     seen: set[str] = set()
     for g in range(meta.num_row_groups):
         group = meta.row_group(g)

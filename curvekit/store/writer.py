@@ -37,7 +37,14 @@ import pyarrow.parquet as pq
 
 from curvekit.errors import StoreError
 from curvekit.release.archive import StudyKey, StudyRecord, TrialRecord
-from curvekit.store.layout import FILE_NAME, METADATA_FILE, fixed_schema, partition_dir, store_link
+from curvekit.store.layout import (
+    FILE_NAME,
+    METADATA_FILE,
+    METRICS_KEY,
+    fixed_schema,
+    partition_dir,
+    store_link,
+)
 
 __all__ = ["StoreBuilder", "lock_home", "new_staging", "publish"]
 
@@ -197,12 +204,18 @@ class StoreBuilder:
             pq.write_table(table, path, **PARQUET_OPTIONS)
             return
         dictionary, split = _float_encodings(table)
+        present = [f.name for f in table.schema if pa.types.is_floating(f.type)
+                   and table.column(f.name).null_count < table.num_rows]
+        table = table.replace_schema_metadata({METRICS_KEY: json.dumps(present)})
         pq.write_table(
             table, path, **PARQUET_OPTIONS,
             use_dictionary=["trial_id", *dictionary],
             use_byte_stream_split=split or False,
             # steps rise within a trial: deltas pack them into a few bits
             column_encoding={"step": "DELTA_BINARY_PACKED"},
+            # Parquet min/max statistics leave NaN out, and DuckDB then folds isnan() and
+            # comparisons on NaN rows to false: no statistics for metrics keeps NaN exact.
+            write_statistics=["trial_id", "step"],
         )
 
     def _by_workload(self, keys: Iterable[StudyKey]) -> dict[tuple[str, str, str], list[StudyKey]]:
