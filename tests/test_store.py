@@ -62,7 +62,7 @@ def test_plain_duckdb_and_polars_read_the_layout(store: Store) -> None:
     assert rows[2][6:] == (-math.inf, 0.125)
     # NaN must stay visible to SQL: no min/max statistics that leave it out
     assert con.sql(f"select count(*) from read_parquet('{glob}') "
-                   f"where isnan(\"val/cross_entropy_error\")").fetchone() == (1,)
+                   f"where isnan(\"val/cross_entropy_error\")").fetchall() == [(1,)]
     frame = pl.scan_parquet(glob, hive_partitioning=True).filter(
         pl.col("base_dir") == "mnist_subsets/mnist_6875").collect()
     assert frame.height == 3
