@@ -194,28 +194,39 @@ def generate_archive(path: Path, workloads: tuple[str, ...], trial_fraction: flo
                f"{target}.")
 
 
-def _measurement_options(f: F) -> F:
-    """Options shared by the commands that compute the paper's measurements."""
-    for decorator in reversed([
-        click.argument("workload"),
-        click.option("--metric", required=True,
-                     help="Metric column, e.g. val/classification_error."),
-        click.option("--maximize", is_flag=True,
-                     help="Higher is better (e.g. val/average_precision)."),
-        click.option("--trials", type=click.IntRange(min=1),
-                     help="Use the first N trials by trial id of each study."),
-        click.option("--max-steps", type=float, help="Step budget: rows with step <= S."),
-        click.option("--max-examples", type=float,
-                     help="Example budget: rows with batch_size * step <= E."),
-        click.option("--status", "statuses", multiple=True, default=("COMPLETE",),
-                     show_default=True, type=click.Choice(["COMPLETE", "INCOMPLETE",
-                                                           "INFEASIBLE"]),
-                     help="Trial statuses to use (repeatable)."),
-        home_option,
-        format_option,
-    ]):
-        f = decorator(f)
-    return f
+def _options(*decorators: Callable[[F], F]) -> Callable[[F], F]:
+    """Apply several click decorators as one, in reading order."""
+
+    def apply(f: F) -> F:
+        for decorator in reversed(decorators):
+            f = decorator(f)
+        return f
+
+    return apply
+
+
+_selection_options = _options(
+    click.argument("workload"),
+    click.option("--metric", required=True, help="Metric column, e.g. val/classification_error."),
+    click.option("--maximize", is_flag=True, help="Higher is better (e.g. val/average_precision)."),
+    click.option("--trials", type=click.IntRange(min=1),
+                 help="Use the first N trials by trial id of each study."),
+    click.option("--max-steps", type=float, help="Step budget: rows with step <= S."),
+    click.option("--max-examples", type=float,
+                 help="Example budget: rows with batch_size * step <= E."),
+    home_option,
+)
+_measurement_options = _options(
+    _selection_options,
+    click.option("--status", "statuses", multiple=True, default=("COMPLETE",),
+                 show_default=True,
+                 type=click.Choice(["COMPLETE", "INCOMPLETE", "INFEASIBLE"]),
+                 help="Trial statuses to use (repeatable)."),
+    format_option,
+)
+plot_format_option = click.option(
+    "--format", "fmt", type=click.Choice(["png", "svg", "pdf", "html", "json"]), default="png",
+    show_default=True, help="Output format (json: the Vega-Lite spec).")
 
 
 @main.command("steps-to-result")
@@ -321,3 +332,31 @@ def _compact_fits(rows: list[dict[str, Any]]) -> pl.DataFrame:
         "B_crit": cell(r, "b_crit"),
         "note": r.get("note") or "",
     } for r in rows])
+
+
+@main.group()
+def plot() -> None:
+    """Plots of any workload in the store (the paper's chart builders)."""
+
+
+@plot.command("steps-to-result")
+@_selection_options
+@plot_format_option
+@click.option("--goal", type=float, required=True, help="The target value of the metric.")
+@click.option("--fit", "with_fit", is_flag=True,
+              help="Overlay the regime fit: fitted line and shaded regimes.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Output file (default steps-to-result.<format>).")
+def plot_steps_to_result(workload: str, metric: str, maximize: bool, trials: int | None,
+                         max_steps: float | None, max_examples: float | None,
+                         home: Path | None, fmt: str, goal: float, with_fit: bool,
+                         out: Path | None) -> None:
+    """Steps to result against batch size, log2 × log2, with the perfect-scaling line."""
+    from curvekit.figures.output import save
+    from curvekit.figures.plots import plot_steps_to_result as plot_
+
+    chart, meta = plot_(Store.open(home), workload, metric, goal, maximize=maximize,
+                        trials=trials, step_budget=max_steps, example_budget=max_examples,
+                        fit=with_fit)
+    target = save(chart, out or Path(f"steps-to-result.{fmt}"), meta, fmt=fmt)
+    click.echo(f"Wrote {target}")

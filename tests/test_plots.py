@@ -1,0 +1,65 @@
+"""Plots of any workload: Vega-Lite specs with log2 axes and the fit overlay, real PNGs."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from curvekit.cli import main
+
+WORKLOAD = "cifar_10/resnet_8/sgd"
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from curvekit.release.convert import convert
+    from curvekit.release.synthetic import generate_archive
+
+    tmp = tmp_path_factory.mktemp("plots")
+    manifest = generate_archive(tmp / "a.tar.bz2", workloads=[WORKLOAD],
+                                max_trials_per_study=8, evals_scale=0.1, jobs=1)
+    convert(tmp / "a.tar.bz2", tmp / "home", manifest=manifest)
+    return tmp / "home"
+
+
+def _plot(home: Path, out: Path, *extra: str) -> None:
+    result = CliRunner().invoke(main, ["plot", "steps-to-result", WORKLOAD, "--metric",
+                                       "val/classification_error", "--goal", "0.5", "--home",
+                                       str(home), "--out", str(out), *extra])
+    assert result.exit_code == 0, result.output
+
+
+def test_spec_has_log2_axes_perfect_scaling_and_fit(home: Path, tmp_path: Path) -> None:
+    _plot(home, tmp_path / "p.json", "--format", "json", "--fit")
+    spec = json.loads((tmp_path / "p.json").read_text())
+    layers = spec["layer"]
+    assert len(layers) == 4  # regimes, fitted line, curve, perfect scaling
+    curve = layers[2]
+    assert curve["mark"]["point"]["shape"] == "triangle-up"
+    for channel in ("x", "y"):
+        assert curve["encoding"][channel]["scale"] == {"type": "log", "base": 2}
+    assert curve["encoding"]["x"]["axis"]["title"] == "Batch Size"
+    assert layers[3]["mark"]["strokeDash"] == [5, 4]
+    assert layers[0]["encoding"]["color"]["title"].startswith("Regimes (fit: ")
+    meta = spec["usermeta"]["curvekit"]
+    assert meta["workloads"] == [WORKLOAD] and meta["goal"] == 0.5
+    assert meta["fit"]["definition"] == "docs/fits.md"
+    assert meta["store"]["manifest"]["dataset"] == "batch_science_synthetic"
+
+
+def test_png_renders_with_a_sidecar(home: Path, tmp_path: Path) -> None:
+    _plot(home, tmp_path / "p.png")
+    data = (tmp_path / "p.png").read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", data[16:24])
+    assert width > 600 and height > 500  # 360×300 plot area at scale 2, plus axes
+    assert json.loads((tmp_path / "p.png.json").read_text())["plot"] == "steps-to-result"
+    no_fit = json.loads(CliRunner().invoke(main, [
+        "plot", "steps-to-result", WORKLOAD, "--metric", "val/classification_error",
+        "--goal", "0.5", "--home", str(home), "--out", str(tmp_path / "n.json"),
+        "--format", "json"]).output and (tmp_path / "n.json").read_text())
+    assert len(no_fit["layer"]) == 2
