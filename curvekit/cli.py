@@ -360,3 +360,19 @@ def plot_steps_to_result(workload: str, metric: str, maximize: bool, trials: int
                         fit=with_fit)
     target = save(chart, out or Path(f"steps-to-result.{fmt}"), meta, fmt=fmt)
     click.echo(f"Wrote {target}")
+
+
+@main.command("figure")
+@click.argument("number", type=int)
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Output file (default figure-NN.<format>).")
+@plot_format_option
+@home_option
+def figure_(number: int, out: Path | None, fmt: str, home: Path | None) -> None:
+    """Render the paper's figure NUMBER from the store."""
+    from curvekit.figures.output import save
+    from curvekit.figures.render import figure
+
+    chart, meta = figure(number, Store.open(home))
+    target = save(chart, out or Path(f"figure-{number:02d}.{fmt}"), meta, fmt=fmt)
+    click.echo(f"Wrote {target}")

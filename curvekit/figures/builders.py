@@ -22,7 +22,7 @@ import polars as pl
 
 from curvekit.fit import RegimeFit
 
-__all__ = ["log2_axis", "steps_chart"]
+__all__ = ["best_chart", "log2_axis", "metaparameter_chart", "steps_chart"]
 
 REGIME_LABELS = {"perfect": "perfect scaling", "diminishing": "diminishing returns",
                  "plateau": "maximal data parallelism"}
@@ -100,12 +100,13 @@ def steps_chart(
     layers: list[alt.Chart] = []
     if fit is not None:
         layers += _fit_layers(fit, x_scale, y_scale)
+    clip = ylim is not None  # fixed limits: keep marks inside the plot
     layers.append(alt.Chart(data).mark_line(
-        point=alt.OverlayMarkDef(shape="triangle-up", filled=True, size=40)).encode(
+        clip=clip, point=alt.OverlayMarkDef(shape="triangle-up", filled=True, size=40)).encode(
         x=x, y=y, color=color, tooltip=["curve:N", "batch_size:Q", "step:Q"]))
     if line is not None:
         layers.append(alt.Chart(line).mark_line(color="black", strokeDash=[5, 4],
-                                                strokeWidth=1).encode(x=x, y=y))
+                                                strokeWidth=1, clip=clip).encode(x=x, y=y))
     chart: alt.LayerChart = alt.LayerChart(layer=layers).properties(
         title=title, width=width, height=height).resolve_scale(color="independent")
     return chart
@@ -130,3 +131,98 @@ def _fit_layers(fit: RegimeFit, x_scale: alt.Scale, y_scale: alt.Scale) -> list[
     fitted = alt.Chart(line).mark_line(color="#c44e52", strokeWidth=1.5, opacity=0.9).encode(
         x=alt.X("batch_size:Q", scale=x_scale), y=alt.Y("step:Q", scale=y_scale))
     return [shade, fitted]
+
+
+def metaparameter_chart(
+    curves: Sequence[tuple[str, pl.DataFrame]],
+    *,
+    title: str,
+    y_title: str,
+    heuristics: bool = True,
+    width: float = 200,
+    height: float = 175,
+) -> alt.LayerChart:
+    """A winning trial's metaparameter against batch size, log2 × log2.
+
+    ``curves`` are (label, table with ``batch_size`` and ``value``). With ``heuristics``,
+    the linear (y0·B/B0, black dashed) and square-root (y0·√(B/B0), green dash-dot) lines,
+    anchored at each curve's smallest batch size, drawn at its batch sizes.
+    """
+    frames = [t.select(pl.col("batch_size").cast(pl.Float64), pl.col("value").cast(pl.Float64))
+              .with_columns(pl.lit(label).alias("curve")) for label, t in curves]
+    data = pl.concat(frames) if frames else pl.DataFrame(
+        schema={"batch_size": pl.Float64, "value": pl.Float64, "curve": pl.String})
+    lines = []
+    if heuristics:
+        for frame in frames:
+            ref = frame.sort("batch_size")
+            if not ref.height:
+                continue
+            b0, y0 = ref["batch_size"][0], ref["value"][0]
+            ratio = ref["batch_size"] / b0
+            lines.append(ref.select("batch_size", (y0 * ratio).alias("value"),
+                                    pl.lit("Linear Heuristic").alias("curve")))
+            lines.append(ref.select("batch_size", (y0 * ratio.sqrt()).alias("value"),
+                                    pl.lit("Square Root Heuristic").alias("curve")))
+    guides = pl.concat(lines) if lines else None
+    ys = data["value"].to_list() + ([] if guides is None else guides["value"].to_list())
+    x_scale, x_axis = log2_axis("Batch Size", data["batch_size"].to_list())
+    y_scale, y_axis = log2_axis(y_title, ys)
+    labels = [label for label, _ in curves]
+    domain = [*labels, *(["Linear Heuristic", "Square Root Heuristic"] if guides is not None
+                         else [])]
+    palette = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860"]
+    colors = [palette[i % len(palette)] for i in range(len(labels))]
+    if guides is not None:
+        colors += ["black", "#55a868"]
+    color = alt.Color("curve:N", scale=alt.Scale(domain=domain, range=colors), title=None)
+    x = alt.X("batch_size:Q", scale=x_scale, axis=x_axis)
+    y = alt.Y("value:Q", scale=y_scale, axis=y_axis)
+    layers = [alt.Chart(data).mark_line(
+        point=alt.OverlayMarkDef(shape="triangle-up", filled=True, size=40)).encode(
+        x=x, y=y, color=color, tooltip=["curve:N", "batch_size:Q", "value:Q"])]
+    if guides is not None:
+        dash = alt.StrokeDash("curve:N", scale=alt.Scale(
+            domain=["Linear Heuristic", "Square Root Heuristic"], range=[[5, 4], [6, 3, 1, 3]]),
+            legend=None)
+        layers.append(alt.Chart(guides).mark_line(strokeWidth=1).encode(
+            x=x, y=y, color=color, strokeDash=dash, detail="curve:N"))
+    chart: alt.LayerChart = alt.LayerChart(layer=layers).properties(
+        title=title, width=width, height=height)
+    return chart
+
+
+def best_chart(
+    curves: Sequence[tuple[str, pl.DataFrame]],
+    *,
+    title: str,
+    y_title: str,
+    goal_line: float | None = None,
+    ylim: tuple[float, float] | None = None,
+    width: float = 200,
+    height: float = 175,
+) -> alt.LayerChart:
+    """Best value per batch size: x log2, y linear; optionally a dotted goal line."""
+    frames = [t.select(pl.col("batch_size").cast(pl.Float64), pl.col("value").cast(pl.Float64))
+              .with_columns(pl.lit(label).alias("curve")) for label, t in curves]
+    data = pl.concat(frames) if frames else pl.DataFrame(
+        schema={"batch_size": pl.Float64, "value": pl.Float64, "curve": pl.String})
+    x_scale, x_axis = log2_axis("Batch Size", data["batch_size"].to_list())
+    y = alt.Y("value:Q", title=y_title, scale=alt.Scale(zero=False, domain=list(ylim))
+              if ylim else alt.Scale(zero=False))
+    labels = [label for label, _ in curves]
+    color = alt.Color("curve:N", sort=labels, title=None,
+                      legend=alt.Legend() if len(curves) > 1 else None)
+    layers = [alt.Chart(data).mark_line(
+        point=alt.OverlayMarkDef(shape="triangle-up", filled=True, size=40)).encode(
+        x=alt.X("batch_size:Q", scale=x_scale, axis=x_axis), y=y, color=color,
+        tooltip=["curve:N", "batch_size:Q", "value:Q"])]
+    if goal_line is not None:
+        rule = pl.DataFrame({"value": [goal_line], "label": ["Figure 1 goal"]})
+        layers.append(alt.Chart(rule).mark_rule(color="grey", strokeDash=[1, 2],
+                                                strokeWidth=1).encode(
+            y="value:Q", opacity=alt.Opacity("label:N", title=None,
+                                             legend=alt.Legend(labelFontSize=6))))
+    chart: alt.LayerChart = alt.LayerChart(layer=layers).properties(
+        title=title, width=width, height=height).resolve_scale(color="independent")
+    return chart

@@ -1,0 +1,91 @@
+"""Render a :class:`~curvekit.figures.spec.Figure` from a store.
+
+>>> from curvekit.figures.paper import FIGURES
+>>> sorted(FIGURES)[:2]
+[1, 2]
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import altair as alt
+import polars as pl
+
+from curvekit.errors import CurvekitError
+from curvekit.figures.builders import best_chart, metaparameter_chart, steps_chart
+from curvekit.figures.paper import FIGURES
+from curvekit.figures.plots import provenance
+from curvekit.figures.spec import Curve, Figure, Panel
+from curvekit.store.store import Store
+
+__all__ = ["FigureError", "figure"]
+
+
+class FigureError(CurvekitError):
+    """A figure cannot be drawn: unknown number, or workloads missing from the store."""
+
+
+def _steps(store: Store, c: Curve) -> pl.DataFrame:
+    assert c.goal is not None
+    return store.steps_to_result(c.workload, c.metric, c.goal, maximize=c.maximize,
+                                 trials=c.trials, step_budget=c.step_budget,
+                                 example_budget=c.example_budget, statuses=c.statuses)
+
+
+def _panel(store: Store, panel: Panel, width: float, height: float) -> alt.LayerChart:
+    if panel.kind == "steps":
+        curves = [(c.label, _steps(store, c)) for c in panel.curves]
+        if panel.normalize_at is not None:
+            kept = []
+            for label, table in curves:
+                if panel.normalize_at in table["batch_size"].to_list():
+                    kept.append((label, table))
+                else:
+                    warnings.warn(f"{label}: no point at batch size {panel.normalize_at}; "
+                                  "left out of the normalized panel", stacklevel=2)
+            curves = kept
+        scaling = panel.scaling_label
+        return steps_chart(curves, title=panel.title, scaling_label=scaling,
+                           normalize_at=panel.normalize_at, ylim=panel.ylim, width=width,
+                           height=height)
+    if panel.kind == "metaparameter":
+        curves = [(c.label, _steps(store, c).select(
+            "batch_size", pl.col(panel.y).alias("value"))) for c in panel.curves]
+        return metaparameter_chart(curves, title=panel.title, y_title=panel.y_title,
+                                   heuristics=panel.heuristics, width=width, height=height)
+    curves = []
+    for c in panel.curves:
+        best = store.best_measurement(c.workload, c.metric, maximize=c.maximize,
+                                      trials=c.trials, step_budget=c.step_budget,
+                                      example_budget=c.example_budget, statuses=c.statuses)
+        curves.append((c.label, best.select("batch_size", pl.col(c.metric).alias("value"))))
+    goal = panel.curves[0].goal if panel.curves else None
+    return best_chart(curves, title=panel.title, y_title=panel.y_title, goal_line=goal,
+                      ylim=panel.ylim, width=width, height=height)
+
+
+def figure(number: int, store: Store) -> tuple[alt.VConcatChart, dict[str, Any]]:
+    """The paper's figure ``number`` drawn from ``store``, and its provenance."""
+    if number not in FIGURES:
+        known = ", ".join(str(n) for n in sorted(FIGURES))
+        raise FigureError(f"figure {number} is not available; figures drawn so far: {known}")
+    spec: Figure = FIGURES[number]
+    missing = [w for w in spec.workloads() if w not in store.workloads()]
+    if missing:
+        raise FigureError(
+            f"figure {number} needs workloads missing from the store: {', '.join(missing)}; "
+            "run `curvekit fetch` for the release (or `curvekit fetch --archive PATH`)")
+    width, height = spec.size_px
+    panel_w, panel_h = width / spec.cols - 60, height / spec.rows - 60
+    charts = [_panel(store, p, panel_w, panel_h) for p in spec.panels]
+    rows = [alt.hconcat(*charts[i:i + spec.cols]) for i in range(0, len(charts), spec.cols)]
+    chart = alt.vconcat(*rows).properties(title=f"Figure {number}: {spec.title}")
+    curves = [c for p in spec.panels for c in p.curves]
+    meta = provenance(store, figure=number, workloads=spec.workloads(),
+                      curves=[{"workload": c.workload, "label": c.label, "metric": c.metric,
+                               "goal": c.goal, "maximize": c.maximize, "trials": c.trials,
+                               "statuses": list(c.statuses), "step_budget": c.step_budget,
+                               "example_budget": c.example_budget} for c in curves])
+    return chart, meta

@@ -1,0 +1,88 @@
+"""Figures are data: a declarative description of each panel, rendered by a few builders.
+
+A :class:`Figure` is a grid of :class:`Panel`; a panel is one chart kind (``steps``,
+``metaparameter``, ``best``) over one or more :class:`Curve`; a curve is a workload with the
+measurement that produces it (metric, goal, trial limit, statuses, budgets).
+
+>>> fig = Figure(99, "demo", rows=1, cols=3, panels=(Panel("A", "steps", (
+...     Curve("cifar_10/resnet_8/sgd", goal=0.3),), scaling_label=""),))
+>>> fig.size_px
+(648, 189)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+__all__ = ["AP", "CE", "CLS", "Curve", "Figure", "Panel"]
+
+CLS = "val/classification_error"
+CE = "val/cross_entropy_error"
+AP = "val/average_precision"
+
+Kind = Literal["steps", "metaparameter", "best"]
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One line of a panel: a workload and the measurement that produces its points."""
+
+    workload: str
+    label: str = ""
+    metric: str = CLS
+    goal: float | None = None
+    maximize: bool = False
+    trials: int | None = 100
+    statuses: tuple[str, ...] = ("COMPLETE",)
+    step_budget: float | None = None
+    example_budget: float | None = None
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One chart of a figure.
+
+    ``kind``: ``steps`` (steps to result), ``metaparameter`` (a winning trial's
+    metaparameter, column ``y``, with the linear and square-root heuristics if
+    ``heuristics``), ``best`` (best value per batch size). ``scaling_label`` names the curve
+    that gets the perfect-scaling line (``""``: the only curve; ``None``: none).
+    """
+
+    title: str
+    kind: Kind
+    curves: tuple[Curve, ...]
+    scaling_label: str | None = None
+    normalize_at: int | None = None
+    ylim: tuple[float, float] | None = None
+    y: str = "effective_learning_rate"
+    y_title: str = ""
+    heuristics: bool = False
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A figure of the paper: a grid of panels, sized as the spec's §2 says."""
+
+    number: int
+    title: str
+    rows: int
+    cols: int
+    panels: tuple[Panel, ...]
+    width_in: float = 9.0
+    aspect: float = 8 / 7
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def size_px(self) -> tuple[int, int]:
+        """Width and height at 72 dpi: W × rows·W/cols/aspect."""
+        width = self.width_in * 72
+        return round(width), round(self.rows * width / self.cols / self.aspect)
+
+    def workloads(self) -> list[str]:
+        """Every workload the figure draws, in order of first use."""
+        seen: dict[str, None] = {}
+        for panel in self.panels:
+            for curve in panel.curves:
+                seen.setdefault(curve.workload, None)
+        return list(seen)

@@ -1,0 +1,96 @@
+"""The paper's figures drawn so far: specs faithful to the figure spec, real PNGs."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from curvekit.cli import main
+from curvekit.figures.paper import FIGURE1_PANELS, FIGURES
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from curvekit.release.convert import convert
+    from curvekit.release.synthetic import generate_archive
+
+    tmp = tmp_path_factory.mktemp("figures")
+    manifest = generate_archive(tmp / "a.tar.bz2", workloads=[p[1] for p in FIGURE1_PANELS],
+                                max_trials_per_study=10, evals_scale=0.1, jobs=1)
+    convert(tmp / "a.tar.bz2", tmp / "home", manifest=manifest)
+    return tmp / "home"
+
+
+def _spec(home: Path, tmp_path: Path, number: int) -> dict:  # type: ignore[type-arg]
+    out = tmp_path / f"f{number}.json"
+    result = CliRunner().invoke(main, ["figure", str(number), "--home", str(home), "--out",
+                                       str(out), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(out.read_text())  # type: ignore[no-any-return]
+
+
+def _panels(spec: dict) -> list[dict]:  # type: ignore[type-arg]
+    return [panel for row in spec["vconcat"] for panel in row["hconcat"]]
+
+
+def test_figure1(home: Path, tmp_path: Path) -> None:
+    spec = _spec(home, tmp_path, 1)
+    panels = _panels(spec)
+    assert [p["title"] for p in panels] == [p[0] for p in FIGURE1_PANELS]
+    for panel in panels:
+        curve, scaling = panel["layer"]
+        assert curve["encoding"]["x"]["scale"] == {"type": "log", "base": 2}
+        assert curve["encoding"]["y"]["axis"]["title"] == "Steps"
+        assert scaling["mark"]["strokeDash"] == [5, 4]
+    assert panels[8]["layer"][0]["encoding"]["y"]["scale"]["domain"] == [2**13, 2**21]
+    assert "domain" not in panels[0]["layer"][0]["encoding"]["y"]["scale"]
+    meta = spec["usermeta"]["curvekit"]
+    assert meta["figure"] == 1 and len(meta["workloads"]) == 9
+    assert [c["trials"] for c in meta["curves"]] == [p[5] for p in FIGURE1_PANELS]
+
+
+def test_figure2_labels_and_no_scaling_lines(home: Path, tmp_path: Path) -> None:
+    panels = _panels(_spec(home, tmp_path, 2))
+    assert len(panels) == 3 and all(len(p["layer"]) == 1 for p in panels)
+    labels = FIGURES[2].panels[1].curves
+    assert [c.label for c in labels][-1] == "goal error = 4.05"
+    assert FIGURES[2].panels[0].curves[1].label == "goal error = 0.01"
+
+
+def test_figure8_heuristics_and_fashion_goal(home: Path, tmp_path: Path) -> None:
+    panels = _panels(_spec(home, tmp_path, 8))
+    for panel in panels:
+        assert panel["layer"][0]["encoding"]["y"]["axis"]["title"] == (
+            "Learning Rate / (1 - Momentum)")
+        domain = panel["layer"][0]["encoding"]["color"]["scale"]["domain"]
+        assert domain[-2:] == ["Linear Heuristic", "Square Root Heuristic"]
+    assert FIGURES[8].panels[1].curves[0].goal == 0.3
+
+
+def test_figure24_png(home: Path, tmp_path: Path) -> None:
+    out = tmp_path / "f24.png"
+    result = CliRunner().invoke(main, ["figure", "24", "--home", str(home), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    data = out.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", data[16:24])
+    assert width > 1000 and height > 900  # 648×567 at scale 2, plus titles and legends
+    assert json.loads((out.parent / "f24.png.json").read_text())["figure"] == 24
+
+
+def test_missing_workloads_and_unknown_figures(home: Path, tmp_path: Path) -> None:
+    from curvekit.release.convert import convert
+    from curvekit.release.synthetic import tiny_archive
+
+    other = tmp_path / "other"
+    convert(tmp_path / "t.tar.bz2", other, manifest=tiny_archive(tmp_path / "t.tar.bz2"))
+    missing = CliRunner().invoke(main, ["figure", "1", "--home", str(other)])
+    assert missing.exit_code == 1
+    assert "mnist/simple_cnn_base/nesterov_momentum" in missing.output
+    assert "curvekit fetch" in missing.output
+    unknown = CliRunner().invoke(main, ["figure", "99", "--home", str(home)])
+    assert unknown.exit_code == 1 and "figure 99 is not available" in unknown.output
