@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import IO, Any, Literal, NamedTuple, cast
 
 from curvekit.errors import ArchiveError
+from curvekit.release.manifest import STATUSES
 from curvekit.release.tarstream import iter_members
 
 __all__ = [
@@ -47,7 +48,6 @@ __all__ = [
 ]
 
 Decompressor = Literal["auto", "lbzip2", "indexed_bzip2", "python"]
-STATUSES = frozenset({"COMPLETE", "INCOMPLETE", "INFEASIBLE"})
 _FILES = {"study.json": 4, "metadata.json": 5, "measurements.csv": 5}
 _STUDY_FIELDS = frozenset({"batch_size", "dataset", "model", "optimizer", "early_stopping",
                            "train_steps", "parameter_configs"})
@@ -213,7 +213,7 @@ def parse_trial(data: bytes, key: StudyKey, trial_id: int, member: str) -> Trial
     status = _field(obj, "status", str, member)
     if status not in STATUSES:
         raise ArchiveError(
-            f"{member}: status {status!r} is not one of {', '.join(sorted(STATUSES))}",
+            f"{member}: status {status!r} is not one of {', '.join(STATUSES)}",
             member=member)
     return TrialRecord(
         key=key,
