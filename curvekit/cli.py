@@ -376,3 +376,16 @@ def figure_(number: int, out: Path | None, fmt: str, home: Path | None) -> None:
     chart, meta = figure(number, Store.open(home))
     target = save(chart, out or Path(f"figure-{number:02d}.{fmt}"), meta, fmt=fmt)
     click.echo(f"Wrote {target}")
+
+
+@main.command()
+@click.option("--out", "folder", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("figures"), show_default=True, help="Output folder.")
+@plot_format_option
+@home_option
+def figures(folder: Path, fmt: str, home: Path | None) -> None:
+    """Render every available figure of the paper into a folder, with an index.html gallery."""
+    from curvekit.figures.render import render_all
+
+    written = render_all(Store.open(home), folder, fmt=fmt)
+    click.echo(f"Wrote {len(written)} figures and {folder / 'index.html'}")

@@ -6,6 +6,7 @@ import json
 import struct
 from pathlib import Path
 
+import altair as alt
 import pytest
 from click.testing import CliRunner
 
@@ -30,7 +31,9 @@ def _spec(home: Path, tmp_path: Path, number: int) -> dict:  # type: ignore[type
     result = CliRunner().invoke(main, ["figure", str(number), "--home", str(home), "--out",
                                        str(out), "--format", "json"])
     assert result.exit_code == 0, result.output
-    return json.loads(out.read_text())  # type: ignore[no-any-return]
+    spec = json.loads(out.read_text())
+    alt.VConcatChart.from_dict(spec)  # valid Vega-Lite (raises otherwise)
+    return spec  # type: ignore[no-any-return]
 
 
 def _panels(spec: dict) -> list[dict]:  # type: ignore[type-arg]
@@ -78,7 +81,7 @@ def test_figure24_png(home: Path, tmp_path: Path) -> None:
     data = out.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack(">II", data[16:24])
-    assert width > 1000 and height > 900  # 648×567 at scale 2, plus titles and legends
+    assert 640 < width < 1000 and 560 < height < 900  # 648×567 at 72 dpi, plus titles
     assert json.loads((out.parent / "f24.png.json").read_text())["figure"] == 24
 
 
@@ -94,3 +97,28 @@ def test_missing_workloads_and_unknown_figures(home: Path, tmp_path: Path) -> No
     assert "curvekit fetch" in missing.output
     unknown = CliRunner().invoke(main, ["figure", "99", "--home", str(home)])
     assert unknown.exit_code == 1 and "figure 99 is not available" in unknown.output
+
+
+def test_figures_gallery_lists_missing_workloads(home: Path, tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["figures", "--out", str(tmp_path / "g"), "--home",
+                                       str(home), "--format", "svg"])
+    assert result.exit_code == 0, result.output
+    index = (tmp_path / "g" / "index.html").read_text()
+    for number in (1, 2, 8, 13, 14, 17, 24):  # drawable from Figure 1's workloads
+        assert (tmp_path / "g" / f"figure-{number:02d}.svg").is_file()
+        assert f'src="figure-{number:02d}.svg"' in index
+    assert "figure 3 needs workloads missing from the store" in index
+
+
+@pytest.mark.parametrize("number", [3, 4, 5, 6])
+def test_normalized_and_comparison_specs(number: int) -> None:
+    fig = FIGURES[number]
+    for panel in fig.panels:
+        labels = [c.label for c in panel.curves]
+        assert panel.scaling_label in labels
+        if number in (3, 5, 6):
+            assert panel.normalize_at is not None
+    assert FIGURES[3].size_px == (648, 850)
+    assert [p.normalize_at for p in FIGURES[3].panels] == [1, 64, 16, 2, 2, 16]
+    assert [p.normalize_at for p in FIGURES[5].panels] == [2, 128, 32]
+    assert [c.trials for c in FIGURES[4].panels[1].curves] == [50, 100, 100]

@@ -77,5 +77,138 @@ def _figure24() -> Figure:
     return Figure(24, "Best validation metric vs batch size", 3, 3, panels)
 
 
-FIGURES: dict[int, Figure] = {f.number: f for f in (_figure1(), _figure2(), _figure8(),
-                                                    _figure24())}
+def _normalized(number: int, title: str, rows: int, cols: int,
+                panels: list[tuple[str, list[tuple[str, str, str, float, bool, int]], str, int,
+                                   tuple[float, float] | None]]) -> Figure:
+    """A figure of normalized steps-to-result panels: (title, curves, scaling label, M, ylim)."""
+    return Figure(number, title, rows, cols, tuple(
+        Panel(t, "steps", tuple(Curve(w, label, m, g, mx, n) for label, w, m, g, mx, n in curves),
+              scaling_label=scaling, normalize_at=at, ylim=ylim)
+        for t, curves, scaling, at, ylim in panels))
+
+
+def _figure3() -> Figure:
+    fc = [("FC-1024", "mnist/fc_1024/sgd"), ("FC-128-128-128", "mnist/fc_128_128_128/sgd"),
+          ("FC-256-256-256", "mnist/fc_256_256_256/sgd"),
+          ("FC-512-512-512", "mnist/fc_512_512_512/sgd"),
+          ("FC-1024-1024-1024", "mnist/fc_1024_1024_1024/sgd"),
+          ("FC-2048-2048-2048", "mnist/fc_2048_2048_2048/sgd")]
+    lm = "lm1b/transformer_{}/nesterov_momentum"
+    return _normalized(3, "Model comparisons, normalized", 3, 2, [
+        ("Fully Connected vs Simple CNN on MNIST",
+         [("FC-1024-1024-1024", "mnist/fc_1024_1024_1024/sgd", CLS, 0.03, False, 100),
+          ("Simple CNN", "mnist/simple_cnn_base/sgd", CLS, 0.03, False, 100)],
+         "FC-1024-1024-1024", 1, (2.0**-11, 2.0)),
+        ("ResNet-50 vs VGG-11 on ImageNet",
+         [("ResNet-50", "imagenet/resnet_50/nesterov_momentum", CLS, 0.35, False, 100),
+          ("VGG-11", "imagenet/vgg_11/nesterov_momentum", CLS, 0.35, False, 100)],
+         "ResNet-50", 64, (2.0**-9, 2.0)),
+        ("Transformer vs LSTM on LM1B",
+         [("Transformer", lm.format("base"), CE, 3.9, False, 100),
+          ("LSTM", "lm1b/lstm/nesterov_momentum", CE, 3.9, False, 50)],
+         "Transformer", 16, (2.0**-8, 2.0)),
+        ("Fully Connected sizes on MNIST",
+         [(label, w, CLS, 0.03, False, 100) for label, w in fc], "FC-1024", 2, (2.0**-11, 2.0)),
+        ("Simple CNN sizes on MNIST",
+         [(label, f"mnist/simple_cnn_{size}/sgd", CLS, 0.01, False, 100) for label, size in (
+             ("Simple CNN", "base"), ("Simple CNN Narrow", "narrow"),
+             ("Simple CNN Wide", "wide"))], "Simple CNN", 2, (2.0**-11, 2.0)),
+        ("Transformer sizes on LM1B",
+         [(label, lm.format(size), CE, 4.2, False, 100) for label, size in (
+             ("Wide", "wide"), ("Base", "base"), ("Shallow", "shallow"),
+             ("Narrow and Shallow", "narrow_and_shallow"))], "Wide", 16, (2.0**-9, 2.0)),
+    ])
+
+
+def _figure4() -> Figure:
+    names = {"sgd": "SGD", "momentum": "Momentum", "nesterov_momentum": "Nesterov Momentum"}
+
+    def curves(base: str, metric: str, goal: float, opts: tuple[str, ...],
+               n: dict[str, int] | None = None) -> tuple[Curve, ...]:
+        return tuple(Curve(f"{base}/{o}", names[o], metric, goal, False, (n or {}).get(o, 100))
+                     for o in opts)
+
+    return Figure(4, "SGD vs Momentum vs Nesterov Momentum", 1, 3, (
+        Panel("Simple CNN on MNIST", "steps", curves(
+            "mnist/simple_cnn_base", CLS, 0.01, ("sgd", "momentum", "nesterov_momentum")),
+              scaling_label="Nesterov Momentum", ylim=(2.0**4, 2.0**17)),
+        Panel("Transformer Shallow on LM1B", "steps", curves(
+            "lm1b/transformer_shallow", CE, 3.9, ("sgd", "momentum", "nesterov_momentum"),
+            {"sgd": 50}), scaling_label="Nesterov Momentum", ylim=(2.0**12, 2.0**22)),
+        Panel("ResNet-8 on CIFAR-10", "steps", curves(
+            "cifar_10/resnet_8", CLS, 0.3, ("sgd", "nesterov_momentum")),
+              scaling_label="Nesterov Momentum", ylim=(2.0**7, 2.0**18)),
+    ))
+
+
+def _figure5() -> Figure:
+    return _normalized(5, "One model, different data sets", 1, 3, [
+        ("Simple CNN",
+         [("MNIST, 0.01", "mnist/simple_cnn_base/nesterov_momentum", CLS, 0.01, False, 100),
+          ("Fashion MNIST, 0.1", "fashion_mnist/simple_cnn_base/nesterov_momentum", CLS, 0.1,
+           False, 100)], "MNIST, 0.01", 2, None),
+        ("ResNet-50",
+         [("ImageNet, 0.25", "imagenet/resnet_50/nesterov_momentum", CLS, 0.25, False, 100),
+          ("Open Images, 0.31", "open_images_v4/resnet_50/nesterov_momentum", AP, 0.31, True,
+           100)], "ImageNet, 0.25", 128, None),
+        ("Transformer",
+         [("LM1B, 3.9", "lm1b/transformer_base/nesterov_momentum", CE, 3.9, False, 100),
+          ("Common Crawl, 3.9", "common_crawl/transformer_base/nesterov_momentum", CE, 3.9,
+           False, 50)], "LM1B, 3.9", 32, None),
+    ])
+
+
+def _figure6() -> Figure:
+    cnn = "mnist_subsets/mnist_{}/simple_cnn_base/nesterov_momentum"
+    half = "imagenet_subsets/imagenet_half_{}/resnet_50/nesterov_momentum"
+    return Figure(6, "Data-set size", 1, 2, tuple(
+        Panel(t, "steps", tuple(Curve(w, label, CLS, g) for label, w, g in curves),
+              scaling_label=curves[0][0], normalize_at=at, ylim=(2.0**-10, 2.0))
+        for t, curves, at in (
+            ("Simple CNN on MNIST subsets", [
+                (f"{share} of images, 0.02", cnn.format(n), 0.02) for share, n in (
+                    ("100%", 55000), ("50%", 27500), ("25%", 13750), ("12.5%", 6875))], 2),
+            ("ResNet-50 on ImageNet subsets", [
+                ("100% of images, 0.25", "imagenet/resnet_50/nesterov_momentum", 0.25),
+                ("50% of images, 0.3", half.format("images"), 0.3),
+                ("50% of classes, 0.3", half.format("classes"), 0.3)], 64))))
+
+
+def _optimal(number: int, title: str, column: str, label: str, y_title: str,
+             heuristics: bool, panels: tuple[tuple[str, str, str, float, bool, int], ...],
+             rows: int, cols: int) -> Figure:
+    return Figure(number, title, rows, cols, tuple(
+        Panel(t, "metaparameter", (Curve(w, label, m, 0.3 if w.startswith("fashion_mnist/")
+                                         and number in (8, 13, 14) else g, mx, n),),
+              y=column, y_title=y_title, heuristics=heuristics)
+        for t, w, m, g, mx, n in panels))
+
+
+_TRANSFORMERS = tuple(
+    (label, f"lm1b/transformer_{size}/nesterov_momentum", CE, 4.2, False, 100)
+    for label, size in (("Wide", "wide"), ("Base", "base"), ("Shallow", "shallow"),
+                        ("Narrow and Shallow", "narrow_and_shallow")))
+
+
+def _figure17() -> Figure:
+    spec = (("Simple CNN on MNIST", "mnist/simple_cnn_base/nesterov_momentum", CLS, 0.01),
+            ("Transformer on LM1B", "lm1b/transformer_base/nesterov_momentum", CE, 3.9),
+            ("ResNet-50 on ImageNet", "imagenet/resnet_50/nesterov_momentum", CLS, 0.25))
+    return Figure(17, "Protocol check: number of trials", 1, 3, tuple(
+        Panel(t, "steps", tuple(Curve(w, f"first {n} trials", m, g, False, n)
+                                for n in (10, 20, 50, 100)), scaling_label="first 100 trials")
+        for t, w, m, g in spec))
+
+
+FIGURES: dict[int, Figure] = {f.number: f for f in (
+    _figure1(), _figure2(), _figure3(), _figure4(), _figure5(), _figure6(), _figure8(),
+    _optimal(13, "Optimal learning rate", "learning_rate", "Optimal Learning Rate",
+             "Learning Rate", True, FIGURE1_PANELS, 3, 3),
+    _optimal(14, "Optimal momentum", "momentum", "Optimal Momentum", "Momentum", False,
+             FIGURE1_PANELS, 3, 3),
+    _figure17(),
+    _optimal(21, "Optimal learning rate, four Transformer sizes", "learning_rate",
+             "Optimal Learning Rate", "Learning Rate", True, _TRANSFORMERS, 2, 2),
+    _optimal(22, "Optimal momentum, four Transformer sizes", "momentum", "Optimal Momentum",
+             "Momentum", False, _TRANSFORMERS, 2, 2),
+    _figure24())}

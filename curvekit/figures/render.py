@@ -7,7 +7,10 @@
 
 from __future__ import annotations
 
+import html
+import os
 import warnings
+from pathlib import Path
 from typing import Any
 
 import altair as alt
@@ -20,7 +23,7 @@ from curvekit.figures.plots import provenance
 from curvekit.figures.spec import Curve, Figure, Panel
 from curvekit.store.store import Store
 
-__all__ = ["FigureError", "figure"]
+__all__ = ["FigureError", "figure", "render_all"]
 
 
 class FigureError(CurvekitError):
@@ -89,3 +92,37 @@ def figure(number: int, store: Store) -> tuple[alt.VConcatChart, dict[str, Any]]
                                "statuses": list(c.statuses), "step_budget": c.step_budget,
                                "example_budget": c.example_budget} for c in curves])
     return chart, meta
+
+
+def render_all(store: Store, folder: str | os.PathLike[str], *, fmt: str = "png"
+               ) -> list[Path]:
+    """Render every available figure into ``folder`` plus an ``index.html`` gallery.
+
+    A figure whose workloads are missing from the store is listed in the gallery with the
+    reason instead of failing the whole run.
+    """
+    from curvekit.figures.output import save
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    items = []
+    for number in sorted(FIGURES):
+        name = f"figure-{number:02d}.{fmt}"
+        try:
+            chart, meta = figure(number, store)
+        except FigureError as exc:
+            items.append(f"<li><h2>Figure {number}</h2><p>{html.escape(str(exc))}</p></li>")
+            continue
+        written.append(save(chart, folder / name, meta, fmt=fmt))
+        title = html.escape(FIGURES[number].title)
+        body = (f'<img src="{name}" alt="Figure {number}">' if fmt in ("png", "svg")
+                else f'<a href="{name}">{name}</a>')
+        items.append(f"<li><h2>Figure {number}: {title}</h2>{body}</li>")
+    (folder / "index.html").write_text(
+        "<!doctype html><meta charset='utf-8'><title>curvekit figures</title>"
+        "<style>body{font-family:sans-serif;max-width:1100px;margin:auto}"
+        "li{list-style:none;margin:2em 0}img{max-width:100%}</style>"
+        "<h1>Figures of Shallue et al. (2019), drawn by curvekit</h1><ul>"
+        + "".join(items) + "</ul>\n")
+    return written
