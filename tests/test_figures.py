@@ -122,3 +122,15 @@ def test_normalized_and_comparison_specs(number: int) -> None:
     assert [p.normalize_at for p in FIGURES[3].panels] == [1, 64, 16, 2, 2, 16]
     assert [p.normalize_at for p in FIGURES[5].panels] == [2, 128, 32]
     assert [c.trials for c in FIGURES[4].panels[1].curves] == [50, 100, 100]
+
+
+def test_figure23_every_workload_at_its_paper_goal(home: Path) -> None:
+    from curvekit.figures.render import _paper_goals
+    from curvekit.store.store import Store
+
+    fig = FIGURES[23]
+    assert len(fig.panels) == 35 and fig.size_px == (1080, 1323)
+    assert fig.panels[16].curves[0].workload == "mnist/fc_1024_1024/sgd"  # §5 order
+    panel = _paper_goals(Store.open(home), fig.panels[0])
+    assert panel.title == "cifar_10/resnet_8/nesterov_momentum, goal 0.3"
+    assert panel.curves[0].goal == 0.3 and panel.curves[0].trials == 100

@@ -54,7 +54,7 @@ def log2_axis(title: str, values: Sequence[float], domain: tuple[float, float] |
 def steps_chart(
     curves: Sequence[tuple[str, pl.DataFrame]],
     *,
-    title: str,
+    title: str | alt.TitleParams,
     scaling_label: str | None = None,
     normalize_at: int | None = None,
     ylim: tuple[float, float] | None = None,
@@ -136,7 +136,7 @@ def _fit_layers(fit: RegimeFit, x_scale: alt.Scale, y_scale: alt.Scale) -> list[
 def metaparameter_chart(
     curves: Sequence[tuple[str, pl.DataFrame]],
     *,
-    title: str,
+    title: str | alt.TitleParams,
     y_title: str,
     heuristics: bool = True,
     width: float = 200,
@@ -195,7 +195,7 @@ def metaparameter_chart(
 def best_chart(
     curves: Sequence[tuple[str, pl.DataFrame]],
     *,
-    title: str,
+    title: str | alt.TitleParams,
     y_title: str,
     goal_line: float | None = None,
     ylim: tuple[float, float] | None = None,

@@ -200,6 +200,16 @@ def _figure17() -> Figure:
         for t, w, m, g in spec))
 
 
+def _figure23() -> Figure:
+    """Every workload at its paper goal (resolved at render time; None means "the paper's")."""
+    from curvekit.release.manifest import load_manifest
+
+    names = [w["name"] for w in load_manifest("batch_science").workloads]
+    return Figure(23, "Steps to result for every workload", 7, 5, tuple(
+        Panel("{workload}, goal {goal}", "steps", (Curve(name, name, goal=None),),
+              scaling_label=name) for name in names), width_in=15.0, title_size=6)
+
+
 FIGURES: dict[int, Figure] = {f.number: f for f in (
     _figure1(), _figure2(), _figure3(), _figure4(), _figure5(), _figure6(), _figure8(),
     _optimal(13, "Optimal learning rate", "learning_rate", "Optimal Learning Rate",
@@ -211,4 +221,4 @@ FIGURES: dict[int, Figure] = {f.number: f for f in (
              "Optimal Learning Rate", "Learning Rate", True, _TRANSFORMERS, 2, 2),
     _optimal(22, "Optimal momentum, four Transformer sizes", "momentum", "Optimal Momentum",
              "Momentum", False, _TRANSFORMERS, 2, 2),
-    _figure24())}
+    _figure23(), _figure24())}

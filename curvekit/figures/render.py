@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import os
 import warnings
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from curvekit.figures.builders import best_chart, metaparameter_chart, steps_cha
 from curvekit.figures.paper import FIGURES
 from curvekit.figures.plots import provenance
 from curvekit.figures.spec import Curve, Figure, Panel
+from curvekit.goals import paper_goal
 from curvekit.store.store import Store
 
 __all__ = ["FigureError", "figure", "render_all"]
@@ -37,7 +39,26 @@ def _steps(store: Store, c: Curve) -> pl.DataFrame:
                                  example_budget=c.example_budget, statuses=c.statuses)
 
 
-def _panel(store: Store, panel: Panel, width: float, height: float) -> alt.LayerChart:
+def _paper_goals(store: Store, panel: Panel) -> Panel:
+    """Fill in curves whose goal is None with the paper's goal for their workload."""
+    if all(c.goal is not None for c in panel.curves):
+        return panel
+    curves, title = [], panel.title
+    for c in panel.curves:
+        if c.goal is None:
+            g = paper_goal(store, c.workload)
+            c = replace(c, metric=g.metric, goal=g.goal, maximize=g.maximize, trials=g.trials)
+            title = panel.title.format(workload=c.workload, goal=f"{g.goal!r}") + (
+                " (rule)" if g.source == "rule" else "")
+        curves.append(c)
+    return replace(panel, curves=tuple(curves), title=title)
+
+
+def _panel(store: Store, panel: Panel, width: float, height: float,
+           title_size: float | None = None) -> alt.LayerChart:
+    panel = _paper_goals(store, panel)
+    title: str | alt.TitleParams = (panel.title if title_size is None
+                                    else alt.TitleParams(panel.title, fontSize=title_size))
     if panel.kind == "steps":
         curves = [(c.label, _steps(store, c)) for c in panel.curves]
         if panel.normalize_at is not None:
@@ -50,13 +71,13 @@ def _panel(store: Store, panel: Panel, width: float, height: float) -> alt.Layer
                                   "left out of the normalized panel", stacklevel=2)
             curves = kept
         scaling = panel.scaling_label
-        return steps_chart(curves, title=panel.title, scaling_label=scaling,
+        return steps_chart(curves, title=title, scaling_label=scaling,
                            normalize_at=panel.normalize_at, ylim=panel.ylim, width=width,
                            height=height)
     if panel.kind == "metaparameter":
         curves = [(c.label, _steps(store, c).select(
             "batch_size", pl.col(panel.y).alias("value"))) for c in panel.curves]
-        return metaparameter_chart(curves, title=panel.title, y_title=panel.y_title,
+        return metaparameter_chart(curves, title=title, y_title=panel.y_title,
                                    heuristics=panel.heuristics, width=width, height=height)
     curves = []
     for c in panel.curves:
@@ -65,7 +86,7 @@ def _panel(store: Store, panel: Panel, width: float, height: float) -> alt.Layer
                                       example_budget=c.example_budget, statuses=c.statuses)
         curves.append((c.label, best.select("batch_size", pl.col(c.metric).alias("value"))))
     goal = panel.curves[0].goal if panel.curves else None
-    return best_chart(curves, title=panel.title, y_title=panel.y_title, goal_line=goal,
+    return best_chart(curves, title=title, y_title=panel.y_title, goal_line=goal,
                       ylim=panel.ylim, width=width, height=height)
 
 
@@ -82,7 +103,7 @@ def figure(number: int, store: Store) -> tuple[alt.VConcatChart, dict[str, Any]]
             "run `curvekit fetch` for the release (or `curvekit fetch --archive PATH`)")
     width, height = spec.size_px
     panel_w, panel_h = width / spec.cols - 60, height / spec.rows - 60
-    charts = [_panel(store, p, panel_w, panel_h) for p in spec.panels]
+    charts = [_panel(store, p, panel_w, panel_h, spec.title_size) for p in spec.panels]
     rows = [alt.hconcat(*charts[i:i + spec.cols]) for i in range(0, len(charts), spec.cols)]
     chart = alt.vconcat(*rows).properties(title=f"Figure {number}: {spec.title}")
     curves = [c for p in spec.panels for c in p.curves]

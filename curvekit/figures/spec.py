@@ -71,6 +71,7 @@ class Figure:
     panels: tuple[Panel, ...]
     width_in: float = 9.0
     aspect: float = 8 / 7
+    title_size: float | None = None
     notes: tuple[str, ...] = field(default=())
 
     @property
