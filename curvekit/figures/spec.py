@@ -12,7 +12,7 @@ measurement that produces it (metric, goal, trial limit, statuses, budgets).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 __all__ = ["AP", "CE", "CLS", "Curve", "Figure", "Panel"]
@@ -72,7 +72,6 @@ class Figure:
     width_in: float = 9.0
     aspect: float = 8 / 7
     title_size: float | None = None
-    notes: tuple[str, ...] = field(default=())
 
     @property
     def size_px(self) -> tuple[int, int]:

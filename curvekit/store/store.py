@@ -60,6 +60,10 @@ class Store:
     path: Path
     metadata: dict[str, Any] = field(repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    # A published store folder never changes (a new conversion publishes a new folder), so
+    # per-workload facts read from footers and trials are computed once per opened store.
+    _facts: dict[tuple[str, str], list[str]] = field(default_factory=dict, repr=False,
+                                                      compare=False)
 
     @classmethod
     def open(cls, home: str | os.PathLike[str] | None = None) -> Store:
@@ -183,6 +187,11 @@ class Store:
 
     def metrics(self, workload: str) -> list[str]:
         """Metric columns with at least one value in ``workload`` (read from file footers)."""
+        if ("metrics", workload) not in self._facts:
+            self._facts[("metrics", workload)] = self._metrics(workload)
+        return list(self._facts[("metrics", workload)])
+
+    def _metrics(self, workload: str) -> list[str]:
         base_dir, model, optimizer = self.split_workload(workload)
         root = self.path / workload_dir("measurements", base_dir, model, optimizer)
         seen: set[str] = set()
@@ -199,6 +208,11 @@ class Store:
 
     def parameter_columns(self, workload: str) -> list[str]:
         """Metaparameter columns with at least one value in ``workload``."""
+        if ("parameters", workload) not in self._facts:
+            self._facts[("parameters", workload)] = self._parameter_columns(workload)
+        return list(self._facts[("parameters", workload)])
+
+    def _parameter_columns(self, workload: str) -> list[str]:
         self.split_workload(workload)
         names = [n for n in self.metadata.get("parameter_columns", {}) if n not in _FIXED]
         if not names:
