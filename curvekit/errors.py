@@ -18,6 +18,7 @@ __all__ = [
     "DownloadError",
     "ManifestError",
     "QueryError",
+    "RunError",
     "StoreError",
 ]
 
@@ -55,3 +56,8 @@ class StoreError(CurvekitError):
 
 class QueryError(CurvekitError):
     """A query names an unknown workload, metric or status, or its SQL fails."""
+
+
+class RunError(CurvekitError):
+    """A training run cannot start or finish: a bad search space, an unknown model or data
+    set, a missing optional dependency (torch, Ray), or a work folder of another sweep."""

@@ -1,0 +1,104 @@
+"""Names of the runner's built-in workloads, checked without importing torch.
+
+Models follow the release's directory names: ``fc_<width>_<width>...`` (a fully connected
+ReLU network with those hidden widths; ``fc-128-128`` is accepted too), the paper's
+``simple_cnn_base``, ``simple_cnn_narrow`` and ``simple_cnn_wide`` (``simple_cnn`` is the
+base one), or a user's entry point ``package.module:function``.
+
+>>> canonical_model("fc-128-128"), canonical_model("simple_cnn")
+('fc_128_128', 'simple_cnn_base')
+>>> model_directory("my_models.nets:build")
+'my_models.nets.build'
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Callable
+from typing import Any
+
+from curvekit.errors import RunError
+
+__all__ = [
+    "DATASETS",
+    "OPTIMIZERS",
+    "SIMPLE_CNNS",
+    "canonical_dataset",
+    "canonical_model",
+    "dataset_directory",
+    "is_entry_point",
+    "load_entry_point",
+    "model_directory",
+]
+
+OPTIMIZERS = ("sgd", "momentum", "nesterov_momentum", "adam")
+DATASETS = ("digits", "mnist", "fashion_mnist", "cifar_10")
+# The paper's simple CNN: conv 5x5 (c1) -> max pool -> conv 5x5 (c2) -> max pool -> dense (d).
+SIMPLE_CNNS = {"base": (32, 64, 1024), "narrow": (16, 32, 512), "wide": (64, 128, 2048)}
+_FC = re.compile(r"fc(?:[_-][1-9][0-9]*)+")
+_ENTRY = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
+
+
+def is_entry_point(name: str) -> bool:
+    """Whether ``name`` looks like ``package.module:function``."""
+    return bool(_ENTRY.fullmatch(name))
+
+
+def canonical_model(name: str) -> str:
+    """The model's canonical name, or :class:`RunError` for an unknown one."""
+    text = name.strip()
+    if is_entry_point(text):
+        return text
+    lowered = text.lower()
+    if _FC.fullmatch(lowered):
+        return lowered.replace("-", "_")
+    if lowered in ("simple_cnn", "simple-cnn"):
+        return "simple_cnn_base"
+    for size in SIMPLE_CNNS:
+        if lowered.replace("-", "_") == f"simple_cnn_{size}":
+            return f"simple_cnn_{size}"
+    raise RunError(f"unknown model {name!r}; use fc_<width>_<width>... (e.g. fc_128_128), "
+                   f"simple_cnn_base, simple_cnn_narrow, simple_cnn_wide, or your own "
+                   f"builder as package.module:function")
+
+
+def canonical_dataset(name: str) -> str:
+    """The data set's canonical name, or :class:`RunError` for an unknown one."""
+    text = name.strip()
+    if is_entry_point(text):
+        return text
+    lowered = text.lower().replace("-", "_")
+    lowered = {"cifar10": "cifar_10", "fashionmnist": "fashion_mnist"}.get(lowered, lowered)
+    if lowered in DATASETS:
+        return lowered
+    raise RunError(f"unknown data set {name!r}; use one of {', '.join(DATASETS)}, or your "
+                   f"own loader as package.module:function")
+
+
+def _directory(name: str) -> str:
+    return name.replace(":", ".")
+
+
+def model_directory(name: str) -> str:
+    """The store's ``model`` value for a model name (an entry point's ``:`` becomes ``.``)."""
+    return _directory(canonical_model(name))
+
+
+def dataset_directory(name: str) -> str:
+    """The default ``base_dir`` for a data set name."""
+    return _directory(canonical_dataset(name))
+
+
+def load_entry_point(spec: str) -> Callable[..., Any]:
+    """Import ``package.module:function`` and return the function."""
+    module_name, _, attr = spec.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise RunError(f"cannot import {module_name!r} for {spec!r}: {exc}. Make the module "
+                       "importable (install it, or run from its folder)") from exc
+    target: Callable[..., Any] | None = getattr(module, attr, None)
+    if not callable(target):
+        raise RunError(f"{spec!r}: {module_name} has no callable {attr!r}")
+    return target

@@ -1,0 +1,206 @@
+"""``curvekit.run()``: the paper's measurement protocol on your own hardware.
+
+A sweep trains one model on one data set with one or more optimizers at several batch
+sizes; each (optimizer, batch size) is a study of ``trials`` quasi-random trials (see
+:mod:`curvekit.runner.plan`). Finished trials are written one Parquet part each to the work
+folder (default ``<home>/runs/<name>/<model>``), so running the same command again after a
+crash or Ctrl-C resumes with every finished trial. When all trials are done, each
+optimizer's results go into the store as a workload ``<name>/<model>/<optimizer>``, which
+``steps-to-result``, ``fit`` and ``plot`` then read like any release workload.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from curvekit.errors import RunError
+from curvekit.home import resolve_home
+from curvekit.runner.executors import EXECUTORS, execute
+from curvekit.runner.names import canonical_dataset, model_directory
+from curvekit.runner.parts import finished_trials, open_work_dir, write_part
+from curvekit.runner.plan import Sweep, TrialResult
+
+__all__ = ["Progress", "RunResult", "run"]
+
+Progress = Callable[[int, int, TrialResult], None]
+"""``progress(done, total, result)`` after each trial finishes and is saved."""
+
+FULL = "full"
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What :func:`run` did."""
+
+    workloads: list[str]
+    work_dir: Path
+    trials: int
+    ran: int
+    resumed: int
+    statuses: dict[str, int]
+    seconds: float
+    added: list[Any] = field(default_factory=list)
+
+
+def _require_torch() -> Any:
+    try:
+        import torch
+    except ImportError as exc:
+        raise RunError("training needs PyTorch and scikit-learn: pip install curvekit[train]"
+                       ) from exc
+    return torch
+
+
+def _batch_sizes(sizes: Sequence[int | str], dataset: str, data_dir: str | None) -> list[int]:
+    out: list[int] = []
+    for size in sizes:
+        if isinstance(size, str) and size.strip().lower() == FULL:
+            from curvekit.runner.workloads import load_dataset
+
+            out.append(load_dataset(dataset, data_dir).n_train)
+            continue
+        try:
+            out.append(int(size))
+        except ValueError as exc:
+            raise RunError(f"batch size {size!r} is not an integer (or 'full')") from exc
+    return out
+
+
+def _check_names(workloads: Sequence[str]) -> None:
+    from curvekit.release.manifest import load_manifest
+
+    release = {w.get("name") for w in load_manifest().workloads}
+    taken = sorted(set(workloads) & release)
+    if taken:
+        raise RunError(f"{', '.join(taken)} is a workload of the published release; give the "
+                       "run another name (e.g. my_runs/mnist) so both can live in the store")
+
+
+def run(
+    name: str | None = None,
+    *,
+    dataset: str = "digits",
+    model: str = "fc_128_128",
+    optimizers: Sequence[str] = ("nesterov_momentum",),
+    batch_sizes: Sequence[int | str] = (16, 64, 256),
+    trials: int = 8,
+    steps: int | Mapping[int, int] = 1000,
+    eval_every: int = 50,
+    space: Mapping[str, Any] | None = None,
+    seed: int = 0,
+    sampler: str = "sobol",
+    device: str = "auto",
+    workers: int | None = None,
+    executor: str = "local",
+    ray_address: str | None = None,
+    home: str | os.PathLike[str] | None = None,
+    work_dir: str | os.PathLike[str] | None = None,
+    data_dir: str | os.PathLike[str] | None = None,
+    store: bool = True,
+    progress: Progress | None = None,
+) -> RunResult:
+    """Run a sweep (or resume it) and add its workloads to the store.
+
+    Parameters
+    ----------
+    name
+        The workloads' data-set directory (``base_dir``); default: the data set's name.
+        Each optimizer becomes a workload ``name/<model>/<optimizer>``.
+    dataset, model
+        Built-in names (``digits``, ``mnist``, ``fashion_mnist``, ``cifar_10``;
+        ``fc_128_128``, ``simple_cnn_base``, ...) or ``package.module:function``.
+    optimizers
+        Any of ``sgd``, ``momentum``, ``nesterov_momentum``, ``adam``.
+    batch_sizes
+        Integers, or ``"full"`` for the whole training set.
+    trials, steps, eval_every
+        Trials per study; step budget (one for all, or per batch size); evaluation interval.
+    space
+        A ``parameter_configs`` search space for every study, or one per optimizer;
+        default: :func:`curvekit.runner.plan.default_space`.
+    device
+        ``auto`` (a GPU when torch sees one, else the CPU), ``cpu``, ``cuda`` or ``cuda:N``.
+    workers, executor, ray_address
+        ``local`` with ``workers`` processes (default 1, or one per GPU), or ``ray``.
+    home, work_dir, data_dir
+        The store's home; the sweep's work folder (default ``<home>/runs/<name>/<model>``);
+        where torchvision data sets are.
+    store
+        Add the results to the store when every trial has finished.
+    progress
+        Called as ``progress(done, total, result)`` after each trial is saved; an exception
+        it raises stops the sweep, keeping every trial saved so far.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> home = tempfile.mkdtemp()
+    >>> result = run("doc", model="fc_16", optimizers=["sgd"], batch_sizes=[32], trials=2,
+    ...              steps=20, eval_every=10, home=home, device="cpu")  # doctest: +SKIP
+    """
+    start = time.perf_counter()
+    torch = _require_torch()
+    if executor not in EXECUTORS:
+        raise RunError(f"unknown executor {executor!r}; choose {' or '.join(EXECUTORS)}")
+    data_text = None if data_dir is None else str(Path(data_dir).expanduser())
+    dataset = canonical_dataset(dataset)
+    sweep = Sweep.create(name, dataset=dataset, model=model, optimizers=optimizers,
+                         batch_sizes=_batch_sizes(batch_sizes, dataset, data_text),
+                         trials=trials, steps=steps, eval_every=eval_every, seed=seed,
+                         sampler=sampler, space=space, data_dir=data_text)
+    _check_names(sweep.workloads())
+    home_path = resolve_home(home)
+    folder = (Path(work_dir).expanduser() if work_dir is not None
+              else home_path / "runs" / sweep.base_dir / model_directory(sweep.model))
+    if executor == "ray":
+        resolved = device  # resolved on the worker that runs the trial
+        gpus = 0
+    else:
+        from curvekit.runner.train import resolve_device
+
+        resolved = resolve_device(device)
+        gpus = torch.cuda.device_count() if resolved == "cuda" else 0
+    if workers is None:
+        workers = max(1, gpus)
+    if workers < 1:
+        raise RunError(f"workers must be at least 1, got {workers}")
+    open_work_dir(folder, sweep)
+    specs = sweep.trial_specs(device=resolved)
+    done = finished_trials(folder, specs)
+    todo = [s for i, s in enumerate(specs) if i not in done]
+    ran = 0
+    results = execute(todo, executor=executor, workers=workers, gpus=gpus,
+                      ray_address=ray_address)
+    try:
+        for result in results:
+            write_part(folder, result)
+            ran += 1
+            if progress is not None:
+                progress(len(done) + ran, len(specs), result)
+    finally:
+        # Stops the workers of an interrupted sweep; the saved parts stay.
+        results.close()  # type: ignore[attr-defined]
+    finished = finished_trials(folder, specs)
+    missing = len(specs) - len(finished)
+    if missing:
+        raise RunError(f"{missing} of {len(specs)} trials have no result in {folder}; rerun "
+                       "the same command to run them")
+    statuses = dict(Counter(meta["status"] for meta, _, _ in finished.values()))
+    added: list[Any] = []
+    if store:
+        from curvekit.runner.collect import sweep_tables, workload_data
+        from curvekit.store.update import add_workload
+
+        tables = sweep_tables(sweep, specs, finished, folder)
+        origin = {"format": "curvekit-run", "tool": "curvekit run", "work_dir": str(folder),
+                  "plan": sweep.to_json()}
+        for data in workload_data(tables, origin):
+            added.append(add_workload(home_path, data, replace=True))
+    return RunResult(sweep.workloads(), folder, len(specs), ran, len(done), statuses,
+                     time.perf_counter() - start, added)
