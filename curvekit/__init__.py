@@ -24,6 +24,7 @@ from curvekit.errors import (
     DownloadError,
     ManifestError,
     QueryError,
+    RunError,
     StoreError,
 )
 
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
     from curvekit.fit import bootstrap, fit_critical_batch, fit_regimes, fit_workload
     from curvekit.goals import paper_goal
     from curvekit.release.manifest import Manifest, load_manifest
+    from curvekit.runner.demo import demo
+    from curvekit.runner.sweep import RunResult, run
     from curvekit.store.catalog import VerifyReport, info, verify
     from curvekit.store.store import Store
     from curvekit.store.store import open_store as open
@@ -51,6 +54,9 @@ _LAZY = {
     "fit_workload": ("curvekit.fit", "fit_workload"),
     "bootstrap": ("curvekit.fit", "bootstrap"),
     "paper_goal": ("curvekit.goals", "paper_goal"),
+    "RunResult": ("curvekit.runner.sweep", "RunResult"),
+    "run": ("curvekit.runner.sweep", "run"),
+    "demo": ("curvekit.runner.demo", "demo"),
 }
 
 
@@ -76,11 +82,14 @@ __all__ = [
     "Manifest",
     "ManifestError",
     "QueryError",
+    "RunError",
+    "RunResult",
     "Store",
     "StoreError",
     "VerifyReport",
     "__version__",
     "bootstrap",
+    "demo",
     "fetch",
     "fit_critical_batch",
     "fit_regimes",
@@ -89,5 +98,6 @@ __all__ = [
     "load_manifest",
     "open",
     "paper_goal",
+    "run",
     "verify",
 ]

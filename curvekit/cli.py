@@ -389,3 +389,129 @@ def figures(folder: Path, fmt: str, home: Path | None) -> None:
 
     written = render_all(Store.open(home), folder, fmt=fmt)
     click.echo(f"Wrote {len(written)} figures and {folder / 'index.html'}")
+
+
+def _int_list(text: str, what: str) -> list[int | str]:
+    items: list[int | str] = []
+    for part in text.split(","):
+        part = part.strip()
+        if part.lower() == "full":
+            items.append("full")
+        elif part.isdigit():
+            items.append(int(part))
+        elif part:
+            raise click.BadParameter(f"{part!r} is not an integer", param_hint=what)
+    return items
+
+
+def _steps(text: str) -> int | dict[int, int]:
+    """``1000``, or per batch size ``8:4000,16:2000,...``."""
+    try:
+        if ":" not in text:
+            return int(text)
+        return {int(b): int(s) for b, s in (p.split(":") for p in text.split(",") if p.strip())}
+    except ValueError:
+        raise click.BadParameter(f"{text!r}: give one number, or BATCH:STEPS pairs such as "
+                                 "8:4000,16:2000", param_hint="--steps") from None
+
+
+@main.command("run")
+@click.argument("name", required=False)
+@click.option("--dataset", default="digits", show_default=True,
+              help="digits, mnist, fashion_mnist, cifar_10, or package.module:function.")
+@click.option("--model", default="fc_128_128", show_default=True,
+              help="fc_<widths> (e.g. fc-128-128), simple_cnn_base|narrow|wide, or "
+                   "package.module:function.")
+@click.option("--optimizer", "optimizers", default="nesterov_momentum", show_default=True,
+              help="Comma-separated: sgd, momentum, nesterov_momentum, adam.")
+@click.option("--batch-sizes", default="16,64,256", show_default=True,
+              help="Comma-separated batch sizes; 'full' is the whole training set.")
+@click.option("--trials", type=click.IntRange(min=1), default=8, show_default=True,
+              help="Trials (quasi-random search points) per batch size.")
+@click.option("--steps", default="1000", show_default=True,
+              help="Step budget of every trial, or per batch size as 8:4000,16:2000,...")
+@click.option("--eval-every", type=click.IntRange(min=1), default=50, show_default=True,
+              help="Evaluate every N steps (and at step 0 and the last step).")
+@click.option("--space", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              help="Search space JSON in the release's parameter_configs format (or one "
+                   "per optimizer). Default: see docs/running.md.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--sampler", type=click.Choice(["sobol", "halton"]), default="sobol",
+              show_default=True, help="Quasi-random sequence of the search.")
+@click.option("--device", default="auto", show_default=True,
+              help="auto (a GPU if torch sees one, else the CPU), cpu, cuda or cuda:N.")
+@click.option("--workers", type=click.IntRange(min=1),
+              help="Trials in parallel (default 1, or one per GPU).")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default="local",
+              show_default=True, help="Local processes, or a Ray cluster.")
+@click.option("--ray-address", help="Ray cluster address (default: RAY_ADDRESS or local).")
+@click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Folder of the sweep's finished trials (default HOME/runs/NAME/MODEL).")
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Where torchvision data sets (MNIST, ...) are.")
+@click.option("--no-store", is_flag=True, help="Keep the results in the work folder only.")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+@home_option
+def run(name: str | None, dataset: str, model: str, optimizers: str, batch_sizes: str,
+        trials: int, steps: str, eval_every: int, space: Path | None, seed: int, sampler: str,
+        device: str, workers: int | None, executor: str, ray_address: str | None,
+        work_dir: Path | None, data_dir: Path | None, no_store: bool, quiet: bool,
+        home: Path | None) -> None:
+    """Train a sweep with the paper's protocol and add it to the store.
+
+    One study per optimizer and batch size, each with --trials quasi-random trials of a
+    fixed step budget; the results become workloads NAME/MODEL/OPTIMIZER (NAME defaults
+    to the data set's name). Run the same command again to resume an interrupted sweep.
+    """
+    from curvekit.runner.sweep import run as run_
+
+    space_data = None
+    if space is not None:
+        try:
+            space_data = json.loads(space.read_text())
+        except ValueError as exc:
+            raise click.BadParameter(f"{space} is not JSON: {exc}", param_hint="--space") from None
+    options: dict[str, Any] = dict(
+        dataset=dataset, model=model, optimizers=[o.strip() for o in optimizers.split(",")],
+        batch_sizes=_int_list(batch_sizes, "--batch-sizes"), trials=trials,
+        steps=_steps(steps), eval_every=eval_every, space=space_data, seed=seed,
+        sampler=sampler, device=device, workers=workers, executor=executor,
+        ray_address=ray_address, home=home, work_dir=work_dir, data_dir=data_dir,
+        store=not no_store)
+    if quiet:
+        result = run_(name, **options)
+    else:
+        bar: Any = None
+
+        def progress(done: int, total: int, trial: Any) -> None:
+            nonlocal bar
+            if bar is None:
+                bar = click.progressbar(length=total, label="Training", file=sys.stderr,
+                                        show_pos=True)
+                bar.__enter__()
+                bar.update(done - 1)
+            bar.update(1)
+
+        try:
+            result = run_(name, **options, progress=progress)
+        finally:
+            if bar is not None:
+                bar.render_finish()
+    counts = ", ".join(f"{n} {s}" for s, n in sorted(result.statuses.items()))
+    click.echo(f"{result.trials} trials ({result.ran} run now, {result.resumed} from "
+               f"{result.work_dir}) in {result.seconds:.0f} s: {counts}.")
+    if result.added:
+        click.echo("In the store: " + ", ".join(result.workloads))
+
+
+@main.command()
+@home_option
+def demo(home: Path | None) -> None:
+    """Install the demo data set (digits, made with curvekit run) into the store, offline."""
+    from curvekit.runner.demo import demo as demo_
+
+    result = demo_(home)
+    click.echo(f"{'Added' if result.changed else 'Already in the store:'} "
+               f"{', '.join(result.workloads)} ({result.trials} trials, "
+               f"{result.measurements:,} measurements). Try: curvekit steps-to-result "
+               f"{result.workloads[-1]} --metric {result.metric} --goal {result.goal}")
