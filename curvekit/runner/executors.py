@@ -91,9 +91,11 @@ def _local(specs: Sequence[TrialSpec], workers: int, gpus: int) -> Iterator[Tria
                 try:
                     result = future.result()
                 except BrokenProcessPool as exc:
-                    raise RunError(f"a worker process died while running {_describe(spec)} "
-                                   "(out of memory?); finished trials are kept: rerun the "
-                                   "same command to resume") from exc
+                    raise RunError(
+                        f"a worker process died while running {_describe(spec)}: out of "
+                        "memory, or a script that cannot be re-imported by a spawned "
+                        "process (put the call under `if __name__ == '__main__':`). "
+                        "Finished trials are kept: rerun the same command to resume") from exc
                 yield result
         clean = True
     finally:

@@ -38,9 +38,9 @@ FinishedTrial = tuple[dict[str, Any], pa.Table, Path]
 def open_work_dir(work_dir: Path, sweep: Sweep) -> Sweep:
     """Create ``work_dir`` for ``sweep``, or check that it holds the same sweep.
 
-    A folder whose plan differs in anything but the number of trials belongs to another
-    sweep: :class:`RunError` names the differences. Asking for more trials than before
-    extends the plan (the first trials keep their metaparameters).
+    A folder whose plan differs in anything but the number of trials and added batch sizes
+    belongs to another sweep: :class:`RunError` names the differences. Asking for more
+    trials or batch sizes than before extends the plan (the finished trials stay valid).
     """
     plan = work_dir / PLAN_FILE
     if plan.is_file():
@@ -55,6 +55,8 @@ def open_work_dir(work_dir: Path, sweep: Sweep) -> Sweep:
                            "rerun with the same options to resume it, or use another "
                            "--work-dir")
     work_dir.mkdir(parents=True, exist_ok=True)
+    for partial in work_dir.glob("parts/*/*/.*.parquet.*"):  # written when the sweep died
+        partial.unlink(missing_ok=True)
     tmp = plan.with_name(f".{PLAN_FILE}.{uuid.uuid4().hex[:8]}")
     tmp.write_text(json.dumps(sweep.to_json(), indent=1, sort_keys=True) + "\n")
     os.replace(tmp, plan)

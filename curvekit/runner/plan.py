@@ -234,10 +234,26 @@ class Sweep:
         return cls(**fields)
 
     def differences(self, other: Sweep) -> list[str]:
-        """Fields (other than the trial count) in which two sweeps differ."""
-        a, b = self.to_json(), replace(other, trials=self.trials).to_json()
-        return sorted(k for k in a if json.dumps(a[k], sort_keys=True)
-                      != json.dumps(b[k], sort_keys=True))
+        """Fields in which ``other`` is not this sweep or an extension of it.
+
+        An extension may have more trials and more batch sizes: every trial of this sweep
+        is then a trial of ``other`` with the same metaparameters and seed.
+        """
+        shared = [b for b in self.batch_sizes if b in other.batch_sizes]
+        if len(shared) < len(self.batch_sizes):
+            return ["batch_sizes"]
+        mine = replace(self, trials=0, batch_sizes=(), steps={}, spaces={})
+        theirs = replace(other, trials=0, batch_sizes=(), steps={}, spaces={})
+        a, b = mine.to_json(), theirs.to_json()
+        out = {k for k in a if json.dumps(a[k], sort_keys=True) != json.dumps(b[k],
+                                                                              sort_keys=True)}
+        if any(self.steps[x] != other.steps[x] for x in shared):
+            out.add("steps")
+        if any(json.dumps(self.spaces[o][x], sort_keys=True)
+               != json.dumps(other.spaces.get(o, {}).get(x), sort_keys=True)
+               for o in self.optimizers if o in other.optimizers for x in shared):
+            out.add("spaces")
+        return sorted(out)
 
 
 def _check_space(configs: dict[str, Any], optimizer: str) -> dict[str, Any]:
