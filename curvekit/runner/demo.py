@@ -2,7 +2,7 @@
 
 Two workloads, ``demo/digits/fc_128_128_128/sgd`` and
 ``demo/digits/fc_128_128_128/nesterov_momentum``: a fully connected network with three
-hidden layers of 128 ReLU units on scikit-learn's 8×8 digits, nine batch sizes from 8 to
+hidden layers of 128 ReLU units on scikit-learn's 8×8 digits, eleven batch sizes from 2 to
 the full training set (1,197), 24 quasi-random trials per study, trained on a CPU with the
 paper's protocol. :data:`DEMO_SWEEP` is the exact sweep; ``benchmarks/run.py``
 regenerates the files from it. :func:`demo` adds them to the store in about a second,
@@ -39,9 +39,9 @@ DEMO_SWEEP: dict[str, Any] = {
     "dataset": "digits",
     "model": "fc_128_128_128",
     "optimizers": ["sgd", "nesterov_momentum"],
-    "batch_sizes": [8, 16, 32, 64, 128, 256, 512, 1024, "full"],
+    "batch_sizes": [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, "full"],
     "trials": 24,
-    "steps": {8: 2500, 16: 1600, 32: 1200, 64: 800, 128: 600, 256: 500, 512: 500, 1024: 500,
+    "steps": {2: 5000, 4: 3500, 8: 2500, 16: 1600, 32: 1200, 64: 800, 128: 600, 256: 500, 512: 500, 1024: 500,
               1197: 500},
     "eval_every": 10,
     "seed": 0,
