@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from curvekit.store.catalog import VerifyReport, info, verify
     from curvekit.store.store import Store
     from curvekit.store.store import open_store as open
+    from curvekit.store.update import AddResult, WorkloadData, add_workload, remove_workload
 
 _LAZY = {
     "FetchResult": ("curvekit.fetch", "FetchResult"),
@@ -51,6 +52,10 @@ _LAZY = {
     "fit_workload": ("curvekit.fit", "fit_workload"),
     "bootstrap": ("curvekit.fit", "bootstrap"),
     "paper_goal": ("curvekit.goals", "paper_goal"),
+    "AddResult": ("curvekit.store.update", "AddResult"),
+    "WorkloadData": ("curvekit.store.update", "WorkloadData"),
+    "add_workload": ("curvekit.store.update", "add_workload"),
+    "remove_workload": ("curvekit.store.update", "remove_workload"),
 }
 
 
@@ -68,6 +73,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "AddResult",
     "ArchiveError",
     "ChecksumError",
     "CurvekitError",
@@ -79,7 +85,9 @@ __all__ = [
     "Store",
     "StoreError",
     "VerifyReport",
+    "WorkloadData",
     "__version__",
+    "add_workload",
     "bootstrap",
     "fetch",
     "fit_critical_batch",
@@ -89,5 +97,6 @@ __all__ = [
     "load_manifest",
     "open",
     "paper_goal",
+    "remove_workload",
     "verify",
 ]

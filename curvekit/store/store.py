@@ -121,9 +121,12 @@ class Store:
     def _views(self) -> duckdb.DuckDBPyConnection:
         # Binding a view lists every file of its table: done once, and only for SQL that
         # names the views (the measurements read one workload's folder directly).
+        # A converted release has one schema per table; added workloads bring their own
+        # columns, and the views then match columns by name.
+        union = ", union_by_name=true" if self.metadata.get("added") else ""
         for table in TABLES:
             self._con.execute(f"create view {table} as select * from read_parquet("
-                              f"'{self.glob(table)}', hive_partitioning=true)")
+                              f"'{self.glob(table)}', hive_partitioning=true{union})")
         return self._con
 
     def source(self, table: str, workload: str) -> str:
@@ -213,8 +216,11 @@ class Store:
         return list(self._facts[("parameters", workload)])
 
     def _parameter_columns(self, workload: str) -> list[str]:
-        self.split_workload(workload)
-        names = [n for n in self.metadata.get("parameter_columns", {}) if n not in _FIXED]
+        base_dir, model, optimizer = self.split_workload(workload)
+        folder = self.path / workload_dir("trials", base_dir, model, optimizer)
+        # An added workload's trials file holds its own metaparameters only: read its schema.
+        names = sorted({n for path in folder.glob("*.parquet")
+                        for n in pq.read_schema(path).names if n not in _FIXED})
         if not names:
             return []
         counts = self.query("select " + ", ".join(f'count("{n}")' for n in names)
