@@ -22,6 +22,7 @@ from curvekit.errors import (
     ChecksumError,
     CurvekitError,
     DownloadError,
+    IngestError,
     ManifestError,
     QueryError,
     StoreError,
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from curvekit.fetch import FetchResult, fetch
     from curvekit.fit import bootstrap, fit_critical_batch, fit_regimes, fit_workload
     from curvekit.goals import paper_goal
+    from curvekit.ingest.add import add
     from curvekit.release.manifest import Manifest, load_manifest
     from curvekit.store.catalog import VerifyReport, info, verify
     from curvekit.store.store import Store
@@ -52,6 +54,7 @@ _LAZY = {
     "fit_workload": ("curvekit.fit", "fit_workload"),
     "bootstrap": ("curvekit.fit", "bootstrap"),
     "paper_goal": ("curvekit.goals", "paper_goal"),
+    "add": ("curvekit.ingest.add", "add"),
     "AddResult": ("curvekit.store.update", "AddResult"),
     "WorkloadData": ("curvekit.store.update", "WorkloadData"),
     "add_workload": ("curvekit.store.update", "add_workload"),
@@ -79,6 +82,7 @@ __all__ = [
     "CurvekitError",
     "DownloadError",
     "FetchResult",
+    "IngestError",
     "Manifest",
     "ManifestError",
     "QueryError",
@@ -87,6 +91,7 @@ __all__ = [
     "VerifyReport",
     "WorkloadData",
     "__version__",
+    "add",
     "add_workload",
     "bootstrap",
     "fetch",

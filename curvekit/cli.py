@@ -20,6 +20,7 @@ from curvekit._version import __version__
 from curvekit.errors import CurvekitError
 from curvekit.fetch import fetch as fetch_
 from curvekit.home import ENV_HOME
+from curvekit.ingest.add import FORMATS
 from curvekit.store.catalog import info as info_
 from curvekit.store.catalog import verify as verify_
 from curvekit.store.store import Store
@@ -156,6 +157,48 @@ def verify(home: Path | None, manifest: Path | None) -> None:
 def info(home: Path | None, fmt: str) -> None:
     """Workloads in the store: batch sizes, trials by status, metrics, rows."""
     emit(info_(Store.open(home)), fmt)
+
+
+@main.command()
+@click.argument("source", required=False, type=click.Path(exists=True, path_type=Path))
+@click.option("--name", help="The workload's name: base_dir/model/optimizer "
+              "(e.g. my_data/resnet_20/momentum).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True,
+              help="The logs' format (auto: detected from the files).")
+@click.option("--manifest", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              help="Run manifest (TOML, YAML or JSON): batch sizes, metaparameters, statuses.")
+@click.option("--map", "mapping", multiple=True, metavar="OLD=NEW",
+              help="Store metric OLD as NEW (1-NEW: as 1 - value; OLD=: drop it); repeatable.")
+@click.option("--replace", is_flag=True, help="Overwrite a workload added before under NAME.")
+@click.option("--example-manifest", is_flag=True,
+              help="Print a documented run-manifest template and exit.")
+@home_option
+def add(source: Path | None, name: str | None, fmt: str, manifest: Path | None,
+        mapping: tuple[str, ...], replace: bool, example_manifest: bool,
+        home: Path | None) -> None:
+    """Add training runs of your own as a workload: release layout, CSV, TensorBoard, MLflow
+    or Weights & Biases logs.
+
+    Every input is checked before the store is touched; adding the same runs again changes
+    nothing.
+    """
+    from curvekit.ingest.add import add as add_
+    from curvekit.ingest.manifest import EXAMPLE
+
+    if example_manifest:
+        click.echo(EXAMPLE, nl=False)
+        return
+    if source is None and manifest is None:
+        raise click.UsageError("give SOURCE (the logs), --manifest, or --example-manifest")
+    result = add_(source, name=name, format=fmt, manifest=manifest, metric_map=list(mapping),
+                  replace=replace, home=home)
+    counts = (f"{result.studies} studies, {result.trials} trials, "
+              f"{result.measurements:,} measurements")
+    if result.changed:
+        click.echo(f"Added {result.workload} ({counts}) to the store at {result.path}.")
+    else:
+        click.echo(f"Nothing to do: {result.workload} is already in the store with the same "
+                   f"data ({counts}).")
 
 
 @main.command("generate-archive")
