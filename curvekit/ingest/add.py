@@ -48,6 +48,9 @@ BATCH_SIZE_PARAMS = ("batch_size", "batchsize", "batch-size", "train_batch_size"
                      "global_batch_size")
 BUDGET_PARAMS = ("train_steps", "max_steps", "total_steps", "num_steps")
 PARAM_ALIASES = {"lr": "learning_rate", "learning-rate": "learning_rate"}
+# Partition columns of the store: a parameter of that name (e.g. an "optimizer" hparam)
+# is kept as param_<name>, the way the store keeps parameters named like its fixed columns.
+_PARTITION_NAMES = frozenset({"base_dir", "model", "optimizer"})
 _NAME_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 _TAR = re.compile(r"\.(tar(\.(bz2|gz|xz))?|tgz|tbz2?|txz)$", re.IGNORECASE)
 
@@ -177,7 +180,8 @@ def _parameters(run: RunLog, specs: Iterable[manifest_.RunSpec]) -> dict[str, An
               for k, v in run.params.items() if k not in BATCH_SIZE_PARAMS}
     for spec in specs:
         params.update(spec.parameters)
-    return dict(sorted(params.items()))
+    return dict(sorted((f"param_{k}" if k in _PARTITION_NAMES else k, v)
+                       for k, v in params.items()))
 
 
 def _derived_configs(trials: Sequence[TrialRecord]) -> dict[str, Any]:

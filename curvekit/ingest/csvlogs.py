@@ -14,8 +14,9 @@ step column.
   (``_runtime``, ``_timestamp``, ``timestamp``, ``wall_time``, ``Wall time``) and, when
   there is a step column, ``epoch`` are left out.
 
-Values are parsed by pyarrow's CSV reader: an empty cell is missing, ``nan``/``inf``/``-inf``
-are the values they spell.
+Values are parsed by pyarrow's CSV reader: an empty cell (or ``NA``, which Keras writes for
+a metric an epoch did not log) is missing; ``nan``/``inf``/``-inf`` are the values they
+spell.
 
 >>> import pathlib, tempfile
 >>> p = pathlib.Path(tempfile.mkdtemp()) / "metrics.csv"
@@ -48,6 +49,8 @@ __all__ = ["STEP_COLUMNS", "TIME_COLUMNS", "epochs_to_steps", "frame_from_table"
 
 STEP_COLUMNS = ("step", "global_step", "_step", "trainer/global_step", "Step", "iteration",
                 "iter")
+# Empty cells are missing, and "NA": Keras's CSVLogger writes it for a metric an epoch lacks.
+MISSING = ("", "NA")
 TIME_COLUMNS = frozenset({"_runtime", "_timestamp", "timestamp", "wall_time", "Wall time"})
 
 
@@ -80,7 +83,7 @@ def _locate_bad_value(data: bytes, names: list[str], path: str, detail: str) -> 
                                "every row needs one value (or an empty cell) per column",
                                path=path, line=number)
         for name, cell in zip(names, row, strict=True):
-            if cell.strip() == "":
+            if cell.strip() in MISSING:
                 continue
             try:
                 float(cell)
@@ -100,7 +103,7 @@ def read_table_bytes(data: bytes, path: str, names: list[str] | None = None) -> 
             read_options=pacsv.ReadOptions(use_threads=False, block_size=max(1 << 20,
                                                                              len(data) + 1)),
             convert_options=pacsv.ConvertOptions(
-                column_types={n: pa.float64() for n in names}, null_values=[""],
+                column_types={n: pa.float64() for n in names}, null_values=list(MISSING),
                 strings_can_be_null=False, quoted_strings_can_be_null=False))
     except pa.ArrowInvalid as exc:
         raise _locate_bad_value(data, names, path, str(exc)) from exc

@@ -14,6 +14,7 @@ several entries takes the keys of each, later entries winning.
 from __future__ import annotations
 
 import json
+import re
 import tomllib
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
@@ -230,8 +231,9 @@ def load_run_manifest(path: str | Path) -> RunManifest:
             raise IngestError(f"unknown manifest type {suffix or '(no suffix)'!r}; name it "
                               ".toml, .yaml or .json", path=str(path))
     except tomllib.TOMLDecodeError as exc:
+        found = re.search(r"at line (\d+)", str(exc))
         raise IngestError(f"malformed TOML: {exc}", path=str(path),
-                          line=getattr(exc, "lineno", None)) from exc
+                          line=int(found.group(1)) if found else None) from exc
     except json.JSONDecodeError as exc:
         raise IngestError(f"malformed JSON: {exc.msg}", path=str(path),
                           line=exc.lineno) from exc
