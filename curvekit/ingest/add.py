@@ -114,8 +114,8 @@ def detect_format(source: Path) -> str:
             elif low.endswith(".csv") and "mlflow" not in found:
                 head = _csv_header(Path(folder) / f).strip().split(",")
                 found.add("wandb" if "_step" in head else "csv")
-    if "mlflow" in found:
-        found.discard("csv")  # artifacts of MLflow runs may be CSV files
+    if "mlflow" in found or "release" in found:
+        found.discard("csv")  # MLflow artifacts may be CSV files; the release's measurements are
     if len(found) == 1:
         return found.pop()
     if not found:
@@ -215,8 +215,10 @@ def _budget(man: manifest_.RunManifest, batch_size: int, runs: Sequence[RunLog],
     return max(last_steps, default=0)
 
 
-def _trial_ids(keys: Sequence[str], explicit: Mapping[str, int | None], where: str
+def _trial_ids(runs: Sequence[RunLog], explicit: Mapping[str, int | None], where: str
                ) -> dict[str, int]:
+    """Trial ids: the manifest's, else 1, 2, ... in run order (see RunLog.order)."""
+    keys = [r.key for r in sorted(runs, key=lambda r: r.order)]
     taken: dict[int, str] = {}
     for key in keys:
         tid = explicit.get(key)
@@ -228,7 +230,7 @@ def _trial_ids(keys: Sequence[str], explicit: Mapping[str, int | None], where: s
         taken[tid] = key
     out = {v: k for k, v in taken.items()}
     next_id = 1
-    for key in sorted(k for k in keys if explicit.get(k) is None):
+    for key in (k for k in keys if explicit.get(k) is None):
         while next_id in taken:
             next_id += 1
         out[key] = next_id
@@ -322,7 +324,7 @@ def _assemble(runs: list[RunLog], name: tuple[str, str, str], fmt: str, src: Pat
         budget = _budget(man, batch_size, [r for r, *_ in group], lasts)
         explicit = {r.key: next((s.trial_id for s in reversed(m) if s.trial_id is not None),
                                 None) for r, m, _, _ in group}
-        ids = _trial_ids([r.key for r, *_ in group], explicit, where)
+        ids = _trial_ids([r for r, *_ in group], explicit, where)
         study_trials = []
         for (run, mine, frame, sources), last in zip(group, lasts, strict=True):
             status = decide(frame, sources, budget,

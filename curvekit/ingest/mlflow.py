@@ -8,7 +8,8 @@ skipped.
 
 ``SOURCE`` is the ``mlruns`` folder when it holds one experiment with runs, else the folder
 of one experiment (``mlruns/<id>``): runs of different experiments are never mixed by
-accident. A run answers to its run id and its run name in the manifest. Params are read as
+accident. A run answers to its run id and its run name in the manifest; trials are numbered
+in the order the runs started. Params are read as
 numbers where they spell one (MLflow stores them as text).
 
 Since MLflow 3 the file store must be allowed explicitly to *write* one
@@ -139,7 +140,9 @@ def _read_run(folder: Path) -> RunLog | None:
     else:
         frame = pl.DataFrame({"step": pl.Series([], dtype=pl.Int64)})
     aliases = (str(name),) if name and str(name) != run_id else ()
-    return RunLog(run_id, str(folder), frame, params, aliases=aliases)
+    start = meta.get("start_time")
+    return RunLog(run_id, str(folder), frame, params, aliases=aliases,
+                  started=float(start) if isinstance(start, int | float) else None)
 
 
 def read_mlflow_runs(source: Path) -> list[RunLog]:

@@ -16,6 +16,7 @@ metric at one step are an error, never silently resolved.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,6 +48,14 @@ class RunLog:
     params: dict[str, Any] = field(default_factory=dict)
     aliases: tuple[str, ...] = ()
     by_epoch: bool = False
+    started: float | None = None  # start time, when the log records one (MLflow)
+
+    @property
+    def order(self) -> tuple[float, list[Any]]:
+        """Sort key for numbering trials: start time if known, then the name in natural
+        order (``version_2`` before ``version_10``)."""
+        parts: list[Any] = [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", self.key)]
+        return (self.started if self.started is not None else 0.0, parts)
 
     @property
     def names(self) -> tuple[str, ...]:
