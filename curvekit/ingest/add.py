@@ -149,8 +149,15 @@ def _check_name(name: str | None, source: Path) -> tuple[str, str, str]:
 def _specs_for(runs: Sequence[RunLog], specs: Sequence[manifest_.RunSpec], where: str
                ) -> dict[str, list[manifest_.RunSpec]]:
     out: dict[str, list[manifest_.RunSpec]] = {r.key: [] for r in runs}
+    by_name: dict[str, list[RunLog]] = {}
+    for r in runs:
+        for n in dict.fromkeys(n.strip("/") for n in r.names):
+            by_name.setdefault(n, []).append(r)
     for spec in specs:
-        hits = [r for r in runs if spec.matches(r.names)]
+        if any(c in spec.pattern for c in "*?["):
+            hits = [r for r in runs if spec.matches(r.names)]
+        else:  # a plain name: a lookup, so a manifest of thousands of runs stays fast
+            hits = by_name.get(spec.pattern.strip("/"), [])
         if not hits:
             names = ", ".join(r.key for r in runs[:8]) + (" ..." if len(runs) > 8 else "")
             raise IngestError(f"{spec.where}: run {spec.pattern!r} matches no run of the "
