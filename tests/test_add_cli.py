@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -102,3 +103,16 @@ def test_cli_errors_and_template(logs: Path, tmp_path: Path) -> None:
     assert result.exit_code == 2 and "give SOURCE" in result.output
     result = runner.invoke(main, ["add", str(logs), "--name", NAME, "--map", "nonsense"])
     assert result.exit_code == 1 and "--map 'nonsense' is not OLD=NEW" in result.output
+
+
+def test_docs_examples_run(capsys: pytest.CaptureFixture[str]) -> None:
+    """The Python example of docs/adding-workloads.md runs and prints what it says; the
+    template in the page is the one --example-manifest prints."""
+    page = (Path(__file__).resolve().parent.parent / "docs" / "adding-workloads.md").read_text()
+    assert f"```toml\n{EXAMPLE}```" in page
+    for block in re.findall(r"```python\n(.*?)```", page, re.S):
+        exec(compile(block, "adding-workloads.md", "exec"), {})
+        printed = capsys.readouterr().out.splitlines()
+        promised = [line.split("# ", 1)[1].strip() for line in block.splitlines()
+                    if line.startswith("print(") and "# " in line]
+        assert printed == promised
