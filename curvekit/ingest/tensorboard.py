@@ -13,7 +13,8 @@ and both are read:
 Each folder holding event files is one run (its files are read in name order, which is
 time order). Hyperparameters logged with the ``hparams`` plugin become the run's
 parameters; tensorboardX and PyTorch write them into a child folder of the run, which is
-merged into its parent. When steps go back (a restart from a checkpoint), later events
+merged into its parent; an ``hparams.yaml`` in the run's folder (PyTorch Lightning's
+TensorBoardLogger) is read too. When steps go back (a restart from a checkpoint), later events
 replace the earlier ones from that step on, as TensorBoard does. A record cut short at the
 end of a file (a run killed while writing) is ignored; a corrupt length is an error.
 
@@ -41,6 +42,7 @@ import os
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +52,7 @@ import polars as pl
 from curvekit.errors import IngestError
 from curvekit.ingest.csvlogs import skip_folder
 from curvekit.ingest.runs import RunLog
+from curvekit.ingest.yamlish import read_flat_yaml
 
 __all__ = ["masked_crc32c", "read_event_file", "read_tensorboard_runs", "record"]
 
@@ -87,6 +90,12 @@ def _fast_crc32c() -> Callable[[bytes], int] | None:
 
 
 _FAST_CRC = _fast_crc32c()
+
+
+@lru_cache(maxsize=4096)
+def _length_crc(head: bytes) -> int:
+    # record lengths repeat (events of one shape): checksum each distinct length once
+    return masked_crc32c(head)
 
 
 def masked_crc32c(data: bytes) -> int:
@@ -225,6 +234,7 @@ class _Series:
     tags: dict[str, tuple[list[int], list[float]]] = field(default_factory=dict)
     plugins: dict[str, str] = field(default_factory=dict)
     hparams: dict[str, Any] = field(default_factory=dict)
+    names: dict[bytes, str] = field(default_factory=dict)  # decoded tags
 
     def add(self, tag: str, step: int, value: float) -> None:
         steps, values = self.tags.setdefault(tag, ([], []))
@@ -240,7 +250,43 @@ class _Series:
             del steps[keep:], values[keep:]
 
 
+def _simple_scalar(buf: bytes) -> tuple[int, bytes, float] | None:
+    """(step, tag, value) of the commonest event -- ``wall_time, step, summary { value { tag,
+    simple_value } }`` and nothing else -- or None for any other shape (read in full)."""
+    try:
+        if buf[0] != 0x09 or buf[9] != 0x10:
+            return None
+        step, pos = _varint(buf, 10)
+        if buf[pos] != 0x2A:
+            return None
+        size, pos = _varint(buf, pos + 1)
+        end = len(buf)
+        if pos + size != end or buf[pos] != 0x0A:
+            return None
+        size, pos = _varint(buf, pos + 1)
+        if pos + size != end or buf[pos] != 0x0A:
+            return None
+        size, pos = _varint(buf, pos + 1)
+        tag = buf[pos:pos + size]
+        pos += size
+        if pos + 5 != end or buf[pos] != 0x15:
+            return None
+    except IndexError:
+        return None
+    if step >= 1 << 63:
+        return None
+    return step, tag, struct.unpack_from("<f", buf, pos + 1)[0]
+
+
 def _event(buf: bytes, series: _Series) -> None:
+    simple = _simple_scalar(buf)
+    if simple is not None:
+        step_, tag_, value_ = simple
+        name = series.names.get(tag_)
+        if name is None:
+            name = series.names[tag_] = tag_.decode("utf-8", errors="replace")
+        series.add(name, step_, value_)
+        return
     step, summary, session = 0, None, None
     for number, _, value in _fields(buf):
         if number == 2:
@@ -302,7 +348,7 @@ def read_event_file(path: Path, series: _Series | None = None) -> _Series:
         head = data[pos:pos + 8]
         (length,) = struct.unpack("<Q", head)
         (crc,) = struct.unpack("<I", data[pos + 8:pos + 12])
-        if crc != masked_crc32c(head):
+        if crc != _length_crc(head):
             raise IngestError(f"record {n} (byte {pos}) has a corrupt length; this is not a "
                               "TensorBoard event file, or it is damaged: leave it out",
                               path=str(path), line=n)
@@ -365,5 +411,8 @@ def read_tensorboard_runs(source: Path) -> list[RunLog]:
             continue
         rel = folder.relative_to(root).as_posix()
         key = source.name if rel == "." else rel
-        runs.append(RunLog(key, str(folder), _frame(s), dict(s.hparams)))
+        params = dict(s.hparams)
+        if (folder / "hparams.yaml").is_file():  # Lightning's TensorBoardLogger writes one
+            params = {**read_flat_yaml(folder / "hparams.yaml"), **params}
+        runs.append(RunLog(key, str(folder), _frame(s), params))
     return runs
