@@ -150,7 +150,7 @@ def make_tensorboard_logs(root: Path, runs: int, evals: int) -> Path:
 
 def make_mlflow_logs(root: Path, runs: int, evals: int) -> Path:
     if (root / ".done").exists():
-        return root / "mlruns"
+        return root / "mlruns" / (root / ".done").read_text().strip()
     os.environ["MLFLOW_ALLOW_FILE_STORE"] = "true"
     from mlflow.entities import Metric, Param
     from mlflow.tracking import MlflowClient
@@ -175,7 +175,7 @@ def make_mlflow_logs(root: Path, runs: int, evals: int) -> Path:
                              params=[Param("batch_size", str(bs)),
                                      Param("learning_rate", "0.1")] if k == 0 else [])
         client.set_terminated(run)
-    (root / ".done").write_text("")
+    (root / ".done").write_text(str(experiment))
     print(f"wrote {runs} MLflow runs in {time.perf_counter() - start:.0f} s", flush=True)
     return root / "mlruns" / str(experiment)
 

@@ -183,12 +183,20 @@ def _native_batch_size(run: RunLog) -> int | None:
 
 
 def _parameters(run: RunLog, specs: Iterable[manifest_.RunSpec]) -> dict[str, Any]:
-    params = {PARAM_ALIASES.get(k, k) if PARAM_ALIASES.get(k, k) not in run.params else k: v
-              for k, v in run.params.items() if k not in BATCH_SIZE_PARAMS}
+    """The log's parameters updated by the manifest's; batch-size names left out (the batch
+    size is the study), ``lr`` stored as ``learning_rate``, partition names prefixed."""
+    merged = dict(run.params)
     for spec in specs:
-        params.update(spec.parameters)
-    return dict(sorted((f"param_{k}" if k in _PARTITION_NAMES else k, v)
-                       for k, v in params.items()))
+        merged.update(spec.parameters)
+    out: dict[str, Any] = {}
+    for key, value in merged.items():
+        if key in BATCH_SIZE_PARAMS:
+            continue
+        alias = PARAM_ALIASES.get(key)
+        if alias is not None and alias not in merged:
+            key = alias
+        out[f"param_{key}" if key in _PARTITION_NAMES else key] = value
+    return dict(sorted(out.items()))
 
 
 def _derived_configs(trials: Sequence[TrialRecord]) -> dict[str, Any]:
