@@ -3,15 +3,20 @@ manifest entries and rows never changes what is stored."""
 
 from __future__ import annotations
 
+import math
 import random
 import tempfile
 from pathlib import Path
 
+import polars as pl
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from curvekit.errors import IngestError
 from curvekit.ingest.add import build
 from curvekit.ingest.metrics import KINDS, SPLITS, target
+from curvekit.ingest.runs import merge_rows
 from curvekit.store.update import content_hash, validate
 
 _kind_words = st.sampled_from(sorted(KINDS))
@@ -86,3 +91,39 @@ def test_order_of_runs_and_rows_does_not_matter(
             total = sum(t.num_rows for t in data.measurements.values())
             assert total == sum(len(rows) for _, rows in runs)
     assert len(hashes) == 1
+
+
+_cell = st.one_of(st.none(), st.sampled_from([0.5, 1.0, 2.0, math.nan, math.inf]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 6), _cell, _cell), min_size=1, max_size=14))
+def test_merge_rows_matches_a_plain_reading(rows: list[tuple[int, float | None,
+                                                             float | None]]) -> None:
+    """One row per step, each metric's value the one its rows agree on; rows that disagree
+    (NaN equals NaN) are refused, naming the first such step."""
+    frame = pl.DataFrame({"step": [r[0] for r in rows], "a": [r[1] for r in rows],
+                          "b": [r[2] for r in rows]},
+                         schema={"step": pl.Float64, "a": pl.Float64, "b": pl.Float64})
+    expected: dict[int, dict[str, float | None]] = {}
+    clash = None
+    for step in sorted({r[0] for r in rows}):
+        expected[step] = {}
+        for column, index in (("a", 1), ("b", 2)):
+            values = [r[index] for r in rows if r[0] == step and r[index] is not None]
+            distinct = {"nan" if math.isnan(v) else v for v in values}
+            if len(distinct) > 1 and clash is None:
+                clash = (step, column)
+            expected[step][column] = values[0] if values else None
+    if clash is not None:
+        with pytest.raises(IngestError, match=f"step {clash[0]} appears twice with "
+                           f"different '{clash[1]}' values"):
+            merge_rows(frame, "log.csv", lambda row: row + 2)
+        return
+    merged = merge_rows(frame, "log.csv", lambda row: row + 2)
+    assert merged.get_column("step").to_list() == list(expected)
+    for column in ("a", "b"):
+        got = merged.get_column(column).to_list()
+        want = [expected[s][column] for s in expected]
+        assert [("nan" if v is not None and math.isnan(v) else v) for v in got] == \
+            [("nan" if v is not None and math.isnan(v) else v) for v in want]
