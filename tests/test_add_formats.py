@@ -14,6 +14,7 @@ import pytest
 from curvekit.errors import IngestError
 from curvekit.ingest.add import add, build, detect_format
 from curvekit.ingest.tensorboard import read_tensorboard_runs, record
+from curvekit.ingest.wandb import read_wandb_runs
 from curvekit.store.store import Store
 from tests.conftest import ROOT, metadata_json, small_members, write_archive
 from tests.logfiles import error_curve, eval_steps
@@ -212,6 +213,12 @@ def test_wandb_history_csv_and_parquet(tmp_path: Path) -> None:
                                      '[[runs]]\nrun = "run-bs64"\nbatch_size = 64\n')
     assert detect_format(logs) == "wandb"
     data = build(logs, name=NAME, manifest=tmp_path / "m.toml")
+    lightning = logs / "lightning.csv"  # WandbLogger: _step counts log calls, not steps
+    lightning.write_text("_step,trainer/global_step,val_loss,_runtime\n0,0,2.3,1\n1,500,2.0,2\n"
+                         "2,1000,1.8,3\n")
+    (run,) = read_wandb_runs(lightning)
+    assert run.frame.rows() == [(0, 2.3), (500, 2.0), (1000, 1.8)]
+    lightning.unlink()
     for study in data.studies:
         table = data.measurements[(study.key, 1)]
         assert sorted(table.column_names) == ["step", "train/cross_entropy_error",

@@ -8,11 +8,12 @@ step column.
 * **Keras** (``CSVLogger``): one row per epoch, columns ``epoch`` and every logged key. The
   step of a row is ``(epoch + 1) * steps_per_epoch`` (the manifest gives ``steps_per_epoch``,
   or ``train_examples`` to compute it from the batch size).
-* **Any other CSV**: the step column is the first of ``step``, ``global_step``, ``_step``,
-  ``trainer/global_step``, ``Step``, ``iteration``, ``iter`` (or the column given by
-  ``--map COLUMN=step``); every other column must be numeric. Wall-clock columns
-  (``_runtime``, ``_timestamp``, ``timestamp``, ``wall_time``, ``Wall time``) and, when
-  there is a step column, ``epoch`` are left out.
+* **Any other CSV**: the step column is the first of ``step``, ``global_step``,
+  ``trainer/global_step``, ``_step``, ``Step``, ``iteration``, ``iter`` (or the column given
+  by ``--map COLUMN=step``); every other column must be numeric. Wall-clock columns
+  (``_runtime``, ``_timestamp``, ``timestamp``, ``wall_time``, ``Wall time``), W&B's
+  ``_step`` when another column is the step and, when there is a step column, ``epoch`` are
+  left out.
 
 Values are parsed by pyarrow's CSV reader: an empty cell (or ``NA``, which Keras writes for
 a metric an epoch did not log) is missing; ``nan``/``inf``/``-inf`` are the values they
@@ -47,7 +48,9 @@ from curvekit.ingest.yamlish import read_flat_yaml
 __all__ = ["STEP_COLUMNS", "TIME_COLUMNS", "epochs_to_steps", "frame_from_table", "log_files",
            "read_csv_run", "read_csv_runs", "read_table_bytes", "skip_folder", "steps_per_epoch"]
 
-STEP_COLUMNS = ("step", "global_step", "_step", "trainer/global_step", "Step", "iteration",
+# Training-step columns, most specific first: W&B's "_step" counts log calls, so a history
+# that also has Lightning's "trainer/global_step" is placed by the latter.
+STEP_COLUMNS = ("step", "global_step", "trainer/global_step", "_step", "Step", "iteration",
                 "iter")
 # Empty cells are missing, and "NA": Keras's CSVLogger writes it for a metric an epoch lacks.
 MISSING = ("", "NA")
@@ -134,7 +137,7 @@ def frame_from_table(table: pa.Table, path: str, data: bytes | None = None, *,
                 "with --map COLUMN=step", path=path, line=1 if data is not None else None)
         step, by_epoch = "epoch", True
     axis = "epoch" if by_epoch else "step"
-    skip = set(TIME_COLUMNS) | set(drop) | ({"epoch"} if not by_epoch else set())
+    skip = set(TIME_COLUMNS) | set(drop) | ({"epoch"} if not by_epoch else set()) | {"_step"}
     keep = [n for n in names if n == step or n not in skip]
     frame = pl.from_arrow(table.select(keep))
     assert isinstance(frame, pl.DataFrame)

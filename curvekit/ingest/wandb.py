@@ -1,7 +1,9 @@
 """Weights & Biases run histories exported to CSV or Parquet, one file per run.
 
-The history's step column is ``_step``; W&B's other bookkeeping columns (``_runtime``,
-``_timestamp``, ``_wandb`` ...) are left out. In a Parquet history, columns that do not hold
+The history's step column is ``_step`` -- unless it has ``step``, ``global_step`` or
+``trainer/global_step`` (PyTorch Lightning's WandbLogger): ``_step`` counts log calls, those
+count training steps. W&B's other bookkeeping columns (``_runtime``, ``_timestamp``,
+``_wandb`` ...) are left out. In a Parquet history, columns that do not hold
 numbers (media, tables) are left out too. No network access: export the history first
 (``run.scan_history()`` to a file, or the run-history Parquet export; ``run.history()`` is
 down-sampled, and CSV exports from the web UI can drop steps).
