@@ -317,3 +317,14 @@ def test_nan_spelled_in_csv_is_a_value(tmp_path: Path) -> None:
     table = next(iter(data.measurements.values()))
     assert math.isnan(table.column("val/classification_error")[1].as_py())
     assert data.trials[0].status == "INFEASIBLE"
+
+
+def test_source_from_the_manifest(tmp_path: Path) -> None:
+    write_plain(tmp_path / "logs" / "a.csv", 32, 0)
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "m.toml").write_text(
+        manifest_toml([("a.csv", 32, {})], name=NAME, source="../logs"))
+    data = build(manifest=tmp_path / "conf" / "m.toml")
+    assert data.origin["source"] == str((tmp_path / "logs").resolve())
+    (tmp_path / "logs" / "m.toml").write_text(manifest_toml([("a.csv", 32, {})], name=NAME))
+    assert len(build(manifest=tmp_path / "logs" / "m.toml").trials) == 1  # beside the logs

@@ -7,8 +7,8 @@ with ``/`` are nested folders. Runs in MLflow's trash (``lifecycle_stage: delete
 skipped.
 
 ``SOURCE`` is the ``mlruns`` folder when it holds one experiment with runs, else the folder
-of one experiment (``mlruns/<id>``): runs of different experiments are never mixed by
-accident. A run answers to its run id and its run name in the manifest; trials are numbered
+of one experiment (``mlruns/<id>``) or of one run: runs of different experiments are never
+mixed by accident. A run answers to its run id and its run name in the manifest; trials are numbered
 in the order the runs started. Params are read as
 numbers where they spell one (MLflow stores them as text).
 
@@ -150,6 +150,9 @@ def read_mlflow_runs(source: Path) -> list[RunLog]:
     if source.is_file():
         raise IngestError("an MLflow source is a folder (mlruns/ or mlruns/<experiment id>)",
                           path=str(source))
-    folders = [r for e in _experiments(source) for r in _runs(e)]
+    if (source / "meta.yaml").is_file() and (source / "metrics").is_dir():
+        folders = [source]  # one run's folder
+    else:
+        folders = [r for e in _experiments(source) for r in _runs(e)]
     with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:
         return [r for r in pool.map(_read_run, folders) if r is not None]
