@@ -87,6 +87,53 @@ def test_tensorboardx_hparams_folder_and_every_point(tmp_path: Path) -> None:
     assert data.trials[0].parameters == {"learning_rate": 0.05}
 
 
+def test_tensorboard_tensor_scalars_of_every_shape(tmp_path: Path) -> None:
+    """TF2 writes a tag's metadata once, then bare tensors; doubles, tensor_content and
+    int64 scalars are read too; tensors of other plugins (text) or of none are not."""
+    pytest.importorskip("tensorboard")
+    import numpy as np
+    from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, types_pb2
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    def meta(plugin: str) -> summary_pb2.SummaryMetadata:
+        return summary_pb2.SummaryMetadata(
+            plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name=plugin))
+
+    def value(tag: str, tensor: tensor_pb2.TensorProto, plugin: str | None
+              ) -> summary_pb2.Summary.Value:
+        v = summary_pb2.Summary.Value(tag=tag, tensor=tensor)
+        if plugin is not None:
+            v.metadata.CopyFrom(meta(plugin))
+        return v
+
+    writer = EventFileWriter(str(tmp_path / "logs" / "run"))
+    for step in range(3):
+        first = "scalars" if step == 0 else None
+        values = [
+            value("loss", tensor_pb2.TensorProto(dtype=types_pb2.DT_FLOAT,
+                                                 float_val=[0.5 + step]), first),
+            value("acc64", tensor_pb2.TensorProto(dtype=types_pb2.DT_DOUBLE,
+                                                  double_val=[0.1 * step]), "scalars"),
+            value("packed", tensor_pb2.TensorProto(
+                dtype=types_pb2.DT_FLOAT, tensor_content=np.float32(2.5 * step).tobytes()),
+                first),
+            value("count", tensor_pb2.TensorProto(dtype=types_pb2.DT_INT64,
+                                                  int64_val=[10 * step]), first),
+            value("note", tensor_pb2.TensorProto(dtype=types_pb2.DT_STRING,
+                                                 string_val=[b"hi"]), "text"),
+            value("raw", tensor_pb2.TensorProto(dtype=types_pb2.DT_FLOAT, float_val=[1.0]),
+                  None),
+        ]
+        for v in values:
+            writer.add_event(event_pb2.Event(step=step * 100, wall_time=1.0,
+                                             summary=summary_pb2.Summary(value=[v])))
+    writer.close()
+    frame = read_tensorboard_runs(tmp_path / "logs")[0].frame
+    assert frame.columns == ["step", "acc64", "count", "loss", "packed"]
+    assert frame.rows() == [(0, 0.0, 0.0, 0.5, 0.0), (100, 0.1, 10.0, 1.5, 2.5),
+                            (200, 0.2, 20.0, 2.5, 5.0)]
+
+
 def _event(step: int, tag: str, value: float, session_start: bool = False) -> bytes:
     value_msg = b"\x0a" + bytes([len(tag)]) + tag.encode() + b"\x15" + struct.pack("<f", value)
     summary = b"\x0a" + bytes([len(value_msg)]) + value_msg

@@ -250,9 +250,18 @@ class _Series:
             del steps[keep:], values[keep:]
 
 
-def _simple_scalar(buf: bytes) -> tuple[int, bytes, float] | None:
-    """(step, tag, value) of the commonest event -- ``wall_time, step, summary { value { tag,
-    simple_value } }`` and nothing else -- or None for any other shape (read in full)."""
+_SCALAR_TENSOR = {b"\x08\x01\x12\x00\x2a\x04": "<f", b"\x08\x02\x12\x00\x32\x08": "<d"}
+
+
+def _fast_scalar(buf: bytes) -> tuple[int, bytes, float, bytes | None] | None:
+    """(step, tag, value, metadata) of the two commonest events, or None for any other shape
+    (which is then read in full):
+
+    * ``wall_time, step, summary { value { tag, simple_value } }``: metadata None;
+    * ``wall_time, step, summary { value { tag, tensor { dtype: FLOAT or DOUBLE,
+      tensor_shape {}, float_val/double_val: one value } [, metadata] } }``: the tensor
+      scalars of TF2 and ``tensorboard.summary.Writer``; metadata as bytes (``b""`` if none).
+    """
     try:
         if buf[0] != 0x09 or buf[9] != 0x10:
             return None
@@ -269,23 +278,64 @@ def _simple_scalar(buf: bytes) -> tuple[int, bytes, float] | None:
         size, pos = _varint(buf, pos + 1)
         tag = buf[pos:pos + size]
         pos += size
-        if pos + 5 != end or buf[pos] != 0x15:
+        kind = buf[pos]
+        if kind == 0x15:
+            if pos + 5 != end:
+                return None
+            return step, tag, struct.unpack_from("<f", buf, pos + 1)[0], None
+        if kind != 0x42:
             return None
-    except IndexError:
+        size, pos = _varint(buf, pos + 1)
+        code = _SCALAR_TENSOR.get(buf[pos:pos + 6])
+        if code is None or size != 6 + struct.calcsize(code):
+            return None
+        value = struct.unpack_from(code, buf, pos + 6)[0]
+        pos += size
+        if pos == end:
+            return step, tag, value, b""
+        if buf[pos] != 0x4A:
+            return None
+        size, pos = _varint(buf, pos + 1)
+        if pos + size != end:
+            return None
+        return step, tag, value, buf[pos:end]
+    except (IndexError, struct.error):
         return None
-    if step >= 1 << 63:
-        return None
-    return step, tag, struct.unpack_from("<f", buf, pos + 1)[0]
+
+
+@lru_cache(maxsize=256)
+def _plugin_name(metadata: bytes) -> str | None:
+    """The plugin name of a SummaryMetadata (writers repeat the same bytes every event)."""
+    for number, _, span in _fields(metadata):
+        if number == 1:
+            return next((_text(metadata, v) for n, _, v in _fields(metadata, *span) if n == 1),
+                        None)
+    return None
+
+
+def _fast_event(buf: bytes, series: _Series) -> bool:
+    """Read a scalar event of :func:`_fast_scalar`'s shapes; False for any other event."""
+    fast = _fast_scalar(buf)
+    if fast is None or fast[0] >= 1 << 63:
+        return False
+    step, raw_tag, value, metadata = fast
+    tag = series.names.get(raw_tag)
+    if tag is None:
+        tag = series.names[raw_tag] = raw_tag.decode("utf-8", errors="replace")
+    if metadata is not None:  # a tensor: a scalar only under the scalars plugin
+        if metadata:
+            plugin = _plugin_name(metadata)
+            if plugin is None:
+                return False
+            series.plugins.setdefault(tag, plugin)
+        if series.plugins.get(tag) != "scalars":
+            return False
+    series.add(tag, step, value)
+    return True
 
 
 def _event(buf: bytes, series: _Series) -> None:
-    simple = _simple_scalar(buf)
-    if simple is not None:
-        step_, tag_, value_ = simple
-        name = series.names.get(tag_)
-        if name is None:
-            name = series.names[tag_] = tag_.decode("utf-8", errors="replace")
-        series.add(name, step_, value_)
+    if _fast_event(buf, series):
         return
     step, summary, session = 0, None, None
     for number, _, value in _fields(buf):
