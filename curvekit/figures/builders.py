@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Literal
 
 import altair as alt
 import numpy as np
@@ -22,7 +23,12 @@ import polars as pl
 
 from curvekit.fit import RegimeFit
 
-__all__ = ["best_chart", "log2_axis", "metaparameter_chart", "steps_chart"]
+__all__ = ["OUTCOMES", "best_chart", "contour_lines", "half_decade_limits", "log2_axis",
+           "metaparameter_chart", "scatter_chart", "search_space_chart", "steps_chart"]
+
+LegendOrient = Literal["left", "right", "top", "bottom", "top-left", "top-right",
+                       "bottom-left", "bottom-right"]
+"""Where a legend goes: outside (``left`` ... ``bottom``) or inside a corner of the plot."""
 
 REGIME_LABELS = {"perfect": "perfect scaling", "diminishing": "diminishing returns",
                  "plateau": "maximal data parallelism"}
@@ -38,6 +44,14 @@ def _powers_of_two(values: Sequence[float]) -> list[float]:
     return [2.0**k for k in range(lo, hi + 1)]
 
 
+def _legend(orient: LegendOrient | None, size: float) -> alt.Legend:
+    """A legend outside on the right, or inside the plot at ``orient`` (e.g. ``top-left``)."""
+    if orient is None:
+        return alt.Legend(labelFontSize=size)
+    return alt.Legend(orient=orient, labelFontSize=size, fillColor="white", padding=3,
+                      strokeColor="#ccc")
+
+
 def log2_axis(title: str, values: Sequence[float], domain: tuple[float, float] | None = None
               ) -> tuple[alt.Scale, alt.Axis]:
     """A log2 scale with power-of-two ticks labelled 2^k."""
@@ -46,7 +60,7 @@ def log2_axis(title: str, values: Sequence[float], domain: tuple[float, float] |
     ticks = _powers_of_two([*values, *(domain or ())])
     if len(ticks) > 12:  # keep labels readable: every other power
         ticks = ticks[:: math.ceil(len(ticks) / 12)]
-    axis = alt.Axis(title=title, values=ticks, grid=True,
+    axis = alt.Axis(title=title, values=ticks, grid=True, labelOverlap="greedy",
                     labelExpr="'2^' + round(log(datum.value) / log(2))")
     return scale, axis
 
@@ -59,6 +73,8 @@ def steps_chart(
     normalize_at: int | None = None,
     ylim: tuple[float, float] | None = None,
     fit: RegimeFit | None = None,
+    legend: LegendOrient | None = None,
+    legend_size: float = 8,
     width: float = 200,
     height: float = 175,
 ) -> alt.LayerChart:
@@ -94,7 +110,7 @@ def steps_chart(
                else f"Steps / (Steps at B={int(normalize_at)})")
     y_scale, y_axis = log2_axis(y_title, ys, ylim)
     color = alt.Color("curve:N", sort=labels, title=None,
-                      legend=alt.Legend() if len(curves) > 1 else None)
+                      legend=_legend(legend, legend_size) if len(curves) > 1 else None)
     x = alt.X("batch_size:Q", scale=x_scale, axis=x_axis)
     y = alt.Y("step:Q", scale=y_scale, axis=y_axis)
     layers: list[alt.Chart] = []
@@ -139,6 +155,8 @@ def metaparameter_chart(
     title: str | alt.TitleParams,
     y_title: str,
     heuristics: bool = True,
+    legend: LegendOrient | None = None,
+    legend_size: float = 8,
     width: float = 200,
     height: float = 175,
 ) -> alt.LayerChart:
@@ -175,7 +193,8 @@ def metaparameter_chart(
     colors = [palette[i % len(palette)] for i in range(len(labels))]
     if guides is not None:
         colors += ["black", "#55a868"]
-    color = alt.Color("curve:N", scale=alt.Scale(domain=domain, range=colors), title=None)
+    color = alt.Color("curve:N", scale=alt.Scale(domain=domain, range=colors), title=None,
+                      legend=_legend(legend, legend_size))
     x = alt.X("batch_size:Q", scale=x_scale, axis=x_axis)
     y = alt.Y("value:Q", scale=y_scale, axis=y_axis)
     layers = [alt.Chart(data).mark_line(
@@ -198,22 +217,28 @@ def best_chart(
     title: str | alt.TitleParams,
     y_title: str,
     goal_line: float | None = None,
+    xlim: tuple[float, float] | None = None,
     ylim: tuple[float, float] | None = None,
+    legend: LegendOrient | None = None,
+    legend_size: float = 8,
     width: float = 200,
     height: float = 175,
 ) -> alt.LayerChart:
-    """Best value per batch size: x log2, y linear; optionally a dotted goal line."""
+    """Best value per batch size: x log2, y linear; optionally a dotted goal line.
+
+    ``legend`` places the legend inside the plot (``top-right``, ``top-left``, ...).
+    """
     frames = [t.select(pl.col("batch_size").cast(pl.Float64), pl.col("value").cast(pl.Float64))
               .with_columns(pl.lit(label).alias("curve")) for label, t in curves]
     data = pl.concat(frames) if frames else pl.DataFrame(
         schema={"batch_size": pl.Float64, "value": pl.Float64, "curve": pl.String})
-    x_scale, x_axis = log2_axis("Batch Size", data["batch_size"].to_list())
+    x_scale, x_axis = log2_axis("Batch Size", data["batch_size"].to_list(), xlim)
     y = alt.Y("value:Q", title=y_title, scale=alt.Scale(zero=False, domain=list(ylim))
               if ylim else alt.Scale(zero=False))
     labels = [label for label, _ in curves]
     color = alt.Color("curve:N", sort=labels, title=None,
-                      legend=alt.Legend() if len(curves) > 1 else None)
-    layers = [alt.Chart(data).mark_line(
+                      legend=_legend(legend, legend_size) if len(curves) > 1 else None)
+    layers = [alt.Chart(data).mark_line(clip=xlim is not None or ylim is not None,
         point=alt.OverlayMarkDef(shape="triangle-up", filled=True, size=40)).encode(
         x=alt.X("batch_size:Q", scale=x_scale, axis=x_axis), y=y, color=color,
         tooltip=["curve:N", "batch_size:Q", "value:Q"])]
@@ -225,4 +250,152 @@ def best_chart(
                                              legend=alt.Legend(labelFontSize=6))))
     chart: alt.LayerChart = alt.LayerChart(layer=layers).properties(
         title=title, width=width, height=height).resolve_scale(color="independent")
+    return chart
+
+
+OUTCOMES = ("Goal Achieved", "Goal Not Achieved", "Infeasible")
+# A filled "x" (a polygon, so legends draw it like the scatter does) and a five-point star.
+X_SHAPE = ("M-1,-0.75L-0.75,-1L0,-0.25L0.75,-1L1,-0.75L0.25,0L1,0.75L0.75,1L0,0.25"
+           "L-0.75,1L-1,0.75L-0.25,0Z")
+STAR_SHAPE = ("M0,-1L0.2245,-0.309L0.9511,-0.309L0.3633,0.118L0.5878,0.809L0,0.382"
+              "L-0.5878,0.809L-0.3633,0.118L-0.9511,-0.309L-0.2245,-0.309Z")
+
+
+def contour_lines(xlim: tuple[float, float], ylim: tuple[float, float],
+                  levels: int = 10) -> pl.DataFrame:
+    """Lines of constant effective learning rate ``x / y`` across a log–log box.
+
+    The levels are ``levels`` evenly spaced values of log10(x / y) strictly inside its range
+    over the box (the range a 50 × 50 log-spaced grid spans). In log–log coordinates each
+    line is straight, so two end points clipped to the box draw it exactly.
+
+    >>> lines = contour_lines((1e-4, 1e-1), (1e-4, 1e-1))
+    >>> lines["level"].n_unique(), lines.height
+    (10, 20)
+    """
+    (x0, x1), (y0, y1) = (map(math.log10, xlim)), (map(math.log10, ylim))
+    lo, hi = x0 - y1, x1 - y0
+    rows: list[tuple[int, float, float]] = []
+    for i, level in enumerate(np.linspace(lo, hi, levels + 2)[1:-1]):
+        start, end = max(x0, y0 + level), min(x1, y1 + level)
+        rows += [(i, 10.0**start, 10.0 ** (start - level)), (i, 10.0**end, 10.0 ** (end - level))]
+    return pl.DataFrame(rows, schema={"level": pl.Int64, "x": pl.Float64, "y": pl.Float64},
+                        orient="row")
+
+
+def half_decade_limits(values: Sequence[float]) -> tuple[float, float]:
+    """From the largest 10^(k/2) strictly below min to the smallest strictly above max.
+
+    >>> half_decade_limits([0.02, 0.5])
+    (0.01, 1.0)
+    """
+    finite = [v for v in values if v > 0 and math.isfinite(v)]
+    if not finite:
+        return 1e-4, 1.0
+    low, high = min(finite), max(finite)
+    lo = math.floor(2 * math.log10(low))
+    while 10.0 ** (lo / 2) >= low:  # strictly below, whatever the rounding of log10
+        lo -= 1
+    while 10.0 ** ((lo + 1) / 2) < low:
+        lo += 1
+    hi = math.ceil(2 * math.log10(high))
+    while 10.0 ** (hi / 2) <= high:
+        hi += 1
+    while 10.0 ** ((hi - 1) / 2) > high:
+        hi -= 1
+    return 10.0 ** (lo / 2), 10.0 ** (hi / 2)
+
+
+def scatter_chart(
+    trials: pl.DataFrame,
+    *,
+    title: str | alt.TitleParams,
+    xlim: tuple[float, float] | None = None,
+    ylim: tuple[float, float] | None = None,
+    legend: LegendOrient | None = "bottom-right",
+    legend_size: float = 8,
+    width: float = 200,
+    height: float = 175,
+) -> alt.LayerChart:
+    """Learning rate against 1 − momentum, log10 × log10, one mark per trial.
+
+    ``trials`` has ``learning_rate``, ``momentum``, ``outcome`` (one of
+    :data:`OUTCOMES`) and ``winner``. Goal achieved: blue circles; not achieved: red
+    triangles; infeasible: black crosses; a yellow star on the winning trial; ten black
+    contours of constant effective learning rate.
+    """
+    data = trials.select(
+        pl.col("learning_rate").cast(pl.Float64), (1 - pl.col("momentum").cast(pl.Float64))
+        .alias("one_minus_momentum"), "outcome", "winner", pl.col("trial_id"))
+    if xlim is None or ylim is None:
+        xlim = xlim or half_decade_limits(data["learning_rate"].to_list())
+        ylim = ylim or half_decade_limits(data["one_minus_momentum"].to_list())
+    x = alt.X("learning_rate:Q", title="Learning Rate",
+              scale=alt.Scale(type="log", domain=list(xlim)), axis=alt.Axis(grid=True))
+    y = alt.Y("one_minus_momentum:Q", title="1 - Momentum",
+              scale=alt.Scale(type="log", domain=list(ylim)), axis=alt.Axis(grid=True))
+    lines = contour_lines(xlim, ylim)
+    contours = alt.Chart(lines).mark_line(color="black", opacity=0.5, strokeWidth=0.8,
+                                          clip=True).encode(
+        x=alt.X("x:Q", scale=alt.Scale(type="log", domain=list(xlim))),
+        y=alt.Y("y:Q", scale=alt.Scale(type="log", domain=list(ylim))), detail="level:N")
+    keys = _legend(legend, legend_size) if legend else None
+    points = alt.Chart(data).mark_point(filled=True, clip=True).encode(
+        x=x, y=y,
+        color=alt.Color("outcome:N", scale=alt.Scale(domain=list(OUTCOMES),
+                                                     range=["#4c72b0", "#c44e52", "black"]),
+                        legend=keys),
+        shape=alt.Shape("outcome:N", scale=alt.Scale(domain=list(OUTCOMES),
+                                                     range=["circle", "triangle-up", X_SHAPE]),
+                        legend=keys),
+        size=alt.Size("outcome:N", scale=alt.Scale(domain=list(OUTCOMES), range=[40, 40, 25]),
+                      legend=None),
+        opacity=alt.Opacity("outcome:N", scale=alt.Scale(domain=list(OUTCOMES),
+                                                         range=[1.0, 0.7, 0.7]), legend=None),
+        tooltip=["trial_id:Q", "outcome:N", "learning_rate:Q", "one_minus_momentum:Q"])
+    star = alt.Chart(data.filter(pl.col("winner"))).mark_point(
+        filled=True, shape=STAR_SHAPE, size=400, color="#f2d03b", stroke="black",
+        strokeWidth=0.5, clip=True).encode(x=x, y=y)
+    chart: alt.LayerChart = alt.LayerChart(layer=[contours, points, star]).properties(
+        title=title, width=width, height=height)
+    return chart
+
+
+def search_space_chart(
+    winners: pl.DataFrame,
+    band: pl.DataFrame,
+    *,
+    title: str | alt.TitleParams,
+    y_title: str = "Learning Rate",
+    width: float = 200,
+    height: float = 175,
+) -> alt.LayerChart:
+    """The winning learning rate per batch size inside the searched range, x log2, y log10.
+
+    ``winners`` has ``batch_size`` and ``value``; ``band`` has ``batch_size``, ``low`` and
+    ``high``. A non-positive ``low`` is drawn at the axis floor.
+    """
+    positive = [v for v in [*winners["value"].to_list(), *band["low"].to_list(),
+                            *band["high"].to_list()] if v is not None and v > 0]
+    floor = 10.0 ** math.floor(math.log10(min(positive))) if positive else 1e-6
+    band = band.with_columns(pl.when(pl.col("low") > 0).then(pl.col("low"))
+                             .otherwise(floor).alias("low"),
+                             pl.lit("Search Space").alias("series"))
+    xs = [*winners["batch_size"].to_list(), *band["batch_size"].to_list()]
+    x_scale, x_axis = log2_axis("Batch Size", xs)
+    x = alt.X("batch_size:Q", scale=x_scale, axis=x_axis)
+    top = 10.0 ** math.ceil(math.log10(max(positive))) if positive else 1.0
+    y_scale = alt.Scale(type="log", domain=[floor, top])
+    color = alt.Color("series:N", scale=alt.Scale(
+        domain=["Optimal Learning Rate", "Search Space"], range=["#4c72b0", "grey"]), title=None)
+    area = alt.Chart(band).mark_area(opacity=0.2, stroke="grey", strokeWidth=0.5).encode(
+        x=x, y=alt.Y("low:Q", scale=y_scale, title=y_title, axis=alt.Axis(grid=True)),
+        y2="high:Q", color=color)
+    line = alt.Chart(winners.with_columns(pl.lit("Optimal Learning Rate").alias("series"))
+                     ).mark_line(point=alt.OverlayMarkDef(shape="triangle-up", filled=True,
+                                                          size=40)).encode(
+        x=x, y=alt.Y("value:Q", scale=y_scale), color=color,
+        tooltip=["batch_size:Q", "value:Q"])
+    chart: alt.LayerChart = alt.LayerChart(layer=[area, line]).properties(
+        title=title, width=width, height=height)
     return chart
