@@ -18,10 +18,7 @@ import polars as pl
 
 from curvekit._version import __version__
 from curvekit.errors import CurvekitError
-from curvekit.fetch import fetch as fetch_
 from curvekit.home import ENV_HOME
-from curvekit.store.catalog import info as info_
-from curvekit.store.catalog import verify as verify_
 from curvekit.store.store import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -112,6 +109,8 @@ def _progress() -> Iterator[Callable[[str, int, int | None], None]]:
 def fetch(home: Path | None, url: str | None, archive: Path | None, sha256: str | None,
           manifest: Path | None, force: bool, decompressor: str, quiet: bool) -> None:
     """Download the release archive, verify it, and convert it into the store."""
+    from curvekit.fetch import fetch as fetch_
+
     options: dict[str, Any] = {"home": home, "url": url, "archive": archive, "sha256": sha256,
                                "manifest": manifest, "force": force,
                                "decompressor": decompressor}
@@ -137,6 +136,7 @@ def fetch(home: Path | None, url: str | None, archive: Path | None, sha256: str 
 def verify(home: Path | None, manifest: Path | None) -> None:
     """Check the store against its manifest; exit 1 on any mismatch."""
     from curvekit.release.manifest import Manifest
+    from curvekit.store.catalog import verify as verify_
 
     store = Store.open(home)
     report = verify_(store, Manifest.from_file(manifest) if manifest else None)
@@ -155,6 +155,8 @@ def verify(home: Path | None, manifest: Path | None) -> None:
 @format_option
 def info(home: Path | None, fmt: str) -> None:
     """Workloads in the store: batch sizes, trials by status, metrics, rows."""
+    from curvekit.store.catalog import info as info_
+
     emit(info_(Store.open(home)), fmt)
 
 
@@ -370,10 +372,13 @@ def plot_steps_to_result(workload: str, metric: str, maximize: bool, trials: int
 @home_option
 def figure_(number: int, out: Path | None, fmt: str, home: Path | None) -> None:
     """Render the paper's figure NUMBER from the store."""
-    from curvekit.figures.output import save
-    from curvekit.figures.render import figure
+    from curvekit.figures.output import save, warm_up
 
-    chart, meta = figure(number, Store.open(home))
+    if fmt in ("png", "svg", "pdf"):
+        warm_up()
+    from curvekit.figures.render import figure_spec
+
+    chart, meta = figure_spec(number, Store.open(home))
     target = save(chart, out or Path(f"figure-{number:02d}.{fmt}"), meta, fmt=fmt)
     click.echo(f"Wrote {target}")
 

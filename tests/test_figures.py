@@ -306,3 +306,14 @@ def test_half_decade_limits_are_strict() -> None:
 
     assert half_decade_limits([0.01, 0.1]) == pytest.approx((10**-2.5, 10**-0.5))
     assert half_decade_limits([10**-2.5, 0.3]) == pytest.approx((1e-3, 10**-0.5))
+
+
+@pytest.mark.parametrize("number", [2, 19])
+def test_fast_spec_equals_the_altair_chart(home: Path, number: int) -> None:
+    from curvekit.figures.render import figure, figure_spec
+    from curvekit.store.store import Store
+
+    store = Store.open(home)
+    chart, meta = figure(number, store)
+    spec, meta2 = figure_spec(number, store)
+    assert spec == chart.to_dict() and meta == meta2

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import altair as alt
 import numpy as np
 import polars as pl
 
-from curvekit.fit import RegimeFit
+if TYPE_CHECKING:
+    from curvekit.fit import RegimeFit
 
 __all__ = ["OUTCOMES", "best_chart", "contour_lines", "half_decade_limits", "log2_axis",
            "metaparameter_chart", "scatter_chart", "search_space_chart", "steps_chart"]
@@ -29,6 +30,10 @@ __all__ = ["OUTCOMES", "best_chart", "contour_lines", "half_decade_limits", "log
 LegendOrient = Literal["left", "right", "top", "bottom", "top-left", "top-right",
                        "bottom-left", "bottom-right"]
 """Where a legend goes: outside (``left`` ... ``bottom``) or inside a corner of the plot."""
+
+# Charts are built in one constructor call each: every chained Altair method deep-copies
+# the whole chart, which dominated the time to draw a figure.
+_INDEPENDENT_COLOR = alt.Resolve(scale=alt.ScaleResolveMap(color="independent"))
 
 REGIME_LABELS = {"perfect": "perfect scaling", "diminishing": "diminishing returns",
                  "plateau": "maximal data parallelism"}
@@ -42,6 +47,11 @@ def _powers_of_two(values: Sequence[float]) -> list[float]:
         return []
     lo, hi = math.floor(math.log2(min(finite))), math.ceil(math.log2(max(finite)))
     return [2.0**k for k in range(lo, hi + 1)]
+
+
+def _tooltips(*fields: str) -> list[alt.Tooltip]:
+    """Tooltip channels as objects: Altair parses shorthand lists far more slowly."""
+    return [alt.Tooltip(f) for f in fields]
 
 
 def _legend(orient: LegendOrient | None, size: float) -> alt.Legend:
@@ -119,12 +129,12 @@ def steps_chart(
     clip = ylim is not None  # fixed limits: keep marks inside the plot
     layers.append(alt.Chart(data).mark_line(
         clip=clip, point=alt.OverlayMarkDef(shape="triangle-up", filled=True, size=40)).encode(
-        x=x, y=y, color=color, tooltip=["curve:N", "batch_size:Q", "step:Q"]))
+        x=x, y=y, color=color, tooltip=_tooltips("curve:N", "batch_size:Q", "step:Q")))
     if line is not None:
         layers.append(alt.Chart(line).mark_line(color="black", strokeDash=[5, 4],
                                                 strokeWidth=1, clip=clip).encode(x=x, y=y))
-    chart: alt.LayerChart = alt.LayerChart(layer=layers).properties(
-        title=title, width=width, height=height).resolve_scale(color="independent")
+    chart = alt.LayerChart(layer=layers, title=title, width=width, height=height,
+                           resolve=_INDEPENDENT_COLOR)
     return chart
 
 
@@ -138,7 +148,7 @@ def _fit_layers(fit: RegimeFit, x_scale: alt.Scale, y_scale: alt.Scale) -> list[
         "regime": [f"{REGIME_LABELS[s]} (fit)" for s in fit.segments]})
     domain = [f"{name} (fit)" for name in REGIME_COLORS]
     shade = alt.Chart(bands).mark_rect(opacity=0.12).encode(
-        x=alt.X("start:Q", scale=x_scale), x2="end:Q",
+        x=alt.X("start:Q", scale=x_scale), x2=alt.X2("end"),
         color=alt.Color("regime:N", scale=alt.Scale(domain=domain,
                                                     range=list(REGIME_COLORS.values())),
                         title=f"Regimes (fit: {fit.model})"))
@@ -199,15 +209,14 @@ def metaparameter_chart(
     y = alt.Y("value:Q", scale=y_scale, axis=y_axis)
     layers = [alt.Chart(data).mark_line(
         point=alt.OverlayMarkDef(shape="triangle-up", filled=True, size=40)).encode(
-        x=x, y=y, color=color, tooltip=["curve:N", "batch_size:Q", "value:Q"])]
+        x=x, y=y, color=color, tooltip=_tooltips("curve:N", "batch_size:Q", "value:Q"))]
     if guides is not None:
         dash = alt.StrokeDash("curve:N", scale=alt.Scale(
             domain=["Linear Heuristic", "Square Root Heuristic"], range=[[5, 4], [6, 3, 1, 3]]),
             legend=None)
         layers.append(alt.Chart(guides).mark_line(strokeWidth=1).encode(
-            x=x, y=y, color=color, strokeDash=dash, detail="curve:N"))
-    chart: alt.LayerChart = alt.LayerChart(layer=layers).properties(
-        title=title, width=width, height=height)
+            x=x, y=y, color=color, strokeDash=dash, detail=alt.Detail("curve:N")))
+    chart = alt.LayerChart(layer=layers, title=title, width=width, height=height)
     return chart
 
 
@@ -241,15 +250,15 @@ def best_chart(
     layers = [alt.Chart(data).mark_line(clip=xlim is not None or ylim is not None,
         point=alt.OverlayMarkDef(shape="triangle-up", filled=True, size=40)).encode(
         x=alt.X("batch_size:Q", scale=x_scale, axis=x_axis), y=y, color=color,
-        tooltip=["curve:N", "batch_size:Q", "value:Q"])]
+        tooltip=_tooltips("curve:N", "batch_size:Q", "value:Q"))]
     if goal_line is not None:
         rule = pl.DataFrame({"value": [goal_line], "label": ["Figure 1 goal"]})
         layers.append(alt.Chart(rule).mark_rule(color="grey", strokeDash=[1, 2],
                                                 strokeWidth=1).encode(
-            y="value:Q", opacity=alt.Opacity("label:N", title=None,
+            y=alt.Y("value:Q"), opacity=alt.Opacity("label:N", title=None,
                                              legend=alt.Legend(labelFontSize=6))))
-    chart: alt.LayerChart = alt.LayerChart(layer=layers).properties(
-        title=title, width=width, height=height).resolve_scale(color="independent")
+    chart = alt.LayerChart(layer=layers, title=title, width=width, height=height,
+                           resolve=_INDEPENDENT_COLOR)
     return chart
 
 
@@ -338,7 +347,8 @@ def scatter_chart(
     contours = alt.Chart(lines).mark_line(color="black", opacity=0.5, strokeWidth=0.8,
                                           clip=True).encode(
         x=alt.X("x:Q", scale=alt.Scale(type="log", domain=list(xlim))),
-        y=alt.Y("y:Q", scale=alt.Scale(type="log", domain=list(ylim))), detail="level:N")
+        y=alt.Y("y:Q", scale=alt.Scale(type="log", domain=list(ylim))),
+        detail=alt.Detail("level:N"))
     keys = _legend(legend, legend_size) if legend else None
     points = alt.Chart(data).mark_point(filled=True, clip=True).encode(
         x=x, y=y,
@@ -352,12 +362,12 @@ def scatter_chart(
                       legend=None),
         opacity=alt.Opacity("outcome:N", scale=alt.Scale(domain=list(OUTCOMES),
                                                          range=[1.0, 0.7, 0.7]), legend=None),
-        tooltip=["trial_id:Q", "outcome:N", "learning_rate:Q", "one_minus_momentum:Q"])
+        tooltip=_tooltips("trial_id:Q", "outcome:N", "learning_rate:Q", "one_minus_momentum:Q"))
     star = alt.Chart(data.filter(pl.col("winner"))).mark_point(
         filled=True, shape=STAR_SHAPE, size=400, color="#f2d03b", stroke="black",
         strokeWidth=0.5, clip=True).encode(x=x, y=y)
-    chart: alt.LayerChart = alt.LayerChart(layer=[contours, points, star]).properties(
-        title=title, width=width, height=height)
+    chart = alt.LayerChart(layer=[contours, points, star], title=title, width=width,
+                           height=height)
     return chart
 
 
@@ -390,12 +400,11 @@ def search_space_chart(
         domain=["Optimal Learning Rate", "Search Space"], range=["#4c72b0", "grey"]), title=None)
     area = alt.Chart(band).mark_area(opacity=0.2, stroke="grey", strokeWidth=0.5).encode(
         x=x, y=alt.Y("low:Q", scale=y_scale, title=y_title, axis=alt.Axis(grid=True)),
-        y2="high:Q", color=color)
+        y2=alt.Y2("high"), color=color)
     line = alt.Chart(winners.with_columns(pl.lit("Optimal Learning Rate").alias("series"))
                      ).mark_line(point=alt.OverlayMarkDef(shape="triangle-up", filled=True,
                                                           size=40)).encode(
         x=x, y=alt.Y("value:Q", scale=y_scale), color=color,
-        tooltip=["batch_size:Q", "value:Q"])
-    chart: alt.LayerChart = alt.LayerChart(layer=[area, line]).properties(
-        title=title, width=width, height=height)
+        tooltip=_tooltips("batch_size:Q", "value:Q"))
+    chart = alt.LayerChart(layer=[area, line], title=title, width=width, height=height)
     return chart

@@ -34,7 +34,7 @@ from curvekit.goals import paper_goal
 from curvekit.measure import trial_outcomes
 from curvekit.store.store import Store
 
-__all__ = ["FigureError", "figure", "render_all"]
+__all__ = ["FigureError", "figure", "figure_spec", "render_all"]
 
 
 class FigureError(CurvekitError):
@@ -182,8 +182,7 @@ def _shared_limits(store: Store, spec: Figure
             half_decade_limits((1 - data["momentum"]).to_list()))
 
 
-def figure(number: int, store: Store) -> tuple[alt.VConcatChart, dict[str, Any]]:
-    """The paper's figure ``number`` drawn from ``store``, and its provenance."""
+def _check(number: int, store: Store) -> Figure:
     if number not in FIGURES:
         known = ", ".join(str(n) for n in sorted(FIGURES))
         raise FigureError(f"figure {number} is not available; figures drawn so far: {known}")
@@ -193,24 +192,69 @@ def figure(number: int, store: Store) -> tuple[alt.VConcatChart, dict[str, Any]]
         raise FigureError(
             f"figure {number} needs workloads missing from the store: {', '.join(missing)}; "
             "run `curvekit fetch` for the release (or `curvekit fetch --archive PATH`)")
+    return spec
+
+
+def _charts(spec: Figure, store: Store) -> list[alt.LayerChart]:
     width, height = spec.size_px
     panel_w, panel_h = width / spec.cols - 60, height / spec.rows - 60
     limits = _shared_limits(store, spec)
-    charts = [_panel(store, p, panel_w, panel_h, spec.title_size, limits) for p in spec.panels]
-    rows = [alt.hconcat(*charts[i:i + spec.cols]).resolve_legend(
-        color="independent", shape="independent") for i in range(0, len(charts), spec.cols)]
-    # Each panel keeps its own legend where the spec places it.
-    chart = alt.vconcat(*rows).properties(title=f"Figure {number}: {spec.title}") \
-        .resolve_legend(color="independent", shape="independent")
+    return [_panel(store, p, panel_w, panel_h, spec.title_size, limits) for p in spec.panels]
+
+
+def _provenance(spec: Figure, store: Store) -> dict[str, Any]:
     curves = [c for p in spec.panels for c in p.curves]
-    meta = provenance(store, figure=number, workloads=spec.workloads(),
+    return provenance(store, figure=spec.number, workloads=spec.workloads(),
                       curves=[{"workload": c.workload, "label": c.label, "metric": c.metric,
                                "goal": c.goal, "maximize": c.maximize, "trials": c.trials,
                                "statuses": list(c.statuses), "step_budget": c.step_budget,
                                "example_budget": c.example_budget, "subset": c.subset,
                                "batch_size": c.batch_size, "eligible": c.eligible}
                               for c in curves])
-    return chart, meta
+
+
+# Each panel keeps its own legend where the spec places it.
+_LEGENDS = {"legend": {"color": "independent", "shape": "independent"}}
+
+
+def figure(number: int, store: Store) -> tuple[alt.VConcatChart, dict[str, Any]]:
+    """The paper's figure ``number`` drawn from ``store`` as an Altair chart, and its provenance.
+
+    The chart is a grid (rows of ``hconcat`` in a ``vconcat``) of one layered chart per panel.
+    """
+    spec = _check(number, store)
+    charts = _charts(spec, store)
+    legends = alt.Resolve(**_LEGENDS)
+    rows = [alt.HConcatChart(hconcat=charts[i:i + spec.cols], resolve=legends)
+            for i in range(0, len(charts), spec.cols)]
+    chart = alt.VConcatChart(vconcat=rows, title=_title(spec), resolve=legends)
+    return chart, _provenance(spec, store)
+
+
+def _title(spec: Figure) -> str:
+    return f"Figure {spec.number}: {spec.title}"
+
+
+def figure_spec(number: int, store: Store) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The same figure as :func:`figure`, as its Vega-Lite spec (a dict), and its provenance.
+
+    Composing the panels' specs directly skips Altair's copying of the whole chart at each
+    level of the grid, which took longer than the queries; the result equals
+    ``figure(number, store)[0].to_dict()``.
+    """
+    spec = _check(number, store)
+    panels = [c.to_dict(validate=False) for c in _charts(spec, store)]
+    datasets: dict[str, Any] = {}
+    top: dict[str, Any] = {}
+    for panel in panels:
+        datasets.update(panel.pop("datasets", {}))
+        for key in ("$schema", "config"):
+            top[key] = panel.pop(key, top.get(key))
+    rows = [{"hconcat": panels[i:i + spec.cols], "resolve": _LEGENDS}
+            for i in range(0, len(panels), spec.cols)]
+    out = {"config": top.get("config"), "vconcat": rows, "resolve": _LEGENDS,
+           "title": _title(spec), "$schema": top.get("$schema"), "datasets": datasets}
+    return {k: v for k, v in out.items() if v is not None}, _provenance(spec, store)
 
 
 def render_all(store: Store, folder: str | os.PathLike[str], *, fmt: str = "png"
@@ -229,7 +273,7 @@ def render_all(store: Store, folder: str | os.PathLike[str], *, fmt: str = "png"
     for number in sorted(FIGURES):
         name = f"figure-{number:02d}.{fmt}"
         try:
-            chart, meta = figure(number, store)
+            chart, meta = figure_spec(number, store)
         except FigureError as exc:
             items.append(f"<li><h2>Figure {number}</h2><p>{html.escape(str(exc))}</p></li>")
             continue
