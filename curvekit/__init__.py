@@ -29,6 +29,7 @@ from curvekit.errors import (
 
 if TYPE_CHECKING:
     from curvekit.fetch import FetchResult, fetch
+    from curvekit.figures.render import figure
     from curvekit.fit import bootstrap, fit_critical_batch, fit_regimes, fit_workload
     from curvekit.goals import paper_goal
     from curvekit.release.manifest import Manifest, load_manifest
@@ -52,6 +53,7 @@ _LAZY = {
     "fit_workload": ("curvekit.fit", "fit_workload"),
     "bootstrap": ("curvekit.fit", "bootstrap"),
     "paper_goal": ("curvekit.goals", "paper_goal"),
+    "figure": ("curvekit.figures.render", "figure"),
     "AddResult": ("curvekit.store.update", "AddResult"),
     "WorkloadData": ("curvekit.store.update", "WorkloadData"),
     "add_workload": ("curvekit.store.update", "add_workload"),
@@ -90,6 +92,7 @@ __all__ = [
     "add_workload",
     "bootstrap",
     "fetch",
+    "figure",
     "fit_critical_batch",
     "fit_regimes",
     "fit_workload",

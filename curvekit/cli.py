@@ -364,6 +364,73 @@ def plot_steps_to_result(workload: str, metric: str, maximize: bool, trials: int
     click.echo(f"Wrote {target}")
 
 
+def _save_plot(chart: Any, meta: dict[str, Any], out: Path | None, default: str,
+               fmt: str) -> None:
+    from curvekit.figures.output import save
+
+    target = save(chart, out or Path(f"{default}.{fmt}"), meta, fmt=fmt)
+    click.echo(f"Wrote {target}")
+
+
+def _out_option(default: str) -> Callable[[F], F]:
+    return click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+                        help=f"Output file (default {default}.<format>).")
+
+
+@plot.command("metaparameters")
+@_selection_options
+@plot_format_option
+@click.option("--goal", type=float, required=True, help="The target value of the metric.")
+@click.option("--parameter", default="effective_learning_rate", show_default=True,
+              help="effective_learning_rate, learning_rate, momentum, or any metaparameter.")
+@_out_option("metaparameters")
+def plot_metaparameters(workload: str, metric: str, maximize: bool, trials: int | None,
+                        max_steps: float | None, max_examples: float | None,
+                        home: Path | None, fmt: str, goal: float, parameter: str,
+                        out: Path | None) -> None:
+    """The winning trial's metaparameter per batch size, with the scaling heuristics."""
+    from curvekit.figures.plots import plot_metaparameters as plot_
+
+    chart, meta = plot_(Store.open(home), workload, metric, goal, parameter=parameter,
+                        maximize=maximize, trials=trials, step_budget=max_steps,
+                        example_budget=max_examples)
+    _save_plot(chart, meta, out, "metaparameters", fmt)
+
+
+@plot.command("scatter")
+@_selection_options
+@plot_format_option
+@click.option("--goal", type=float, required=True, help="The target value of the metric.")
+@click.option("--batch-size", type=int, required=True, help="The study to show.")
+@_out_option("scatter")
+def plot_scatter(workload: str, metric: str, maximize: bool, trials: int | None,
+                 max_steps: float | None, max_examples: float | None, home: Path | None,
+                 fmt: str, goal: float, batch_size: int, out: Path | None) -> None:
+    """Learning rate vs 1 - momentum of one study: goal achieved, not achieved, infeasible."""
+    from curvekit.figures.plots import plot_scatter as plot_
+
+    chart, meta = plot_(Store.open(home), workload, metric, goal, batch_size,
+                        maximize=maximize, trials=trials, step_budget=max_steps,
+                        example_budget=max_examples)
+    _save_plot(chart, meta, out, "scatter", fmt)
+
+
+@plot.command("best")
+@_selection_options
+@plot_format_option
+@click.option("--goal", type=float, help="Draw this value as a dotted line.")
+@_out_option("best")
+def plot_best(workload: str, metric: str, maximize: bool, trials: int | None,
+              max_steps: float | None, max_examples: float | None, home: Path | None,
+              fmt: str, goal: float | None, out: Path | None) -> None:
+    """The best value of the metric per batch size, within the budgets."""
+    from curvekit.figures.plots import plot_best as plot_
+
+    chart, meta = plot_(Store.open(home), workload, metric, goal=goal, maximize=maximize,
+                        trials=trials, step_budget=max_steps, example_budget=max_examples)
+    _save_plot(chart, meta, out, "best", fmt)
+
+
 @main.command("figure")
 @click.argument("number", type=int)
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),

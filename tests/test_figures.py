@@ -14,7 +14,6 @@ from click.testing import CliRunner
 from curvekit.cli import main
 from curvekit.figures.paper import FIGURE1_PANELS, FIGURES
 
-
 # Every workload of the figures but 3-6 and 23 (the gallery test needs some missing).
 WORKLOADS = [p[1] for p in FIGURE1_PANELS] + [
     f"lm1b/transformer_{s}/nesterov_momentum" for s in ("wide", "shallow", "narrow_and_shallow")
@@ -208,7 +207,7 @@ def test_scatter_figures(home: Path, tmp_path: Path, number: int) -> None:
     assert len(limits) == 1  # every panel has the same limits
     meta = spec["usermeta"]["curvekit"]["curves"]
     if number == 9:
-        assert [p.title for p in fig.panels][0] == "Batch Size 128"
+        assert fig.panels[0].title == "Batch Size 128"
         assert {c["example_budget"] for c in meta} == {30_301_028}
         (xlim, ylim), = limits
         assert xlim == pytest.approx((10**-4.5, 10**-0.5)) and ylim == pytest.approx((1e-6, 10))

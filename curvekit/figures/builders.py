@@ -226,6 +226,7 @@ def best_chart(
     title: str | alt.TitleParams,
     y_title: str,
     goal_line: float | None = None,
+    goal_label: str = "Figure 1 goal",
     xlim: tuple[float, float] | None = None,
     ylim: tuple[float, float] | None = None,
     legend: LegendOrient | None = None,
@@ -252,7 +253,7 @@ def best_chart(
         x=alt.X("batch_size:Q", scale=x_scale, axis=x_axis), y=y, color=color,
         tooltip=_tooltips("curve:N", "batch_size:Q", "value:Q"))]
     if goal_line is not None:
-        rule = pl.DataFrame({"value": [goal_line], "label": ["Figure 1 goal"]})
+        rule = pl.DataFrame({"value": [goal_line], "label": [goal_label]})
         layers.append(alt.Chart(rule).mark_rule(color="grey", strokeDash=[1, 2],
                                                 strokeWidth=1).encode(
             y=alt.Y("value:Q"), opacity=alt.Opacity("label:N", title=None,

@@ -217,11 +217,14 @@ def _provenance(spec: Figure, store: Store) -> dict[str, Any]:
 _LEGENDS = {"legend": {"color": "independent", "shape": "independent"}}
 
 
-def figure(number: int, store: Store) -> tuple[alt.VConcatChart, dict[str, Any]]:
+def figure(number: int, store: Store | None = None
+           ) -> tuple[alt.VConcatChart, dict[str, Any]]:
     """The paper's figure ``number`` drawn from ``store`` as an Altair chart, and its provenance.
 
     The chart is a grid (rows of ``hconcat`` in a ``vconcat``) of one layered chart per panel.
+    ``store`` defaults to the current store of curvekit's home.
     """
+    store = store or Store.open()
     spec = _check(number, store)
     charts = _charts(spec, store)
     legends = alt.Resolve(**_LEGENDS)
@@ -235,13 +238,15 @@ def _title(spec: Figure) -> str:
     return f"Figure {spec.number}: {spec.title}"
 
 
-def figure_spec(number: int, store: Store) -> tuple[dict[str, Any], dict[str, Any]]:
+def figure_spec(number: int, store: Store | None = None
+                ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The same figure as :func:`figure`, as its Vega-Lite spec (a dict), and its provenance.
 
     Composing the panels' specs directly skips Altair's copying of the whole chart at each
     level of the grid, which took longer than the queries; the result equals
     ``figure(number, store)[0].to_dict()``.
     """
+    store = store or Store.open()
     spec = _check(number, store)
     panels = [c.to_dict(validate=False) for c in _charts(spec, store)]
     datasets: dict[str, Any] = {}
