@@ -234,7 +234,7 @@ def trial_outcomes(
     workload: str,
     metric: str,
     goal: float,
-    batch_size: int,
+    batch_size: int | None,
     *,
     maximize: bool = False,
     trials: int | None = None,
@@ -244,35 +244,40 @@ def trial_outcomes(
 ) -> pl.DataFrame:
     """Every loaded trial of one study with its outcome, for a learning-rate/momentum scatter.
 
-    Returns ``trial_id, status, learning_rate, momentum, step, outcome, winner``: ``step``
-    is the trial's first row beating the goal within the budgets (null if none); ``outcome``
-    is "Goal Achieved" or "Goal Not Achieved" for a COMPLETE trial and "Infeasible" for an
-    INFEASIBLE one; ``winner`` marks the trial that wins steps to result over all the loaded
-    rows, INFEASIBLE trials' rows included (as the paper's scatter does).
+    Returns ``batch_size, trial_id, status, learning_rate, momentum, step, outcome, winner``:
+    ``step`` is the trial's first row beating the goal within the budgets (null if none);
+    ``outcome`` is "Goal Achieved" or "Goal Not Achieved" for a COMPLETE trial and
+    "Infeasible" for an INFEASIBLE one; ``winner`` marks the trial that wins steps to result
+    over all the loaded rows, INFEASIBLE trials' rows included (as the paper's scatter does).
+    ``batch_size=None`` returns every study, with a winner in each.
     """
     bad = sorted(set(statuses) - {"COMPLETE", "INFEASIBLE"})
     if bad:
         raise QueryError(f"a scatter shows COMPLETE and INFEASIBLE trials, not {bad}")
     hits = trial_hits(store, workload, metric, goal, maximize=maximize, trials=trials,
                       step_budget=step_budget, example_budget=example_budget,
-                      statuses=statuses).filter(pl.col("batch_size") == batch_size)
-    if hits.is_empty():
-        have = store.studies(workload)["batch_size"].to_list()
-        raise QueryError(f"{workload} has no loaded trials at batch size {batch_size}; its "
-                         f"batch sizes are {', '.join(map(str, have))}")
+                      statuses=statuses)
+    if batch_size is not None:
+        hits = hits.filter(pl.col("batch_size") == batch_size)
+        if hits.is_empty():
+            have = store.studies(workload)["batch_size"].to_list()
+            raise QueryError(f"{workload} has no loaded trials at batch size {batch_size}; "
+                             f"its batch sizes are {', '.join(map(str, have))}")
     names = store.parameter_columns(workload)
     lr = "learning_rate" if "learning_rate" in names else "null"
     momentum = "coalesce(momentum, 0)" if "momentum" in names else "0"
     params = store.query(
-        f"select trial_id, status, {lr} as learning_rate, {momentum} as momentum "
-        f"from {store.source('trials', workload)} where batch_size = ?", [batch_size])
-    table = hits.join(params, on="trial_id", how="left")
-    ranked = table.filter(pl.col("step").is_not_null()).sort("step", "trial_id")
-    winner = ranked["trial_id"][0] if ranked.height else None
+        f"select batch_size, trial_id, status, {lr} as learning_rate, {momentum} as momentum "
+        f"from {store.source('trials', workload)}")
+    table = hits.join(params, on=["batch_size", "trial_id"], how="left")
+    winners = (table.filter(pl.col("step").is_not_null()).sort("batch_size", "step", "trial_id")
+               .group_by("batch_size", maintain_order=True).first()
+               .select("batch_size", pl.col("trial_id").alias("winning_trial")))
     outcome = (pl.when(pl.col("status") == "INFEASIBLE").then(pl.lit("Infeasible"))
                .when(pl.col("step").is_not_null()).then(pl.lit("Goal Achieved"))
                .otherwise(pl.lit("Goal Not Achieved")))
-    return table.select(
-        "trial_id", "status", pl.col("learning_rate").cast(pl.Float64),
+    return table.join(winners, on="batch_size", how="left").select(
+        "batch_size", "trial_id", "status", pl.col("learning_rate").cast(pl.Float64),
         pl.col("momentum").cast(pl.Float64), "step", outcome.alias("outcome"),
-        (pl.col("trial_id") == winner).fill_null(False).alias("winner")).sort("trial_id")
+        (pl.col("trial_id") == pl.col("winning_trial")).fill_null(False).alias("winner"),
+    ).sort("batch_size", "trial_id")
