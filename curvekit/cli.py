@@ -71,7 +71,8 @@ def emit(frame: pl.DataFrame, fmt: str) -> None:
 def _progress() -> Iterator[Callable[[str, int, int | None], None]]:
     """A progress renderer for fetch: one bar per stage, on stderr."""
     bars: dict[str, Any] = {}
-    labels = {"download": "Downloading", "verify": "Checking sha256", "convert": "Converting"}
+    labels = {"download": "Downloading", "verify": "Checking sha256", "convert": "Converting",
+              "workloads": "Workload pages", "figures": "Figures"}
 
     def update(stage: str, done: int, total: int | None) -> None:
         bar = bars.get(stage)
@@ -461,3 +462,31 @@ def figures(folder: Path, fmt: str, home: Path | None) -> None:
 
     written = render_all(Store.open(home), folder, fmt=fmt)
     click.echo(f"Wrote {len(written)} figures and {folder / 'index.html'}")
+
+
+@main.command("report")
+@click.option("--out", "folder", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("report"), show_default=True, help="Output folder.")
+@click.option("--bootstrap", "samples", type=click.IntRange(min=0), default=200,
+              show_default=True, help="Bootstrap resamples per fit (0: no intervals).")
+@click.option("--no-figures", is_flag=True, help="Leave out the gallery of the paper's figures.")
+@click.option("--workload", "workloads", multiple=True,
+              help="Only these workloads (repeatable; default: all).")
+@click.option("--quiet", is_flag=True, help="No progress bars.")
+@home_option
+def report_(folder: Path, samples: int, no_figures: bool, workloads: tuple[str, ...],
+            quiet: bool, home: Path | None) -> None:
+    """Write a self-contained static site: every workload, its fits and charts, the figures."""
+    from curvekit.report.site import report
+
+    store = Store.open(home)
+    for name in workloads:
+        store.split_workload(name)  # unknown names fail before any work
+    options: dict[str, Any] = {"bootstrap": samples, "figures": not no_figures,
+                               "workloads": list(workloads) or None}
+    if quiet:
+        site = report(store, folder, **options)
+    else:
+        with _progress() as progress:
+            site = report(store, folder, progress=progress, **options)
+    click.echo(f"Wrote {site / 'index.html'} (open it in a browser; no server needed)")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import altair as alt
 import numpy as np
@@ -85,6 +85,7 @@ def steps_chart(
     fit: RegimeFit | None = None,
     legend: LegendOrient | None = None,
     legend_size: float = 8,
+    select: str | None = None,
     width: float = 200,
     height: float = 175,
 ) -> alt.LayerChart:
@@ -94,7 +95,9 @@ def steps_chart(
     ``scaling_label`` gets the black dashed perfect-scaling line, drawn at its own batch
     sizes. ``normalize_at`` divides each curve by its steps at that batch size. ``fit``
     overlays a regime fit of the (single) curve: the fitted line and shaded regimes, both
-    labelled as fits.
+    labelled as fits. With ``select`` (the selector's name, e.g. "goal"), one curve shows
+    at a time, chosen in a drop-down (``scaling_label`` first), each with its own
+    perfect-scaling line.
     """
     frames = []
     for label, table in curves:
@@ -107,13 +110,18 @@ def steps_chart(
         schema={"batch_size": pl.Float64, "step": pl.Float64, "curve": pl.String})
     labels = [label for label, _ in curves]
     line = None
-    if scaling_label is not None and scaling_label in labels:
-        ref = data.filter(pl.col("curve") == scaling_label).sort("batch_size")
+    scaled = labels if select is not None else (
+        [scaling_label] if scaling_label in labels else [])
+    lines = []
+    for label in scaled:
+        ref = data.filter(pl.col("curve") == label).sort("batch_size")
         if ref.height:
             b0, s0 = ref["batch_size"][0], ref["step"][0]
             anchor = (normalize_at / ref["batch_size"]) if normalize_at is not None else (
                 s0 * b0 / ref["batch_size"])
-            line = ref.select("batch_size", anchor.alias("step"))
+            lines.append(ref.select("batch_size", anchor.alias("step"), "curve"))
+    if lines:
+        line = pl.concat(lines)
     ys = data["step"].to_list() + ([] if line is None else line["step"].to_list())
     x_scale, x_axis = log2_axis("Batch Size", data["batch_size"].to_list())
     y_title = ("Steps" if normalize_at is None
@@ -127,15 +135,30 @@ def steps_chart(
     if fit is not None:
         layers += _fit_layers(fit, x_scale, y_scale)
     clip = ylim is not None  # fixed limits: keep marks inside the plot
-    layers.append(alt.Chart(data).mark_line(
+    curve_layer = alt.Chart(data).mark_line(
         clip=clip, point=alt.OverlayMarkDef(shape="triangle-up", filled=True, size=40)).encode(
-        x=x, y=y, color=color, tooltip=_tooltips("curve:N", "batch_size:Q", "step:Q")))
-    if line is not None:
-        layers.append(alt.Chart(line).mark_line(color="black", strokeDash=[5, 4],
-                                                strokeWidth=1, clip=clip).encode(x=x, y=y))
+        x=x, y=y, color=color, tooltip=_tooltips("curve:N", "batch_size:Q", "step:Q"))
+    line_layer = None if line is None else alt.Chart(line).mark_line(
+        color="black", strokeDash=[5, 4], strokeWidth=1, clip=clip).encode(x=x, y=y)
+    params: list[Any] = []
+    if select is not None and labels:
+        param = alt.param(name=_param_name(select), value=scaling_label or labels[0],
+                          bind=alt.binding_select(options=labels, name=f"{select} "))
+        params.append(param.param)
+        curve_layer = curve_layer.transform_filter(alt.datum.curve == param)
+        if line_layer is not None:
+            line_layer = line_layer.transform_filter(alt.datum.curve == param)
+    layers.append(curve_layer)
+    if line_layer is not None:
+        layers.append(line_layer)
     chart = alt.LayerChart(layer=layers, title=title, width=width, height=height,
-                           resolve=_INDEPENDENT_COLOR)
+                           resolve=_INDEPENDENT_COLOR, params=params or alt.Undefined)
     return chart
+
+
+def _param_name(label: str) -> str:
+    """A Vega expression name for a selector labelled ``label``."""
+    return "select_" + "".join(c if c.isalnum() else "_" for c in label)
 
 
 def _fit_layers(fit: RegimeFit, x_scale: alt.Scale, y_scale: alt.Scale) -> list[alt.Chart]:
@@ -324,10 +347,14 @@ def scatter_chart(
     ylim: tuple[float, float] | None = None,
     legend: LegendOrient | None = "bottom-right",
     legend_size: float = 8,
+    select: Sequence[int] | None = None,
     width: float = 200,
     height: float = 175,
 ) -> alt.LayerChart:
     """Learning rate against 1 − momentum, log10 × log10, one mark per trial.
+
+    With ``select`` (batch sizes; ``trials`` then has a ``batch_size`` column), one study
+    shows at a time, chosen in a drop-down, on limits shared by all of them.
 
     ``trials`` has ``learning_rate``, ``momentum``, ``outcome`` (one of
     :data:`OUTCOMES`) and ``winner``. Goal achieved: blue circles; not achieved: red
@@ -335,8 +362,11 @@ def scatter_chart(
     contours of constant effective learning rate.
     """
     data = trials.select(
-        pl.col("learning_rate").cast(pl.Float64), (1 - pl.col("momentum").cast(pl.Float64))
-        .alias("one_minus_momentum"), "outcome", "winner", pl.col("trial_id"))
+        pl.col("learning_rate").cast(pl.Float64),
+        # rounded so that 1 - 0.9 lands on 0.1, not a hair below it
+        (1 - pl.col("momentum").cast(pl.Float64)).round(12).alias("one_minus_momentum"),
+        "outcome", "winner", pl.col("trial_id"),
+        *(["batch_size"] if select is not None else []))
     if xlim is None or ylim is None:
         xlim = xlim or half_decade_limits(data["learning_rate"].to_list())
         ylim = ylim or half_decade_limits(data["one_minus_momentum"].to_list())
@@ -367,8 +397,16 @@ def scatter_chart(
     star = alt.Chart(data.filter(pl.col("winner"))).mark_point(
         filled=True, shape=STAR_SHAPE, size=400, color="#f2d03b", stroke="black",
         strokeWidth=0.5, clip=True).encode(x=x, y=y)
+    params: list[Any] = []
+    if select:
+        param = alt.param(name="select_batch_size", value=int(select[0]),
+                          bind=alt.binding_select(options=[int(b) for b in select],
+                                                  name="batch size "))
+        params.append(param.param)
+        points = points.transform_filter(alt.datum.batch_size == param)
+        star = star.transform_filter(alt.datum.batch_size == param)
     chart = alt.LayerChart(layer=[contours, points, star], title=title, width=width,
-                           height=height)
+                           height=height, params=params or alt.Undefined)
     return chart
 
 
