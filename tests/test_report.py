@@ -147,7 +147,7 @@ def browser_page(site: Path) -> Iterator[tuple[object, str]]:
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: object) -> None:
         pass
 
 
