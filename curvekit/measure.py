@@ -18,6 +18,8 @@ effective learning rate ``learning_rate / (1 - momentum)`` (momentum 0 when the 
 none). Filters on the workload reach DuckDB's Parquet scan, so only that workload's files
 are read.
 
+Examples
+--------
 >>> import tempfile, pathlib
 >>> from curvekit.release.synthetic import tiny_archive
 >>> from curvekit.release.convert import convert

@@ -1,5 +1,7 @@
 """Plots of any workload in the store, drawn by the same builders as the paper's figures.
 
+Examples
+--------
 >>> import tempfile, pathlib
 >>> from curvekit.release.synthetic import generate_archive
 >>> from curvekit.release.convert import convert
