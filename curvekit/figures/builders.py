@@ -24,8 +24,18 @@ import polars as pl
 if TYPE_CHECKING:
     from curvekit.fit import RegimeFit
 
-__all__ = ["OUTCOMES", "best_chart", "contour_lines", "half_decade_limits", "log2_axis",
-           "metaparameter_chart", "scatter_chart", "search_space_chart", "steps_chart"]
+__all__ = [
+    "OUTCOMES",
+    "best_chart",
+    "contour_lines",
+    "half_decade_limits",
+    "log2_axis",
+    "metaparameter_chart",
+    "scatter_chart",
+    "search_space_chart",
+    "steps_chart",
+    "to_spec",
+]
 
 LegendOrient = Literal["left", "right", "top", "bottom", "top-left", "top-right",
                        "bottom-left", "bottom-right"]
@@ -47,6 +57,18 @@ def _powers_of_two(values: Sequence[float]) -> list[float]:
         return []
     lo, hi = math.floor(math.log2(min(finite))), math.ceil(math.log2(max(finite)))
     return [2.0**k for k in range(lo, hi + 1)]
+
+
+def to_spec(chart: alt.TopLevelMixin) -> dict[str, Any]:
+    """The chart's Vega-Lite spec, with its data inlined however many rows it has.
+
+    Altair refuses more than 5,000 rows by default; a scatter of every trial of a large
+    workload has more, and the static pages need them all. Schema validation is skipped:
+    the tests validate the builders' specs.
+    """
+    with alt.data_transformers.disable_max_rows():
+        spec: dict[str, Any] = chart.to_dict(validate=False)
+    return spec
 
 
 def _tooltips(*fields: str) -> list[alt.Tooltip]:

@@ -22,6 +22,7 @@ import altair as alt
 
 from curvekit._version import __version__
 from curvekit.errors import CurvekitError
+from curvekit.figures.builders import to_spec
 
 __all__ = ["FORMATS", "save", "warm_up"]
 
@@ -45,7 +46,7 @@ def save(chart: alt.TopLevelMixin | dict[str, Any], path: str | os.PathLike[str]
     path.parent.mkdir(parents=True, exist_ok=True)
     # The builders emit valid specs (the tests validate them); skipping Altair's schema
     # validation here saves most of a second per figure.
-    spec = chart if isinstance(chart, dict) else chart.to_dict(validate=False)
+    spec = chart if isinstance(chart, dict) else to_spec(chart)
     spec = {**spec}
     spec["usermeta"] = {**spec.get("usermeta", {}), "curvekit": meta}
     if fmt == "json":

@@ -26,6 +26,7 @@ from curvekit.figures.builders import (
     scatter_chart,
     search_space_chart,
     steps_chart,
+    to_spec,
 )
 from curvekit.figures.paper import FIGURES
 from curvekit.figures.plots import provenance
@@ -248,7 +249,7 @@ def figure_spec(number: int, store: Store | None = None
     """
     store = store or Store.open()
     spec = _check(number, store)
-    panels = [c.to_dict(validate=False) for c in _charts(spec, store)]
+    panels = [to_spec(c) for c in _charts(spec, store)]
     datasets: dict[str, Any] = {}
     top: dict[str, Any] = {}
     for panel in panels:

@@ -40,7 +40,13 @@ import polars as pl
 
 from curvekit._version import __version__
 from curvekit.errors import CurvekitError
-from curvekit.figures.builders import best_chart, metaparameter_chart, scatter_chart, steps_chart
+from curvekit.figures.builders import (
+    best_chart,
+    metaparameter_chart,
+    scatter_chart,
+    steps_chart,
+    to_spec,
+)
 from curvekit.report.data import WorkloadData, workload_data
 from curvekit.store.store import Store
 
@@ -138,7 +144,7 @@ def _charts(data: WorkloadData) -> list[tuple[str, dict[str, Any]]]:
         [(data.workload, data.best)], title="Best value per batch size",
         y_title=f"Best {g.metric}", goal_line=g.goal, goal_label="goal", width=380,
         height=300)))
-    return [(name, chart.to_dict(validate=False)) for name, chart in charts]
+    return [(name, to_spec(chart)) for name, chart in charts]
 
 
 def _workload_page(data: WorkloadData) -> str:
