@@ -30,6 +30,7 @@ from curvekit.errors import (
 
 if TYPE_CHECKING:
     from curvekit.fetch import FetchResult, fetch
+    from curvekit.figures.render import figure
     from curvekit.fit import bootstrap, fit_critical_batch, fit_regimes, fit_workload
     from curvekit.goals import paper_goal
     from curvekit.ingest.add import add
@@ -55,6 +56,7 @@ _LAZY = {
     "bootstrap": ("curvekit.fit", "bootstrap"),
     "paper_goal": ("curvekit.goals", "paper_goal"),
     "add": ("curvekit.ingest.add", "add"),
+    "figure": ("curvekit.figures.render", "figure"),
     "AddResult": ("curvekit.store.update", "AddResult"),
     "WorkloadData": ("curvekit.store.update", "WorkloadData"),
     "add_workload": ("curvekit.store.update", "add_workload"),
@@ -95,6 +97,7 @@ __all__ = [
     "add_workload",
     "bootstrap",
     "fetch",
+    "figure",
     "fit_critical_batch",
     "fit_regimes",
     "fit_workload",

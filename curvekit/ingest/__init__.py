@@ -7,3 +7,10 @@ the release's ``<split>/<metric>`` convention, ``status`` decides each run's sta
 ``add`` checks everything and hands one :class:`~curvekit.store.update.WorkloadData` to the
 store.
 """
+
+from __future__ import annotations
+
+__all__ = ["FORMATS"]
+
+FORMATS: tuple[str, ...] = ("auto", "release", "csv", "tensorboard", "mlflow", "wandb")
+"""The log formats ``curvekit add`` reads (``auto``: detect from the files)."""

@@ -32,7 +32,7 @@ import polars as pl
 
 from curvekit._version import __version__
 from curvekit.errors import IngestError
-from curvekit.ingest import csvlogs
+from curvekit.ingest import FORMATS, csvlogs
 from curvekit.ingest import manifest as manifest_
 from curvekit.ingest.metrics import apply_map, parse_overrides
 from curvekit.ingest.runs import RunLog
@@ -43,7 +43,6 @@ from curvekit.store.update import AddResult, WorkloadData, add_workload
 __all__ = ["FORMATS", "Format", "add", "build", "detect_format"]
 
 Format = Literal["auto", "release", "csv", "tensorboard", "mlflow", "wandb"]
-FORMATS: tuple[str, ...] = ("auto", "release", "csv", "tensorboard", "mlflow", "wandb")
 BATCH_SIZE_PARAMS = ("batch_size", "batchsize", "batch-size", "train_batch_size",
                      "global_batch_size")
 BUDGET_PARAMS = ("train_steps", "max_steps", "total_steps", "num_steps")
