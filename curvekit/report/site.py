@@ -21,7 +21,7 @@ leaves a previous report as it was.
 >>> _ = convert(tmp / "a.tar.bz2", tmp, manifest=tiny_archive(tmp / "a.tar.bz2"))
 >>> site = report(Store.open(tmp), tmp / "site", bootstrap=0, figures=False)
 >>> sorted(p.name for p in site.iterdir())
-['assets', 'figures', 'index.html', 'workloads']
+['.curvekit-report', 'assets', 'figures', 'index.html', 'workloads']
 """
 
 from __future__ import annotations
