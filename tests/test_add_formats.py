@@ -210,7 +210,9 @@ def test_mlflow_file_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     assert [t.status for t in data.trials][:2].count("INCOMPLETE") == 1
     result = add(tmp_path / "mlruns", name=NAME, home=tmp_path / "home")
     assert result.trials == 6
-    one = build(next(p for p in experiment.iterdir() if (p / "metrics").is_dir()), name=NAME)
+    live = next(p for p in experiment.iterdir() if (p / "metrics").is_dir()
+                and "lifecycle_stage: active" in (p / "meta.yaml").read_text())
+    one = build(live, name=NAME)
     assert len(one.trials) == 1
 
 
