@@ -377,6 +377,16 @@ def add(source: str | os.PathLike[str] | None = None, *, name: str | None = None
     Raises :class:`~curvekit.errors.IngestError` naming the file, line and problem when an
     input is bad, and :class:`~curvekit.errors.StoreError` when the name is taken; the store
     is then unchanged.
+
+    Examples
+    --------
+    >>> import curvekit
+    >>> curvekit.add("lightning_logs", name="my_data/resnet_20/momentum",  # doctest: +SKIP
+    ...              manifest="runs.toml", metric_map=["val_top1=1-val/classification_error"])
+    AddResult(workload='my_data/resnet_20/momentum', changed=True, studies=6, trials=60, ...)
+
+    A complete example that runs is in the module's documentation and in
+    ``docs/adding-workloads.md``.
     """
     data = build(source, name=name, format=format, manifest=manifest, metric_map=metric_map)
     return add_workload(home, data, replace=replace)
