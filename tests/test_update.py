@@ -221,3 +221,15 @@ def test_fetch_result_reports_added_store(tmp_path: Path) -> None:
                    sha256=file_sha256(archive))
     assert result.action == "converted"
     assert NAME in Store.open(tmp_path).workloads()
+
+
+def test_metaparameters_named_like_partitions_are_prefixed(tmp_path: Path) -> None:
+    data = workload()
+    trials = [TrialRecord(t.key, t.trial_id, t.status, t.steps,
+                          {**t.parameters, "optimizer": "adam", "batch_size": 3}, t.member)
+              for t in data.trials]
+    add_workload(tmp_path, WorkloadData(data.studies, trials, data.measurements))
+    store = Store.open(tmp_path)
+    assert {"param_optimizer", "param_batch_size"} <= set(store.parameter_columns(NAME))
+    assert set(store.trials(NAME)["param_optimizer"]) == {"adam"}
+    assert store.steps_to_result(NAME, "valid/error", 0.5).height == 2
