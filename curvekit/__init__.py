@@ -22,6 +22,7 @@ from curvekit.errors import (
     ChecksumError,
     CurvekitError,
     DownloadError,
+    IngestError,
     ManifestError,
     QueryError,
     RunError,
@@ -30,14 +31,17 @@ from curvekit.errors import (
 
 if TYPE_CHECKING:
     from curvekit.fetch import FetchResult, fetch
+    from curvekit.figures.render import figure
     from curvekit.fit import bootstrap, fit_critical_batch, fit_regimes, fit_workload
     from curvekit.goals import paper_goal
+    from curvekit.ingest.add import add
     from curvekit.release.manifest import Manifest, load_manifest
     from curvekit.runner.demo import demo
     from curvekit.runner.sweep import RunResult, run
     from curvekit.store.catalog import VerifyReport, info, verify
     from curvekit.store.store import Store
     from curvekit.store.store import open_store as open
+    from curvekit.store.update import AddResult, WorkloadData, add_workload, remove_workload
 
 _LAZY = {
     "FetchResult": ("curvekit.fetch", "FetchResult"),
@@ -54,6 +58,12 @@ _LAZY = {
     "fit_workload": ("curvekit.fit", "fit_workload"),
     "bootstrap": ("curvekit.fit", "bootstrap"),
     "paper_goal": ("curvekit.goals", "paper_goal"),
+    "add": ("curvekit.ingest.add", "add"),
+    "figure": ("curvekit.figures.render", "figure"),
+    "AddResult": ("curvekit.store.update", "AddResult"),
+    "WorkloadData": ("curvekit.store.update", "WorkloadData"),
+    "add_workload": ("curvekit.store.update", "add_workload"),
+    "remove_workload": ("curvekit.store.update", "remove_workload"),
     "RunResult": ("curvekit.runner.sweep", "RunResult"),
     "run": ("curvekit.runner.sweep", "run"),
     "demo": ("curvekit.runner.demo", "demo"),
@@ -74,11 +84,13 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "AddResult",
     "ArchiveError",
     "ChecksumError",
     "CurvekitError",
     "DownloadError",
     "FetchResult",
+    "IngestError",
     "Manifest",
     "ManifestError",
     "QueryError",
@@ -87,10 +99,14 @@ __all__ = [
     "Store",
     "StoreError",
     "VerifyReport",
+    "WorkloadData",
     "__version__",
+    "add",
+    "add_workload",
     "bootstrap",
     "demo",
     "fetch",
+    "figure",
     "fit_critical_batch",
     "fit_regimes",
     "fit_workload",
@@ -98,6 +114,7 @@ __all__ = [
     "load_manifest",
     "open",
     "paper_goal",
+    "remove_workload",
     "run",
     "verify",
 ]

@@ -18,10 +18,8 @@ import polars as pl
 
 from curvekit._version import __version__
 from curvekit.errors import CurvekitError
-from curvekit.fetch import fetch as fetch_
 from curvekit.home import ENV_HOME
-from curvekit.store.catalog import info as info_
-from curvekit.store.catalog import verify as verify_
+from curvekit.ingest import FORMATS
 from curvekit.store.store import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -74,7 +72,8 @@ def emit(frame: pl.DataFrame, fmt: str) -> None:
 def _progress() -> Iterator[Callable[[str, int, int | None], None]]:
     """A progress renderer for fetch: one bar per stage, on stderr."""
     bars: dict[str, Any] = {}
-    labels = {"download": "Downloading", "verify": "Checking sha256", "convert": "Converting"}
+    labels = {"download": "Downloading", "verify": "Checking sha256", "convert": "Converting",
+              "workloads": "Workload pages", "figures": "Figures"}
 
     def update(stage: str, done: int, total: int | None) -> None:
         bar = bars.get(stage)
@@ -112,6 +111,8 @@ def _progress() -> Iterator[Callable[[str, int, int | None], None]]:
 def fetch(home: Path | None, url: str | None, archive: Path | None, sha256: str | None,
           manifest: Path | None, force: bool, decompressor: str, quiet: bool) -> None:
     """Download the release archive, verify it, and convert it into the store."""
+    from curvekit.fetch import fetch as fetch_
+
     options: dict[str, Any] = {"home": home, "url": url, "archive": archive, "sha256": sha256,
                                "manifest": manifest, "force": force,
                                "decompressor": decompressor}
@@ -137,6 +138,7 @@ def fetch(home: Path | None, url: str | None, archive: Path | None, sha256: str 
 def verify(home: Path | None, manifest: Path | None) -> None:
     """Check the store against its manifest; exit 1 on any mismatch."""
     from curvekit.release.manifest import Manifest
+    from curvekit.store.catalog import verify as verify_
 
     store = Store.open(home)
     report = verify_(store, Manifest.from_file(manifest) if manifest else None)
@@ -155,7 +157,51 @@ def verify(home: Path | None, manifest: Path | None) -> None:
 @format_option
 def info(home: Path | None, fmt: str) -> None:
     """Workloads in the store: batch sizes, trials by status, metrics, rows."""
+    from curvekit.store.catalog import info as info_
+
     emit(info_(Store.open(home)), fmt)
+
+
+@main.command()
+@click.argument("source", required=False, type=click.Path(exists=True, path_type=Path))
+@click.option("--name", help="The workload's name: base_dir/model/optimizer "
+              "(e.g. my_data/resnet_20/momentum).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True,
+              help="The logs' format (auto: detected from the files).")
+@click.option("--manifest", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              help="Run manifest (TOML, YAML or JSON): batch sizes, metaparameters, statuses.")
+@click.option("--map", "mapping", multiple=True, metavar="OLD=NEW",
+              help="Store metric OLD as NEW (1-NEW: as 1 - value; OLD=: drop it); repeatable.")
+@click.option("--replace", is_flag=True, help="Overwrite a workload added before under NAME.")
+@click.option("--example-manifest", is_flag=True,
+              help="Print a documented run-manifest template and exit.")
+@home_option
+def add(source: Path | None, name: str | None, fmt: str, manifest: Path | None,
+        mapping: tuple[str, ...], replace: bool, example_manifest: bool,
+        home: Path | None) -> None:
+    """Add training runs of your own as a workload: release layout, CSV, TensorBoard, MLflow
+    or Weights & Biases logs.
+
+    Every input is checked before the store is touched; adding the same runs again changes
+    nothing.
+    """
+    from curvekit.ingest.add import add as add_
+    from curvekit.ingest.manifest import EXAMPLE
+
+    if example_manifest:
+        click.echo(EXAMPLE, nl=False)
+        return
+    if source is None and manifest is None:
+        raise click.UsageError("give SOURCE (the logs), --manifest, or --example-manifest")
+    result = add_(source, name=name, format=fmt, manifest=manifest, metric_map=list(mapping),
+                  replace=replace, home=home)
+    counts = (f"{result.studies} studies, {result.trials} trials, "
+              f"{result.measurements:,} measurements")
+    if result.changed:
+        click.echo(f"Added {result.workload} ({counts}) to the store at {result.path}.")
+    else:
+        click.echo(f"Nothing to do: {result.workload} is already in the store with the same "
+                   f"data ({counts}).")
 
 
 @main.command("generate-archive")
@@ -362,6 +408,73 @@ def plot_steps_to_result(workload: str, metric: str, maximize: bool, trials: int
     click.echo(f"Wrote {target}")
 
 
+def _save_plot(chart: Any, meta: dict[str, Any], out: Path | None, default: str,
+               fmt: str) -> None:
+    from curvekit.figures.output import save
+
+    target = save(chart, out or Path(f"{default}.{fmt}"), meta, fmt=fmt)
+    click.echo(f"Wrote {target}")
+
+
+def _out_option(default: str) -> Callable[[F], F]:
+    return click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+                        help=f"Output file (default {default}.<format>).")
+
+
+@plot.command("metaparameters")
+@_selection_options
+@plot_format_option
+@click.option("--goal", type=float, required=True, help="The target value of the metric.")
+@click.option("--parameter", default="effective_learning_rate", show_default=True,
+              help="effective_learning_rate, learning_rate, momentum, or any metaparameter.")
+@_out_option("metaparameters")
+def plot_metaparameters(workload: str, metric: str, maximize: bool, trials: int | None,
+                        max_steps: float | None, max_examples: float | None,
+                        home: Path | None, fmt: str, goal: float, parameter: str,
+                        out: Path | None) -> None:
+    """The winning trial's metaparameter per batch size, with the scaling heuristics."""
+    from curvekit.figures.plots import plot_metaparameters as plot_
+
+    chart, meta = plot_(Store.open(home), workload, metric, goal, parameter=parameter,
+                        maximize=maximize, trials=trials, step_budget=max_steps,
+                        example_budget=max_examples)
+    _save_plot(chart, meta, out, "metaparameters", fmt)
+
+
+@plot.command("scatter")
+@_selection_options
+@plot_format_option
+@click.option("--goal", type=float, required=True, help="The target value of the metric.")
+@click.option("--batch-size", type=int, required=True, help="The study to show.")
+@_out_option("scatter")
+def plot_scatter(workload: str, metric: str, maximize: bool, trials: int | None,
+                 max_steps: float | None, max_examples: float | None, home: Path | None,
+                 fmt: str, goal: float, batch_size: int, out: Path | None) -> None:
+    """Learning rate vs 1 - momentum of one study: goal achieved, not achieved, infeasible."""
+    from curvekit.figures.plots import plot_scatter as plot_
+
+    chart, meta = plot_(Store.open(home), workload, metric, goal, batch_size,
+                        maximize=maximize, trials=trials, step_budget=max_steps,
+                        example_budget=max_examples)
+    _save_plot(chart, meta, out, "scatter", fmt)
+
+
+@plot.command("best")
+@_selection_options
+@plot_format_option
+@click.option("--goal", type=float, help="Draw this value as a dotted line.")
+@_out_option("best")
+def plot_best(workload: str, metric: str, maximize: bool, trials: int | None,
+              max_steps: float | None, max_examples: float | None, home: Path | None,
+              fmt: str, goal: float | None, out: Path | None) -> None:
+    """The best value of the metric per batch size, within the budgets."""
+    from curvekit.figures.plots import plot_best as plot_
+
+    chart, meta = plot_(Store.open(home), workload, metric, goal=goal, maximize=maximize,
+                        trials=trials, step_budget=max_steps, example_budget=max_examples)
+    _save_plot(chart, meta, out, "best", fmt)
+
+
 @main.command("figure")
 @click.argument("number", type=int)
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
@@ -370,10 +483,13 @@ def plot_steps_to_result(workload: str, metric: str, maximize: bool, trials: int
 @home_option
 def figure_(number: int, out: Path | None, fmt: str, home: Path | None) -> None:
     """Render the paper's figure NUMBER from the store."""
-    from curvekit.figures.output import save
-    from curvekit.figures.render import figure
+    from curvekit.figures.output import save, warm_up
 
-    chart, meta = figure(number, Store.open(home))
+    if fmt in ("png", "svg", "pdf"):
+        warm_up()
+    from curvekit.figures.render import figure_spec
+
+    chart, meta = figure_spec(number, Store.open(home))
     target = save(chart, out or Path(f"figure-{number:02d}.{fmt}"), meta, fmt=fmt)
     click.echo(f"Wrote {target}")
 
@@ -389,6 +505,34 @@ def figures(folder: Path, fmt: str, home: Path | None) -> None:
 
     written = render_all(Store.open(home), folder, fmt=fmt)
     click.echo(f"Wrote {len(written)} figures and {folder / 'index.html'}")
+
+
+@main.command("report")
+@click.option("--out", "folder", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("report"), show_default=True, help="Output folder.")
+@click.option("--bootstrap", "samples", type=click.IntRange(min=0), default=200,
+              show_default=True, help="Bootstrap resamples per fit (0: no intervals).")
+@click.option("--no-figures", is_flag=True, help="Leave out the gallery of the paper's figures.")
+@click.option("--workload", "workloads", multiple=True,
+              help="Only these workloads (repeatable; default: all).")
+@click.option("--quiet", is_flag=True, help="No progress bars.")
+@home_option
+def report_(folder: Path, samples: int, no_figures: bool, workloads: tuple[str, ...],
+            quiet: bool, home: Path | None) -> None:
+    """Write a self-contained static site: every workload, its fits and charts, the figures."""
+    from curvekit.report.site import report
+
+    store = Store.open(home)
+    for name in workloads:
+        store.split_workload(name)  # unknown names fail before any work
+    options: dict[str, Any] = {"bootstrap": samples, "figures": not no_figures,
+                               "workloads": list(workloads) or None}
+    if quiet:
+        site = report(store, folder, **options)
+    else:
+        with _progress() as progress:
+            site = report(store, folder, progress=progress, **options)
+    click.echo(f"Wrote {site / 'index.html'} (open it in a browser; no server needed)")
 
 
 def _int_list(text: str, what: str) -> list[int | str]:

@@ -16,6 +16,7 @@ __all__ = [
     "ChecksumError",
     "CurvekitError",
     "DownloadError",
+    "IngestError",
     "ManifestError",
     "QueryError",
     "RunError",
@@ -56,6 +57,21 @@ class StoreError(CurvekitError):
 
 class QueryError(CurvekitError):
     """A query names an unknown workload, metric or status, or its SQL fails."""
+
+
+class IngestError(CurvekitError):
+    """A training log or run manifest cannot be imported (``curvekit add``).
+
+    ``path`` names the file at fault and ``line`` its 1-based line (or record) when known;
+    the message says what is wrong there and how to fix it.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None,
+                 line: int | None = None) -> None:
+        where = f"{path}, line {line}: " if path and line else f"{path}: " if path else ""
+        super().__init__(where + message)
+        self.path = path
+        self.line = line
 
 
 class RunError(CurvekitError):

@@ -68,6 +68,8 @@ def fetch(
 ) -> FetchResult:
     """Download the release archive (if needed) and convert it into the store.
 
+    A second call with everything in place does nothing and returns ``action="up-to-date"``.
+
     Parameters
     ----------
     home
@@ -83,7 +85,6 @@ def fetch(
     force
         Convert again even if the store is up to date.
 
-    A second call with everything in place does nothing and returns ``action="up-to-date"``.
     """
     home = resolve_home(home)
     if manifest is None:

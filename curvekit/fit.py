@@ -510,17 +510,20 @@ def fit_all(store: Store, *, model: str = "both", bootstrap_samples: int = 0, se
             level: float = 0.95) -> list[dict[str, object]]:
     """Fit every workload of the store at the goal the paper's figures use for it.
 
+    A workload the paper gives no goal (an imported one, a new run) is fitted at
+    :func:`curvekit.goals.default_goal`'s rule goal.
+
     Returns one :meth:`WorkloadFit.summary` row per workload; a workload that cannot be
     fitted (no paper goal, fewer than 3 batch sizes reaching it) gets a row whose ``note``
     says why.
     """
     from curvekit.errors import QueryError
-    from curvekit.goals import paper_goal
+    from curvekit.goals import default_goal
 
     rows: list[dict[str, object]] = []
     for workload in store.workloads():
         try:
-            goal = paper_goal(store, workload)
+            goal = default_goal(store, workload)
             fit = fit_workload(store, workload, goal.metric, goal.goal, maximize=goal.maximize,
                                trials=goal.trials, model=model,
                                bootstrap_samples=bootstrap_samples, seed=seed, level=level)

@@ -24,7 +24,7 @@ from curvekit.release.manifest import Manifest, load_manifest
 if TYPE_CHECKING:
     from curvekit.store.store import Store
 
-__all__ = ["Goal", "paper_goal", "round_significant"]
+__all__ = ["Goal", "default_goal", "paper_goal", "round_significant"]
 
 
 @dataclass(frozen=True)
@@ -73,5 +73,48 @@ def paper_goal(store: Store, workload: str, manifest: Manifest | None = None) ->
     if best.is_empty():
         raise QueryError(f"{workload!r} has no {metric} values to derive its goal from")
     median = statistics.median(best[metric].to_list())
+    return Goal(workload, metric, round_significant(median, up=not maximize), maximize, trials,
+                "rule")
+
+
+# Metrics tried, in order, for a workload the paper gives no goal (imported, new runs).
+_PREFERRED = ("val/classification_error", "val/cross_entropy_error", "val/average_precision",
+              "valid/classification_error", "valid/cross_entropy_error")
+_HIGHER_IS_BETTER = ("accuracy", "average_precision", "auc", "precision", "recall", "f1")
+
+
+def default_goal(store: Store, workload: str) -> Goal:
+    """The paper's goal for a release workload; for any other, the rule on a default metric.
+
+    The default metric is the first of ``val/classification_error``,
+    ``val/cross_entropy_error``, ``val/average_precision`` the workload has, else its first
+    validation metric, else its first metric; names containing accuracy, precision, AUC,
+    recall or F1 are maximized. The goal is the spec's rule over all COMPLETE trials.
+
+    >>> import tempfile, pathlib
+    >>> from curvekit.release.synthetic import tiny_archive
+    >>> from curvekit.release.convert import convert
+    >>> from curvekit.store.store import Store
+    >>> tmp = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = convert(tmp / "a.tar.bz2", tmp, manifest=tiny_archive(tmp / "a.tar.bz2"))
+    >>> default_goal(Store.open(tmp), "lm1b/lstm/nesterov_momentum").metric
+    'val/cross_entropy_error'
+    """
+    try:
+        return paper_goal(store, workload)
+    except QueryError:
+        pass
+    metrics = store.metrics(workload)
+    if not metrics:
+        raise QueryError(f"{workload!r} has no metric values")
+    metric = next((m for m in _PREFERRED if m in metrics), None) or next(
+        (m for m in metrics if m.startswith(("val", "valid"))), metrics[0])
+    maximize = any(word in metric.lower() for word in _HIGHER_IS_BETTER)
+    best = store.best_measurement(workload, metric, maximize=maximize)
+    if best.is_empty():
+        raise QueryError(f"{workload!r} has no {metric} values to derive a goal from")
+    median = statistics.median(best[metric].to_list())
+    counts = store.trials(workload).group_by("batch_size").len()["len"].to_list()
+    trials = max(counts, default=1)
     return Goal(workload, metric, round_significant(median, up=not maximize), maximize, trials,
                 "rule")

@@ -18,6 +18,8 @@ effective learning rate ``learning_rate / (1 - momentum)`` (momentum 0 when the 
 none). Filters on the workload reach DuckDB's Parquet scan, so only that workload's files
 are read.
 
+Examples
+--------
 >>> import tempfile, pathlib
 >>> from curvekit.release.synthetic import tiny_archive
 >>> from curvekit.release.convert import convert
@@ -43,7 +45,10 @@ from curvekit.release.manifest import STATUSES
 if TYPE_CHECKING:
     from curvekit.store.store import Store
 
-__all__ = ["best_measurement", "steps_to_result", "trial_hits"]
+__all__ = ["Subset", "best_measurement", "steps_to_result", "trial_hits", "trial_outcomes"]
+
+Subset = tuple[str, float]
+"""(parameter, value): the loaded trials whose parameter equals value (e.g. a label smoothing)."""
 
 
 def _quote(name: str) -> str:
@@ -51,8 +56,13 @@ def _quote(name: str) -> str:
 
 
 def _loaded_trials(store: Store, workload: str, trials: int | None,
-                   statuses: Sequence[str]) -> tuple[str, list[object]]:
-    """SQL (and parameters) of the loaded trials: (batch_size, trial_id)."""
+                   statuses: Sequence[str], subset: Subset | None = None
+                   ) -> tuple[str, list[object]]:
+    """SQL (and parameters) of the loaded trials: (batch_size, trial_id).
+
+    ``subset`` = (parameter, value) keeps, after the first-N selection, the trials whose
+    parameter rounds to ``value`` at 2 decimals; a trial without the parameter counts as 0.
+    """
     bad = sorted(set(statuses) - set(STATUSES))
     if bad or not statuses:
         raise QueryError(f"unknown statuses {bad or list(statuses)}; choose from "
@@ -63,21 +73,35 @@ def _loaded_trials(store: Store, workload: str, trials: int | None,
     loaded = (f"select batch_size, trial_id, row_number() over (partition by batch_size "
               f"order by trial_id) as rank from {store.source('trials', workload)} "
               f"where status in ({status_list})")
+    params: list[object] = list(statuses)
+    if subset is not None:
+        name = subset[0]
+        column = (f"coalesce({_quote(name)}, 0)" if name in store.parameter_columns(workload)
+                  else "0")
+        loaded = loaded.replace(" as rank from", f" as rank, {column} as subset_value from", 1)
+    keep = []
     if trials is not None:
-        loaded = f"select * from ({loaded}) where rank <= {int(trials)}"
-    return loaded, list(statuses)
+        keep.append(f"rank <= {int(trials)}")
+    if subset is not None:
+        keep.append("round(subset_value, 2) = round(?, 2)")
+        params.append(float(subset[1]))
+    if keep:
+        loaded = (f"select batch_size, trial_id, rank from ({loaded}) "
+                  f"where {' and '.join(keep)}")
+    return loaded, params
 
 
 def _loaded_rows(store: Store, workload: str, metric: str, *, maximize: bool,
                  trials: int | None, step_budget: float | None,
                  example_budget: float | None, statuses: Sequence[str],
-                 qualify: float | None) -> tuple[str, list[object]]:
+                 qualify: float | None, subset: Subset | None = None
+                 ) -> tuple[str, list[object]]:
     """SQL (and parameters) of the loaded trials' rows within the budgets.
 
     With ``qualify`` set, only rows strictly beyond that goal are kept.
     """
     store.check_metric(workload, metric)
-    loaded, trial_params = _loaded_trials(store, workload, trials, statuses)
+    loaded, trial_params = _loaded_trials(store, workload, trials, statuses, subset)
     col = _quote(metric)
     where: list[str] = []
     params: list[object] = []
@@ -110,6 +134,7 @@ def trial_hits(
     step_budget: float | None = None,
     example_budget: float | None = None,
     statuses: Sequence[str] = ("COMPLETE",),
+    subset: Subset | None = None,
 ) -> pl.DataFrame:
     """Each loaded trial's first qualifying step (null if it never reaches the goal).
 
@@ -118,8 +143,8 @@ def trial_hits(
     """
     rows, params = _loaded_rows(store, workload, metric, maximize=maximize, trials=trials,
                                 step_budget=step_budget, example_budget=example_budget,
-                                statuses=statuses, qualify=goal)
-    loaded, trial_params = _loaded_trials(store, workload, trials, statuses)
+                                statuses=statuses, qualify=goal, subset=subset)
+    loaded, trial_params = _loaded_trials(store, workload, trials, statuses, subset)
     sql = (f"select t.batch_size, t.trial_id, h.step from ({loaded}) t left join "
            f"(select batch_size, trial_id, min(step) as step from ({rows}) group by all) h "
            f"on t.batch_size = h.batch_size and t.trial_id = h.trial_id "
@@ -166,6 +191,7 @@ def steps_to_result(
     step_budget: float | None = None,
     example_budget: float | None = None,
     statuses: Sequence[str] = ("COMPLETE",),
+    subset: Subset | None = None,
 ) -> pl.DataFrame:
     """Steps to reach ``goal`` at each batch size (see the module docstring).
 
@@ -174,7 +200,7 @@ def steps_to_result(
     """
     rows, params = _loaded_rows(store, workload, metric, maximize=maximize, trials=trials,
                                 step_budget=step_budget, example_budget=example_budget,
-                                statuses=statuses, qualify=goal)
+                                statuses=statuses, qualify=goal, subset=subset)
     # Duplicate rows at one (trial, step) cannot change the step or the trial; the best
     # value among them is reported.
     first = _first(rows, ("step", "trial_id", "key"), maximize)
@@ -191,6 +217,7 @@ def best_measurement(
     step_budget: float | None = None,
     example_budget: float | None = None,
     statuses: Sequence[str] = ("COMPLETE",),
+    subset: Subset | None = None,
 ) -> pl.DataFrame:
     """The best value of ``metric`` at each batch size and the row it came from.
 
@@ -199,6 +226,60 @@ def best_measurement(
     """
     rows, params = _loaded_rows(store, workload, metric, maximize=maximize, trials=trials,
                                 step_budget=step_budget, example_budget=example_budget,
-                                statuses=statuses, qualify=None)
+                                statuses=statuses, qualify=None, subset=subset)
     best = _first(rows, ("key", "step", "trial_id"), maximize)
     return _with_parameters(store, workload, best, params, metric)
+
+
+def trial_outcomes(
+    store: Store,
+    workload: str,
+    metric: str,
+    goal: float,
+    batch_size: int | None,
+    *,
+    maximize: bool = False,
+    trials: int | None = None,
+    step_budget: float | None = None,
+    example_budget: float | None = None,
+    statuses: Sequence[str] = ("COMPLETE", "INFEASIBLE"),
+) -> pl.DataFrame:
+    """Every loaded trial of one study with its outcome, for a learning-rate/momentum scatter.
+
+    Returns ``batch_size, trial_id, status, learning_rate, momentum, step, outcome, winner``:
+    ``step`` is the trial's first row beating the goal within the budgets (null if none);
+    ``outcome`` is "Goal Achieved" or "Goal Not Achieved" for a COMPLETE trial and
+    "Infeasible" for an INFEASIBLE one; ``winner`` marks the trial that wins steps to result
+    over all the loaded rows, INFEASIBLE trials' rows included (as the paper's scatter does).
+    ``batch_size=None`` returns every study, with a winner in each.
+    """
+    bad = sorted(set(statuses) - {"COMPLETE", "INFEASIBLE"})
+    if bad:
+        raise QueryError(f"a scatter shows COMPLETE and INFEASIBLE trials, not {bad}")
+    hits = trial_hits(store, workload, metric, goal, maximize=maximize, trials=trials,
+                      step_budget=step_budget, example_budget=example_budget,
+                      statuses=statuses)
+    if batch_size is not None:
+        hits = hits.filter(pl.col("batch_size") == batch_size)
+        if hits.is_empty():
+            have = store.studies(workload)["batch_size"].to_list()
+            raise QueryError(f"{workload} has no loaded trials at batch size {batch_size}; "
+                             f"its batch sizes are {', '.join(map(str, have))}")
+    names = store.parameter_columns(workload)
+    lr = "learning_rate" if "learning_rate" in names else "null"
+    momentum = "coalesce(momentum, 0)" if "momentum" in names else "0"
+    params = store.query(
+        f"select batch_size, trial_id, status, {lr} as learning_rate, {momentum} as momentum "
+        f"from {store.source('trials', workload)}")
+    table = hits.join(params, on=["batch_size", "trial_id"], how="left")
+    winners = (table.filter(pl.col("step").is_not_null()).sort("batch_size", "step", "trial_id")
+               .group_by("batch_size", maintain_order=True).first()
+               .select("batch_size", pl.col("trial_id").alias("winning_trial")))
+    outcome = (pl.when(pl.col("status") == "INFEASIBLE").then(pl.lit("Infeasible"))
+               .when(pl.col("step").is_not_null()).then(pl.lit("Goal Achieved"))
+               .otherwise(pl.lit("Goal Not Achieved")))
+    return table.join(winners, on="batch_size", how="left").select(
+        "batch_size", "trial_id", "status", pl.col("learning_rate").cast(pl.Float64),
+        pl.col("momentum").cast(pl.Float64), "step", outcome.alias("outcome"),
+        (pl.col("trial_id") == pl.col("winning_trial")).fill_null(False).alias("winner"),
+    ).sort("batch_size", "trial_id")

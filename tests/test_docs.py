@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from curvekit.cli import main
@@ -37,3 +41,40 @@ def test_readme_test_command_is_what_ci_runs() -> None:
         assert command in readme
     assert 'pip install -q -e ".[dev]"' in ci
     assert ci.strip().splitlines()[-1] == "python -m pytest"
+
+
+def test_cli_reference_is_generated_from_the_commands() -> None:
+    from curvekit.clidoc import cli_reference
+
+    assert (DOCS / "cli.md").read_text() == cli_reference(), (
+        "docs/cli.md is stale: run `python -m curvekit.clidoc > docs/cli.md`")
+    for name, command in main.commands.items():
+        assert f"## curvekit {name}" in cli_reference()
+        for sub in getattr(command, "commands", {}):
+            assert f"## curvekit {name} {sub}" in cli_reference()
+
+
+def test_api_reference_covers_every_public_name() -> None:
+    import inspect
+
+    import curvekit
+
+    page = (DOCS / "api.md").read_text()
+    for name in curvekit.__all__:
+        obj = getattr(curvekit, name)
+        if not (inspect.isfunction(obj) or inspect.isclass(obj)):
+            continue
+        module = obj.__module__
+        assert f"::: {module}.{obj.__qualname__}\n" in page or f"::: {module}\n" in page, (
+            f"curvekit.{name} ({module}) is missing from docs/api.md")
+
+
+def test_documentation_site_builds_without_warnings(tmp_path: Path) -> None:
+    pytest.importorskip("mkdocs")
+    pytest.importorskip("mkdocstrings")
+    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir",
+                           str(tmp_path / "site")], cwd=DOCS.parent, capture_output=True,
+                          text=True, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (tmp_path / "site" / "api" / "index.html").is_file()
+    assert (tmp_path / "site" / "cli" / "index.html").is_file()

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from curvekit.cli import main
 
 WORKLOAD = "cifar_10/resnet_8/sgd"
+NESTEROV = "cifar_10/resnet_8/nesterov_momentum"
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +22,7 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from curvekit.release.synthetic import generate_archive
 
     tmp = tmp_path_factory.mktemp("plots")
-    manifest = generate_archive(tmp / "a.tar.bz2", workloads=[WORKLOAD],
+    manifest = generate_archive(tmp / "a.tar.bz2", workloads=[WORKLOAD, NESTEROV],
                                 max_trials_per_study=8, evals_scale=0.1, jobs=1)
     convert(tmp / "a.tar.bz2", tmp / "home", manifest=manifest)
     return tmp / "home"
@@ -65,3 +66,51 @@ def test_png_renders_with_a_sidecar(home: Path, tmp_path: Path) -> None:
         "--goal", "0.5", "--home", str(home), "--out", str(tmp_path / "n.json"),
         "--format", "json"]).output and (tmp_path / "n.json").read_text())
     assert len(no_fit["layer"]) == 2
+
+
+def _run(home: Path, *args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, ["plot", *args, "--home", str(home)])
+    return result.exit_code, result.output
+
+
+def test_plot_metaparameters(home: Path, tmp_path: Path) -> None:
+    out = tmp_path / "m.json"
+    code, output = _run(home, "metaparameters", NESTEROV, "--metric",
+                        "val/classification_error", "--goal", "0.5", "--out", str(out),
+                        "--format", "json")
+    assert code == 0, output
+    spec = json.loads(out.read_text())
+    domain = spec["layer"][0]["encoding"]["color"]["scale"]["domain"]
+    assert domain == ["Optimal Effective Learning Rate", "Linear Heuristic",
+                      "Square Root Heuristic"]
+    assert spec["usermeta"]["curvekit"]["plot"] == "metaparameters"
+    code, output = _run(home, "metaparameters", NESTEROV, "--metric",
+                        "val/classification_error", "--goal", "0.5", "--parameter", "momentum",
+                        "--out", str(out), "--format", "json")
+    assert code == 0, output
+    spec = json.loads(out.read_text())
+    assert spec["layer"][0]["encoding"]["y"]["axis"]["title"] == "Momentum"
+    assert len(spec["layer"]) == 1  # no heuristic lines on momentum
+    code, output = _run(home, "metaparameters", NESTEROV, "--metric",
+                        "val/classification_error", "--goal", "0.5", "--parameter", "warmup")
+    assert code == 1 and "no metaparameter 'warmup'" in output
+
+
+def test_plot_scatter_and_best(home: Path, tmp_path: Path) -> None:
+    out = tmp_path / "s.png"
+    code, output = _run(home, "scatter", NESTEROV, "--metric", "val/classification_error",
+                        "--goal", "0.5", "--batch-size", "256", "--out", str(out))
+    assert code == 0, output
+    assert out.read_bytes()[:4] == b"\x89PNG"
+    assert json.loads((tmp_path / "s.png.json").read_text())["batch_size"] == 256
+    code, output = _run(home, "scatter", NESTEROV, "--metric", "val/classification_error",
+                        "--goal", "0.5", "--batch-size", "3")
+    assert code == 1 and "no loaded trials at batch size 3" in output
+    best = tmp_path / "b.json"
+    code, output = _run(home, "best", WORKLOAD, "--metric", "val/classification_error",
+                        "--goal", "0.3", "--max-steps", "5000", "--out", str(best),
+                        "--format", "json")
+    assert code == 0, output
+    spec = json.loads(best.read_text())
+    assert spec["layer"][1]["mark"]["type"] == "rule"
+    assert spec["usermeta"]["curvekit"]["step_budget"] == 5000

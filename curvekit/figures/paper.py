@@ -12,7 +12,11 @@ from __future__ import annotations
 
 from curvekit.figures.spec import AP, CE, CLS, Curve, Figure, Panel
 
-__all__ = ["FIGURE1_PANELS", "FIGURES"]
+__all__ = ["FIGURE1_PANELS", "FIGURES", "LM1B_EPOCH"]
+
+LM1B_EPOCH = 30_301_028
+"""Examples in one LM1B epoch (N_train), the budget of Figures 9 and 12."""
+_LM1B_BASE = "lm1b/transformer_base/nesterov_momentum"
 
 # (title, workload, metric, goal, maximize, N) of Figure 1's nine panels
 FIGURE1_PANELS: tuple[tuple[str, str, str, float, bool, int], ...] = (
@@ -190,14 +194,108 @@ _TRANSFORMERS = tuple(
                         ("Narrow and Shallow", "narrow_and_shallow")))
 
 
+_PROTOCOL = (("Simple CNN on MNIST", "mnist/simple_cnn_base/nesterov_momentum", CLS, 0.01),
+             ("Transformer on LM1B", _LM1B_BASE, CE, 3.9),
+             ("ResNet-50 on ImageNet", "imagenet/resnet_50/nesterov_momentum", CLS, 0.25))
+
+
 def _figure17() -> Figure:
-    spec = (("Simple CNN on MNIST", "mnist/simple_cnn_base/nesterov_momentum", CLS, 0.01),
-            ("Transformer on LM1B", "lm1b/transformer_base/nesterov_momentum", CE, 3.9),
-            ("ResNet-50 on ImageNet", "imagenet/resnet_50/nesterov_momentum", CLS, 0.25))
     return Figure(17, "Protocol check: number of trials", 1, 3, tuple(
         Panel(t, "steps", tuple(Curve(w, f"first {n} trials", m, g, False, n)
                                 for n in (10, 20, 50, 100)), scaling_label="first 100 trials")
-        for t, w, m, g in spec))
+        for t, w, m, g in _PROTOCOL))
+
+
+def _figure7() -> Figure:
+    w = "imagenet/resnet_50/nesterov_momentum"
+    smoothing = (0.0, 0.01, 0.1)
+    return Figure(7, "Label smoothing, ResNet-50 on ImageNet", 1, 2, (
+        Panel("Best Validation Error Per Batch Size", "best", tuple(
+            Curve(w, f"Label Smoothing = {v:.2f}", CLS, subset=("label_smoothing", v))
+            for v in smoothing), y_title="Validation Error", legend="top-left",
+              legend_size=10),
+        Panel("Steps to Reach 0.25 Validation Error", "steps", tuple(
+            Curve(w, f"Label Smoothing = {v:.2f}", CLS, 0.25, subset=("label_smoothing", v))
+            for v in smoothing), scaling_label="Label Smoothing = 0.10", legend_size=10),
+    ))
+
+
+def _scatter(number: int, title: str, rows: int, cols: int,
+             panels: tuple[tuple[str, str, int], ...], *, metric: str, goal: float,
+             maximize: bool = False, step_budget: float | None = None,
+             example_budget: float | None = None, lims: tuple[float, float] | None = None,
+             ylim: tuple[float, float] | None = None, legend_size: float = 8) -> Figure:
+    """LR–momentum scatters: (panel title, workload, batch size) per panel; all trials."""
+    return Figure(number, title, rows, cols, tuple(
+        Panel(t, "scatter", (Curve(w, t, metric, goal, maximize, None,
+                                   ("COMPLETE", "INFEASIBLE"), step_budget, example_budget,
+                                   batch_size=bs),),
+              xlim=lims, ylim=ylim or lims, legend="bottom-right", legend_size=legend_size)
+        for t, w, bs in panels), shared_limits=lims is None)
+
+
+def _figure12() -> Figure:
+    mnist = (5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
+    mnist_epochs = (10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
+    lm_steps = (10, 20, 50, 100, 200, 500, 1000)
+    lm_epochs = (0.2, 0.5, 1, 2, 5, 10, 20)
+    rows = (
+        ("Simple CNN on MNIST", "solution_quality/mnist/simple_cnn_base/nesterov_momentum",
+         55_000, CLS, "Best Validation Error", mnist, mnist_epochs, (2**-0.5, 2.0**16),
+         (0.0, 0.04)),
+        ("Simple CNN on Fashion MNIST",
+         "solution_quality/fashion_mnist/simple_cnn_base/nesterov_momentum", 55_000, CLS,
+         "Best Validation Error", mnist, mnist_epochs, (2**-0.5, 2.0**16), (0.05, 0.2)),
+        ("Transformer (narrow and shallow) on LM1B",
+         "lm1b/transformer_narrow_and_shallow/nesterov_momentum", LM1B_EPOCH, CE,
+         "Best Validation Cross Entropy", lm_steps, lm_epochs, (2**3.5, 2**15.5), (4.0, 5.5)),
+        ("Transformer (base) on LM1B", _LM1B_BASE, LM1B_EPOCH, CE,
+         "Best Validation Cross Entropy", lm_steps, lm_epochs, (2**3.5, 2**15.5), (3.5, 5.5)),
+    )
+    panels: list[Panel] = []
+    for title, w, n_train, metric, y_title, steps, epochs, xlim, ylim in rows:
+        panels.append(Panel(title, "best", tuple(
+            Curve(w, f"{k}k steps", metric, trials=None, step_budget=k * 1000.0, eligible=True)
+            for k in steps), xlim=xlim, ylim=ylim, y_title=y_title, legend="top-right",
+                            legend_size=9))
+        panels.append(Panel(title, "best", tuple(
+            Curve(w, f"{e!r} epochs", metric, trials=None, example_budget=e * n_train,
+                  eligible=True) for e in epochs), xlim=xlim, ylim=ylim, y_title=y_title,
+                            legend="top-left", legend_size=9))
+    return Figure(12, "Best validation metric, step vs epoch budgets", 4, 2, tuple(panels),
+                  aspect=4 / 3)
+
+
+def _figure15() -> Figure:
+    train = {CLS: "train/classification_error", CE: "train/cross_entropy_error",
+             AP: "train/average_precision"}
+    return Figure(15, "Steps to result on training error", 3, 3, tuple(
+        Panel(f"{title} (train)", "steps", (Curve(w, title, train[metric], goal, maximize, n,
+                                                  fallback_metric=metric),),
+              scaling_label=title)
+        for title, w, metric, goal, maximize, n in FIGURE1_PANELS))
+
+
+def _figure16() -> Figure:
+    def fc(sizes: tuple[str, ...]) -> tuple[Curve, ...]:
+        return tuple(Curve(f"mnist/fc_{s}/sgd", "FC-" + s.replace("_", "-"), CLS, 0.03)
+                     for s in sizes)
+
+    return Figure(16, "Fully connected depth and width on MNIST (SGD)", 1, 2, (
+        Panel("Fully Connected depth on MNIST", "steps",
+              fc(("1024", "1024_1024", "1024_1024_1024")), scaling_label="FC-1024",
+              normalize_at="common", ylim=(2.0**-11, 2.0)),
+        Panel("Fully Connected width on MNIST", "steps",
+              fc(tuple("_".join([str(n)] * 3) for n in (64, 128, 256, 512, 1024, 2048))),
+              scaling_label="FC-64-64-64", normalize_at=2, ylim=(2.0**-11, 2.0)),
+    ))
+
+
+def _figure18() -> Figure:
+    return Figure(18, "Protocol check: search-space edges", 1, 3, tuple(
+        Panel(t, "search_space", (Curve(w, "Optimal Learning Rate", m, g),),
+              y_title="Learning Rate")
+        for t, w, m, g in _PROTOCOL))
 
 
 def _figure23() -> Figure:
@@ -211,12 +309,31 @@ def _figure23() -> Figure:
 
 
 FIGURES: dict[int, Figure] = {f.number: f for f in (
-    _figure1(), _figure2(), _figure3(), _figure4(), _figure5(), _figure6(), _figure8(),
+    _figure1(), _figure2(), _figure3(), _figure4(), _figure5(), _figure6(), _figure7(),
+    _figure8(),
+    _scatter(9, "LR-momentum scatter, fixed epoch budget", 2, 3, tuple(
+        (f"Batch Size {b}", _LM1B_BASE, b) for b in (128, 256, 512, 1024, 2048, 4096)),
+        metric=CE, goal=3.9, example_budget=float(LM1B_EPOCH), lims=(10**-4.5, 10**-0.5),
+        ylim=(1e-6, 10.0), legend_size=5.5),
+    _scatter(10, "LR-momentum scatter, fixed step budget", 2, 3, tuple(
+        (f"Batch Size {b}", _LM1B_BASE, b) for b in (512, 1024, 2048, 4096, 8192, 16384)),
+        metric=CE, goal=3.9, step_budget=25_000.0, lims=(10**-4.5, 10**-0.5),
+        ylim=(1e-6, 10.0), legend_size=5.5),
+    _scatter(11, "LR-momentum scatter, four Transformer sizes", 2, 2, tuple(
+        (label, w, 1024) for label, w, *_ in _TRANSFORMERS), metric=CE, goal=4.2,
+        step_budget=50_000.0, lims=(1e-4, 1e-1)),
+    _figure12(),
     _optimal(13, "Optimal learning rate", "learning_rate", "Optimal Learning Rate",
              "Learning Rate", True, FIGURE1_PANELS, 3, 3),
     _optimal(14, "Optimal momentum", "momentum", "Optimal Momentum", "Momentum", False,
              FIGURE1_PANELS, 3, 3),
-    _figure17(),
+    _figure15(), _figure16(), _figure17(), _figure18(),
+    _scatter(19, "LR-momentum scatter, ResNet-50 on ImageNet", 2, 2, tuple(
+        (f"Batch Size {b}", "imagenet/resnet_50/nesterov_momentum", b)
+        for b in (256, 1024, 4096, 16384)), metric=CLS, goal=0.25),
+    _scatter(20, "LR-momentum scatter, ResNet-50 on Open Images", 2, 2, tuple(
+        (f"Batch Size {b}", "open_images_v4/resnet_50/nesterov_momentum", b)
+        for b in (256, 1024, 4096, 16384)), metric=AP, goal=0.31, maximize=True),
     _optimal(21, "Optimal learning rate, four Transformer sizes", "learning_rate",
              "Optimal Learning Rate", "Learning Rate", True, _TRANSFORMERS, 2, 2),
     _optimal(22, "Optimal momentum, four Transformer sizes", "momentum", "Optimal Momentum",

@@ -1,5 +1,7 @@
 """Plots of any workload in the store, drawn by the same builders as the paper's figures.
 
+Examples
+--------
 >>> import tempfile, pathlib
 >>> from curvekit.release.synthetic import generate_archive
 >>> from curvekit.release.convert import convert
@@ -19,12 +21,21 @@ from __future__ import annotations
 from typing import Any
 
 import altair as alt
+import polars as pl
 
-from curvekit.figures.builders import steps_chart
-from curvekit.fit import fit_regimes
+from curvekit.errors import QueryError
+from curvekit.figures.builders import best_chart, metaparameter_chart, scatter_chart, steps_chart
 from curvekit.store.store import Store
 
-__all__ = ["plot_steps_to_result", "provenance"]
+__all__ = ["PARAMETERS", "plot_best", "plot_metaparameters", "plot_scatter",
+           "plot_steps_to_result", "provenance"]
+
+PARAMETERS = {"effective_learning_rate": ("Optimal Effective Learning Rate",
+                                          "Learning Rate / (1 - Momentum)", True),
+              "learning_rate": ("Optimal Learning Rate", "Learning Rate", True),
+              "momentum": ("Optimal Momentum", "Momentum", False)}
+"""Metaparameters ``plot metaparameters`` draws: (curve label, y title, heuristic lines)."""
+WIDTH, HEIGHT = 360, 300
 
 
 def provenance(store: Store, **fields: Any) -> dict[str, Any]:
@@ -49,14 +60,86 @@ def plot_steps_to_result(store: Store, workload: str, metric: str, goal: float, 
     """
     curve = store.steps_to_result(workload, metric, goal, maximize=maximize, trials=trials,
                                   step_budget=step_budget, example_budget=example_budget)
+    from curvekit.fit import fit_regimes
+
     regimes = fit_regimes(curve) if fit else None
     sign = ">" if maximize else "<"
     chart = steps_chart([(workload, curve)], title=f"{workload}, {metric} {sign} {goal}",
-                        scaling_label=workload, fit=regimes, width=360, height=300)
+                        scaling_label=workload, fit=regimes, width=WIDTH, height=HEIGHT)
     meta = provenance(store, plot="steps-to-result", workloads=[workload], metric=metric,
                       goal=goal, maximize=maximize, trials=trials, step_budget=step_budget,
                       example_budget=example_budget,
                       fit=None if regimes is None else {
                           "model": regimes.model, "breakpoints": list(regimes.breakpoints),
                           "note": regimes.note, "definition": "docs/fits.md"})
+    return chart, meta
+
+
+def _goal_text(metric: str, goal: float, maximize: bool) -> str:
+    return f"{metric} {'>' if maximize else '<'} {goal}"
+
+
+def plot_metaparameters(store: Store, workload: str, metric: str, goal: float, *,
+                        parameter: str = "effective_learning_rate", maximize: bool = False,
+                        trials: int | None = None, step_budget: float | None = None,
+                        example_budget: float | None = None
+                        ) -> tuple[alt.LayerChart, dict[str, Any]]:
+    """The winning trial's metaparameter per batch size (Figures 8, 13 and 14 for any workload).
+
+    ``parameter`` is ``effective_learning_rate`` or ``learning_rate`` (both with the linear
+    and square-root heuristics) or ``momentum`` (without), or any metaparameter column.
+    """
+    curve = store.steps_to_result(workload, metric, goal, maximize=maximize, trials=trials,
+                                  step_budget=step_budget, example_budget=example_budget)
+    if parameter not in curve.columns:
+        have = ", ".join(c for c in curve.columns
+                         if c not in ("batch_size", "step", "trial_id", metric))
+        raise QueryError(f"workload {workload!r} has no metaparameter {parameter!r}; "
+                         f"choose one of {have}")
+    label, y_title, heuristics = PARAMETERS.get(
+        parameter, (f"Optimal {parameter}", parameter, False))
+    chart = metaparameter_chart(
+        [(label, curve.select("batch_size", pl.col(parameter).alias("value")))],
+        title=f"{workload}, {_goal_text(metric, goal, maximize)}", y_title=y_title,
+        heuristics=heuristics, width=WIDTH, height=HEIGHT)
+    meta = provenance(store, plot="metaparameters", workloads=[workload], metric=metric,
+                      goal=goal, maximize=maximize, parameter=parameter, trials=trials,
+                      step_budget=step_budget, example_budget=example_budget)
+    return chart, meta
+
+
+def plot_scatter(store: Store, workload: str, metric: str, goal: float, batch_size: int, *,
+                 maximize: bool = False, trials: int | None = None,
+                 step_budget: float | None = None, example_budget: float | None = None
+                 ) -> tuple[alt.LayerChart, dict[str, Any]]:
+    """Learning rate vs 1 − momentum of one study's trials (Figures 9–11, 19, 20)."""
+    from curvekit.measure import trial_outcomes
+
+    trials_table = trial_outcomes(store, workload, metric, goal, batch_size,
+                                  maximize=maximize, trials=trials, step_budget=step_budget,
+                                  example_budget=example_budget)
+    if trials_table["learning_rate"].null_count() == trials_table.height:
+        raise QueryError(f"workload {workload!r} has no learning_rate metaparameter to plot")
+    chart = scatter_chart(trials_table, title=f"{workload}, Batch Size {batch_size}",
+                          width=WIDTH, height=HEIGHT)
+    meta = provenance(store, plot="scatter", workloads=[workload], metric=metric, goal=goal,
+                      maximize=maximize, batch_size=batch_size, trials=trials,
+                      statuses=["COMPLETE", "INFEASIBLE"], step_budget=step_budget,
+                      example_budget=example_budget)
+    return chart, meta
+
+
+def plot_best(store: Store, workload: str, metric: str, *, goal: float | None = None,
+              maximize: bool = False, trials: int | None = None,
+              step_budget: float | None = None, example_budget: float | None = None
+              ) -> tuple[alt.LayerChart, dict[str, Any]]:
+    """The best value of ``metric`` per batch size (Figures 12 and 24), with ``goal`` dotted."""
+    best = store.best_measurement(workload, metric, maximize=maximize, trials=trials,
+                                  step_budget=step_budget, example_budget=example_budget)
+    chart = best_chart([(workload, best.select("batch_size", pl.col(metric).alias("value")))],
+                       title=workload, y_title=f"Best {metric}", goal_line=goal,
+                       goal_label="goal", width=WIDTH, height=HEIGHT)
+    meta = provenance(store, plot="best", workloads=[workload], metric=metric, goal=goal,
+                      maximize=maximize, trials=trials, step_budget=step_budget,
+                      example_budget=example_budget)
     return chart, meta

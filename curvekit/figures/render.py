@@ -8,8 +8,10 @@
 from __future__ import annotations
 
 import html
+import json
 import os
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -18,80 +20,171 @@ import altair as alt
 import polars as pl
 
 from curvekit.errors import CurvekitError
-from curvekit.figures.builders import best_chart, metaparameter_chart, steps_chart
+from curvekit.figures.builders import (
+    best_chart,
+    half_decade_limits,
+    metaparameter_chart,
+    scatter_chart,
+    search_space_chart,
+    steps_chart,
+    to_spec,
+)
 from curvekit.figures.paper import FIGURES
 from curvekit.figures.plots import provenance
 from curvekit.figures.spec import Curve, Figure, Panel
 from curvekit.goals import paper_goal
+from curvekit.measure import trial_outcomes
 from curvekit.store.store import Store
 
-__all__ = ["FigureError", "figure", "render_all"]
+__all__ = ["FigureError", "figure", "figure_spec", "render_all"]
 
 
 class FigureError(CurvekitError):
     """A figure cannot be drawn: unknown number, or workloads missing from the store."""
 
 
-def _steps(store: Store, c: Curve) -> pl.DataFrame:
-    assert c.goal is not None
-    return store.steps_to_result(c.workload, c.metric, c.goal, maximize=c.maximize,
-                                 trials=c.trials, step_budget=c.step_budget,
-                                 example_budget=c.example_budget, statuses=c.statuses)
-
-
-def _paper_goals(store: Store, panel: Panel) -> Panel:
-    """Fill in curves whose goal is None with the paper's goal for their workload."""
-    if all(c.goal is not None for c in panel.curves):
-        return panel
+def _resolve(store: Store, panel: Panel) -> Panel:
+    """Fill in render-time choices: the paper's goal where a curve's goal is None, and the
+    fallback metric of a curve whose workload lacks its metric (retitled, with a warning)."""
     curves, title = [], panel.title
     for c in panel.curves:
-        if c.goal is None:
+        if c.goal is None and panel.kind in ("steps", "metaparameter", "search_space"):
             g = paper_goal(store, c.workload)
             c = replace(c, metric=g.metric, goal=g.goal, maximize=g.maximize, trials=g.trials)
             title = panel.title.format(workload=c.workload, goal=f"{g.goal!r}") + (
                 " (rule)" if g.source == "rule" else "")
+        if c.fallback_metric and c.metric not in store.metrics(c.workload):
+            warnings.warn(f"{c.workload} has no {c.metric}; drawing {c.fallback_metric} "
+                          "instead", stacklevel=2)
+            c = replace(c, metric=c.fallback_metric)
+            title = title.replace(" (train)", " (validation)")
         curves.append(c)
     return replace(panel, curves=tuple(curves), title=title)
 
 
+def _options(c: Curve) -> dict[str, Any]:
+    return {"maximize": c.maximize, "trials": c.trials, "step_budget": c.step_budget,
+            "example_budget": c.example_budget, "statuses": c.statuses, "subset": c.subset}
+
+
+def _steps(store: Store, c: Curve) -> pl.DataFrame:
+    assert c.goal is not None
+    return _eligible(store, c, store.steps_to_result(c.workload, c.metric, c.goal,
+                                                     **_options(c)))
+
+
+def _eligible(store: Store, c: Curve, table: pl.DataFrame) -> pl.DataFrame:
+    """Keep the batch sizes whose study ran at least the curve's budget in steps."""
+    if not c.eligible:
+        return table
+    studies = store.studies(c.workload).select("batch_size", "train_steps")
+    need = pl.lit(True)
+    if c.step_budget is not None:
+        need = need & (pl.col("train_steps") >= c.step_budget)
+    if c.example_budget is not None:
+        need = need & (pl.col("train_steps") * pl.col("batch_size") >= c.example_budget)
+    keep = studies.filter(need)["batch_size"]
+    return table.filter(pl.col("batch_size").is_in(keep.implode()))
+
+
+def _normalized(panel: Panel, curves: list[tuple[str, pl.DataFrame]]
+                ) -> tuple[int | None, list[tuple[str, pl.DataFrame]]]:
+    at = panel.normalize_at
+    if at is None:
+        return None, curves
+    if at == "common":
+        shared = set.intersection(*(set(t["batch_size"].to_list()) for _, t in curves))
+        if not shared:
+            raise FigureError(f"{panel.title}: no batch size reaches the goal on every curve, "
+                              "so the panel cannot be normalized")
+        at = min(shared)
+    kept = []
+    for label, table in curves:
+        if at in table["batch_size"].to_list():
+            kept.append((label, table))
+        else:
+            warnings.warn(f"{label}: no point at batch size {at}; left out of the normalized "
+                          "panel", stacklevel=3)
+    return at, kept
+
+
+def _scatter_data(store: Store, panel: Panel) -> pl.DataFrame:
+    (c,) = panel.curves
+    assert c.goal is not None and c.batch_size is not None
+    return trial_outcomes(store, c.workload, c.metric, c.goal, c.batch_size,
+                          maximize=c.maximize, trials=c.trials, step_budget=c.step_budget,
+                          example_budget=c.example_budget, statuses=c.statuses)
+
+
+def _search_space(store: Store, panel: Panel, title: str | alt.TitleParams, width: float,
+                  height: float) -> alt.LayerChart:
+    (c,) = panel.curves
+    winners = _steps(store, c).select("batch_size", pl.col("learning_rate").alias("value"))
+    band = []
+    for bs, configs in store.studies(c.workload).select(
+            "batch_size", "parameter_configs").iter_rows():
+        config = json.loads(configs or "{}").get("learning_rate")
+        if not config:
+            continue
+        points = config.get("feasible_points")
+        low, high = ((min(points), max(points)) if points else
+                     (config.get("min_value"), config.get("max_value")))
+        if low is not None and high is not None:
+            band.append((bs, float(low), float(high)))
+    frame = pl.DataFrame(band, schema={"batch_size": pl.Int64, "low": pl.Float64,
+                                       "high": pl.Float64}, orient="row")
+    return search_space_chart(winners, frame, title=title, y_title=panel.y_title or
+                              "Learning Rate", width=width, height=height)
+
+
 def _panel(store: Store, panel: Panel, width: float, height: float,
-           title_size: float | None = None) -> alt.LayerChart:
-    panel = _paper_goals(store, panel)
+           title_size: float | None = None,
+           limits: tuple[tuple[float, float], tuple[float, float]] | None = None
+           ) -> alt.LayerChart:
+    panel = _resolve(store, panel)
     title: str | alt.TitleParams = (panel.title if title_size is None
                                     else alt.TitleParams(panel.title, fontSize=title_size))
     if panel.kind == "steps":
-        curves = [(c.label, _steps(store, c)) for c in panel.curves]
-        if panel.normalize_at is not None:
-            kept = []
-            for label, table in curves:
-                if panel.normalize_at in table["batch_size"].to_list():
-                    kept.append((label, table))
-                else:
-                    warnings.warn(f"{label}: no point at batch size {panel.normalize_at}; "
-                                  "left out of the normalized panel", stacklevel=2)
-            curves = kept
-        scaling = panel.scaling_label
-        return steps_chart(curves, title=title, scaling_label=scaling,
-                           normalize_at=panel.normalize_at, ylim=panel.ylim, width=width,
-                           height=height)
+        at, curves = _normalized(panel, [(c.label, _steps(store, c)) for c in panel.curves])
+        return steps_chart(curves, title=title, scaling_label=panel.scaling_label,
+                           normalize_at=at, ylim=panel.ylim, width=width, height=height,
+                           legend=panel.legend, legend_size=panel.legend_size)
     if panel.kind == "metaparameter":
         curves = [(c.label, _steps(store, c).select(
             "batch_size", pl.col(panel.y).alias("value"))) for c in panel.curves]
         return metaparameter_chart(curves, title=title, y_title=panel.y_title,
-                                   heuristics=panel.heuristics, width=width, height=height)
+                                   heuristics=panel.heuristics, width=width, height=height,
+                                   legend=panel.legend, legend_size=panel.legend_size)
+    if panel.kind == "scatter":
+        xlim, ylim = limits or (panel.xlim, panel.ylim)
+        return scatter_chart(_scatter_data(store, panel), title=title, xlim=xlim, ylim=ylim,
+                             legend=panel.legend or "bottom-right",
+                             legend_size=panel.legend_size, width=width, height=height)
+    if panel.kind == "search_space":
+        return _search_space(store, panel, title, width, height)
     curves = []
     for c in panel.curves:
-        best = store.best_measurement(c.workload, c.metric, maximize=c.maximize,
-                                      trials=c.trials, step_budget=c.step_budget,
-                                      example_budget=c.example_budget, statuses=c.statuses)
+        best = _eligible(store, c, store.best_measurement(c.workload, c.metric, **_options(c)))
         curves.append((c.label, best.select("batch_size", pl.col(c.metric).alias("value"))))
-    goal = panel.curves[0].goal if panel.curves else None
+    goal = panel.curves[0].goal if panel.curves and panel.goal_line else None
     return best_chart(curves, title=title, y_title=panel.y_title, goal_line=goal,
-                      ylim=panel.ylim, width=width, height=height)
+                      xlim=panel.xlim, ylim=panel.ylim, legend=panel.legend,
+                      legend_size=panel.legend_size, width=width, height=height)
 
 
-def figure(number: int, store: Store) -> tuple[alt.VConcatChart, dict[str, Any]]:
-    """The paper's figure ``number`` drawn from ``store``, and its provenance."""
+def _shared_limits(store: Store, spec: Figure
+                   ) -> tuple[tuple[float, float], tuple[float, float]] | None:
+    """Half-decade limits over every scatter panel of a figure that shares them."""
+    if not spec.shared_limits:
+        return None
+    frames = [_scatter_data(store, _resolve(store, p)) for p in spec.panels
+              if p.kind == "scatter"]
+    data = pl.concat(frames)
+    return (half_decade_limits(data["learning_rate"].to_list()),
+            half_decade_limits((1 - data["momentum"]).to_list()))
+
+
+def _check(number: int, store: Store) -> Figure:
     if number not in FIGURES:
         known = ", ".join(str(n) for n in sorted(FIGURES))
         raise FigureError(f"figure {number} is not available; figures drawn so far: {known}")
@@ -101,18 +194,78 @@ def figure(number: int, store: Store) -> tuple[alt.VConcatChart, dict[str, Any]]
         raise FigureError(
             f"figure {number} needs workloads missing from the store: {', '.join(missing)}; "
             "run `curvekit fetch` for the release (or `curvekit fetch --archive PATH`)")
+    return spec
+
+
+def _charts(spec: Figure, store: Store) -> list[alt.LayerChart]:
     width, height = spec.size_px
     panel_w, panel_h = width / spec.cols - 60, height / spec.rows - 60
-    charts = [_panel(store, p, panel_w, panel_h, spec.title_size) for p in spec.panels]
-    rows = [alt.hconcat(*charts[i:i + spec.cols]) for i in range(0, len(charts), spec.cols)]
-    chart = alt.vconcat(*rows).properties(title=f"Figure {number}: {spec.title}")
+    limits = _shared_limits(store, spec)
+    # DuckDB releases the GIL: two panels query at once, each on its thread's cursor.
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return list(pool.map(
+            lambda p: _panel(store, p, panel_w, panel_h, spec.title_size, limits),
+            spec.panels))
+
+
+def _provenance(spec: Figure, store: Store) -> dict[str, Any]:
     curves = [c for p in spec.panels for c in p.curves]
-    meta = provenance(store, figure=number, workloads=spec.workloads(),
+    return provenance(store, figure=spec.number, workloads=spec.workloads(),
                       curves=[{"workload": c.workload, "label": c.label, "metric": c.metric,
                                "goal": c.goal, "maximize": c.maximize, "trials": c.trials,
                                "statuses": list(c.statuses), "step_budget": c.step_budget,
-                               "example_budget": c.example_budget} for c in curves])
-    return chart, meta
+                               "example_budget": c.example_budget, "subset": c.subset,
+                               "batch_size": c.batch_size, "eligible": c.eligible}
+                              for c in curves])
+
+
+# Each panel keeps its own legend where the spec places it.
+_LEGENDS = {"legend": {"color": "independent", "shape": "independent"}}
+
+
+def figure(number: int, store: Store | None = None
+           ) -> tuple[alt.VConcatChart, dict[str, Any]]:
+    """The paper's figure ``number`` drawn from ``store`` as an Altair chart, and its provenance.
+
+    The chart is a grid (rows of ``hconcat`` in a ``vconcat``) of one layered chart per panel.
+    ``store`` defaults to the current store of curvekit's home.
+    """
+    store = store or Store.open()
+    spec = _check(number, store)
+    charts = _charts(spec, store)
+    legends = alt.Resolve(**_LEGENDS)
+    rows = [alt.HConcatChart(hconcat=charts[i:i + spec.cols], resolve=legends)
+            for i in range(0, len(charts), spec.cols)]
+    chart = alt.VConcatChart(vconcat=rows, title=_title(spec), resolve=legends)
+    return chart, _provenance(spec, store)
+
+
+def _title(spec: Figure) -> str:
+    return f"Figure {spec.number}: {spec.title}"
+
+
+def figure_spec(number: int, store: Store | None = None
+                ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The same figure as :func:`figure`, as its Vega-Lite spec (a dict), and its provenance.
+
+    Composing the panels' specs directly skips Altair's copying of the whole chart at each
+    level of the grid, which took longer than the queries; the result equals
+    ``figure(number, store)[0].to_dict()``.
+    """
+    store = store or Store.open()
+    spec = _check(number, store)
+    panels = [to_spec(c) for c in _charts(spec, store)]
+    datasets: dict[str, Any] = {}
+    top: dict[str, Any] = {}
+    for panel in panels:
+        datasets.update(panel.pop("datasets", {}))
+        for key in ("$schema", "config"):
+            top[key] = panel.pop(key, top.get(key))
+    rows = [{"hconcat": panels[i:i + spec.cols], "resolve": _LEGENDS}
+            for i in range(0, len(panels), spec.cols)]
+    out = {"config": top.get("config"), "vconcat": rows, "resolve": _LEGENDS,
+           "title": _title(spec), "$schema": top.get("$schema"), "datasets": datasets}
+    return {k: v for k, v in out.items() if v is not None}, _provenance(spec, store)
 
 
 def render_all(store: Store, folder: str | os.PathLike[str], *, fmt: str = "png"
@@ -131,7 +284,7 @@ def render_all(store: Store, folder: str | os.PathLike[str], *, fmt: str = "png"
     for number in sorted(FIGURES):
         name = f"figure-{number:02d}.{fmt}"
         try:
-            chart, meta = figure(number, store)
+            chart, meta = figure_spec(number, store)
         except FigureError as exc:
             items.append(f"<li><h2>Figure {number}</h2><p>{html.escape(str(exc))}</p></li>")
             continue

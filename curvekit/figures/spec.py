@@ -13,7 +13,10 @@ measurement that produces it (metric, goal, trial limit, statuses, budgets).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from curvekit.figures.builders import LegendOrient
 
 __all__ = ["AP", "CE", "CLS", "Curve", "Figure", "Panel"]
 
@@ -21,12 +24,20 @@ CLS = "val/classification_error"
 CE = "val/cross_entropy_error"
 AP = "val/average_precision"
 
-Kind = Literal["steps", "metaparameter", "best"]
+Kind = Literal["steps", "metaparameter", "best", "scatter", "search_space"]
 
 
 @dataclass(frozen=True)
 class Curve:
-    """One line of a panel: a workload and the measurement that produces its points."""
+    """One line of a panel: a workload and the measurement that produces its points.
+
+    ``goal=None`` means the paper's goal for the workload (resolved at render time).
+    ``subset`` = (parameter, value) keeps only the loaded trials with that metaparameter
+    value (label smoothing groups). ``fallback_metric`` is used, with a warning, when the
+    workload has no ``metric``. ``eligible`` applies the budget eligibility rule: a batch
+    size is drawn only if its study ran at least the budget in steps. ``batch_size`` is the
+    study a scatter shows.
+    """
 
     workload: str
     label: str = ""
@@ -37,6 +48,10 @@ class Curve:
     statuses: tuple[str, ...] = ("COMPLETE",)
     step_budget: float | None = None
     example_budget: float | None = None
+    subset: tuple[str, float] | None = None
+    fallback_metric: str | None = None
+    eligible: bool = False
+    batch_size: int | None = None
 
 
 @dataclass(frozen=True)
@@ -45,24 +60,35 @@ class Panel:
 
     ``kind``: ``steps`` (steps to result), ``metaparameter`` (a winning trial's
     metaparameter, column ``y``, with the linear and square-root heuristics if
-    ``heuristics``), ``best`` (best value per batch size). ``scaling_label`` names the curve
-    that gets the perfect-scaling line (``""``: the only curve; ``None``: none).
+    ``heuristics``), ``best`` (best value per batch size, with the first curve's goal as a
+    dotted line if ``goal_line``), ``scatter`` (learning rate vs 1 − momentum of one study),
+    ``search_space`` (the winning learning rate inside the searched range).
+    ``scaling_label`` names the curve that gets the perfect-scaling line (``None``: none).
+    ``normalize_at="common"`` normalizes at the smallest batch size every curve reaches.
+    ``legend`` places the legend inside the plot (``top-left``, ``bottom-right``, ...).
     """
 
     title: str
     kind: Kind
     curves: tuple[Curve, ...]
     scaling_label: str | None = None
-    normalize_at: int | None = None
+    normalize_at: int | Literal["common"] | None = None
+    xlim: tuple[float, float] | None = None
     ylim: tuple[float, float] | None = None
     y: str = "effective_learning_rate"
     y_title: str = ""
     heuristics: bool = False
+    goal_line: bool = False
+    legend: LegendOrient | None = None
+    legend_size: float = 8
 
 
 @dataclass(frozen=True)
 class Figure:
-    """A figure of the paper: a grid of panels, sized as the spec's §2 says."""
+    """A figure of the paper: a grid of panels, sized as the spec's §2 says.
+
+    ``shared_limits``: scatter panels share half-decade limits computed over all of them.
+    """
 
     number: int
     title: str
@@ -72,6 +98,7 @@ class Figure:
     width_in: float = 9.0
     aspect: float = 8 / 7
     title_size: float | None = None
+    shared_limits: bool = False
 
     @property
     def size_px(self) -> tuple[int, int]:

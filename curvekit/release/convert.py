@@ -34,7 +34,8 @@ from curvekit.release.archive import (
 )
 from curvekit.release.csvparse import CsvBatcher
 from curvekit.release.manifest import Manifest
-from curvekit.store.layout import MANIFEST_FILE, STORE_FORMAT
+from curvekit.store.layout import MANIFEST_FILE, METADATA_FILE, STORE_FORMAT
+from curvekit.store.update import carry_added
 from curvekit.store.writer import StoreBuilder, lock_home, new_staging, publish
 
 __all__ = ["ConvertProgress", "convert"]
@@ -110,6 +111,10 @@ def convert(
                 },
                 batcher.rows,
             )
+            carried = carry_added(home, staging, meta)
+            if carried is not meta:  # the user's own workloads move into the new snapshot
+                meta = carried
+                (staging / METADATA_FILE).write_text(json.dumps(meta, indent=1) + "\n")
             if manifest is not None:
                 (staging / MANIFEST_FILE).write_text(json.dumps(manifest.to_dict(), indent=1))
             if progress is not None:

@@ -60,6 +60,8 @@ class Store:
     path: Path
     metadata: dict[str, Any] = field(repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    _local: threading.local = field(default_factory=threading.local, repr=False,
+                                    compare=False)
     # A published store folder never changes (a new conversion publishes a new folder), so
     # per-workload facts read from footers and trials are computed once per opened store.
     _facts: dict[tuple[str, str], list[str]] = field(default_factory=dict, repr=False,
@@ -121,9 +123,12 @@ class Store:
     def _views(self) -> duckdb.DuckDBPyConnection:
         # Binding a view lists every file of its table: done once, and only for SQL that
         # names the views (the measurements read one workload's folder directly).
+        # A converted release has one schema per table; added workloads bring their own
+        # columns, and the views then match columns by name.
+        union = ", union_by_name=true" if self.metadata.get("added") else ""
         for table in TABLES:
             self._con.execute(f"create view {table} as select * from read_parquet("
-                              f"'{self.glob(table)}', hive_partitioning=true)")
+                              f"'{self.glob(table)}', hive_partitioning=true{union})")
         return self._con
 
     def source(self, table: str, workload: str) -> str:
@@ -142,11 +147,18 @@ class Store:
         """A new DuckDB cursor with views ``studies``, ``trials`` and ``measurements``."""
         return self._views.cursor()
 
+    def _cursor(self) -> duckdb.DuckDBPyConnection:
+        """This thread's cursor: threads query in parallel, each on its own cursor."""
+        cursor: duckdb.DuckDBPyConnection | None = getattr(self._local, "cursor", None)
+        if cursor is None:
+            with self._lock:
+                cursor = self._local.cursor = self._con.cursor()
+        return cursor
+
     def query(self, sql: str, params: Sequence[object] | None = None) -> pl.DataFrame:
         """Run parameterised SQL over the views and return a polars DataFrame."""
         try:
-            with self._lock:
-                frame: pl.DataFrame = self._con.sql(sql, params=list(params or [])).pl()
+            frame: pl.DataFrame = self._cursor().sql(sql, params=list(params or [])).pl()
         except duckdb.Error as exc:
             raise QueryError(f"{exc}\nin the query:\n{sql}") from exc
         return frame
@@ -213,8 +225,11 @@ class Store:
         return list(self._facts[("parameters", workload)])
 
     def _parameter_columns(self, workload: str) -> list[str]:
-        self.split_workload(workload)
-        names = [n for n in self.metadata.get("parameter_columns", {}) if n not in _FIXED]
+        base_dir, model, optimizer = self.split_workload(workload)
+        folder = self.path / workload_dir("trials", base_dir, model, optimizer)
+        # An added workload's trials file holds its own metaparameters only: read its schema.
+        names = sorted({n for path in folder.glob("*.parquet")
+                        for n in pq.read_schema(path).names if n not in _FIXED})
         if not names:
             return []
         counts = self.query("select " + ", ".join(f'count("{n}")' for n in names)
@@ -259,24 +274,26 @@ class Store:
     def steps_to_result(self, workload: str, metric: str, goal: float, *,
                         maximize: bool = False, trials: int | None = None,
                         step_budget: float | None = None, example_budget: float | None = None,
-                        statuses: Sequence[str] = ("COMPLETE",)) -> pl.DataFrame:
+                        statuses: Sequence[str] = ("COMPLETE",),
+                        subset: tuple[str, float] | None = None) -> pl.DataFrame:
         """Steps to reach ``goal`` per batch size; see :func:`curvekit.measure.steps_to_result`."""
         from curvekit.measure import steps_to_result
 
         return steps_to_result(self, workload, metric, goal, maximize=maximize, trials=trials,
                                step_budget=step_budget, example_budget=example_budget,
-                               statuses=statuses)
+                               statuses=statuses, subset=subset)
 
     def best_measurement(self, workload: str, metric: str, *, maximize: bool = False,
                          trials: int | None = None, step_budget: float | None = None,
                          example_budget: float | None = None,
-                         statuses: Sequence[str] = ("COMPLETE",)) -> pl.DataFrame:
+                         statuses: Sequence[str] = ("COMPLETE",),
+                         subset: tuple[str, float] | None = None) -> pl.DataFrame:
         """Best value per batch size; see :func:`curvekit.measure.best_measurement`."""
         from curvekit.measure import best_measurement
 
         return best_measurement(self, workload, metric, maximize=maximize, trials=trials,
                                 step_budget=step_budget, example_budget=example_budget,
-                                statuses=statuses)
+                                statuses=statuses, subset=subset)
 
 
 def metrics_with_values(meta: pq.FileMetaData) -> set[str]:

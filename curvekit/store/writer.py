@@ -42,6 +42,7 @@ from curvekit.store.layout import (
     METADATA_FILE,
     METRICS_KEY,
     fixed_schema,
+    partition_columns,
     partition_dir,
     store_link,
 )
@@ -227,7 +228,9 @@ class StoreBuilder:
     def _write_trials(self, counts: dict[tuple[StudyKey, int], int]) -> dict[str, str]:
         names = sorted({n for t in self.trials.values() for n in t.parameters})
         fixed = fixed_schema("trials")
-        columns = {n: (f"param_{n}" if n in fixed.names else n) for n in names}
+        # A metaparameter named like a column or a partition (e.g. "optimizer") is prefixed.
+        reserved = set(fixed.names) | set(partition_columns("trials"))
+        columns = {n: (f"param_{n}" if n in reserved else n) for n in names}
         types = {n: _param_type(t.parameters.get(n) for t in self.trials.values())
                  for n in names}
         schema = pa.schema(list(fixed) + [pa.field(columns[n], types[n]) for n in names])

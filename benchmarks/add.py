@@ -1,0 +1,235 @@
+"""Benchmark: importing training logs with ``curvekit add``.
+
+Side by side in one run, each in a fresh process with the peak memory of its process tree:
+
+* **CSV**: 1,000 runs of 1,000 evaluations each, as PyTorch Lightning's CSVLogger writes them
+  (training and validation metrics on separate rows: 2,000 rows per file), 10 batch sizes,
+  with a run manifest: ``curvekit add`` against a naive loader (pandas ``read_csv`` per
+  file, tag each frame with its run and batch size, ``concat``, write one Parquet file; no
+  checks, no merging of the sparse rows);
+* **TensorBoard**: 100 runs x 1,000 steps x 4 scalars written by tensorboardX:
+  ``curvekit add`` against TensorBoard's own loader (``EventAccumulator`` keeping every
+  scalar, then pandas);
+* **MLflow**: 100 runs x 1,000 steps x 4 metrics in a file store written by MLflow:
+  ``curvekit add`` against ``MlflowClient.get_metric_history`` per run and metric, then
+  pandas.
+
+Usage::
+
+    python benchmarks/add.py                  # all three; the logs are generated once
+    python benchmarks/add.py --only csv
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import random
+import shutil
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.common import WORK, save, timed
+
+BATCH_SIZES = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
+
+NAIVE_CSV = r"""
+import glob, os, sys, tomllib
+import pandas as pd
+root = sys.argv[1]
+with open(os.path.join(root, "runs.toml"), "rb") as fh:
+    sizes = {r["run"]: r["batch_size"] for r in tomllib.load(fh)["runs"]}
+frames = []
+for path in sorted(glob.glob(os.path.join(root, "**", "metrics.csv"), recursive=True)):
+    run = os.path.relpath(os.path.dirname(path), root)
+    frame = pd.read_csv(path)
+    frame["run"], frame["batch_size"] = run, sizes[run]
+    frames.append(frame)
+pd.concat(frames, ignore_index=True).to_parquet(sys.argv[2])
+"""
+
+NAIVE_TENSORBOARD = r"""
+import os, sys
+import pandas as pd
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+root = sys.argv[1]
+frames = []
+for run in sorted(os.listdir(root)):
+    acc = EventAccumulator(os.path.join(root, run), size_guidance={"scalars": 0})
+    acc.Reload()
+    for tag in acc.Tags()["scalars"]:
+        events = acc.Scalars(tag)
+        frames.append(pd.DataFrame({"run": run, "tag": tag, "step": [e.step for e in events],
+                                    "value": [e.value for e in events]}))
+data = pd.concat(frames, ignore_index=True)
+data.pivot_table(index=["run", "step"], columns="tag", values="value").reset_index(
+    ).to_parquet(sys.argv[2])
+"""
+
+NAIVE_MLFLOW = r"""
+import os, sys
+import pandas as pd
+from mlflow.tracking import MlflowClient
+client = MlflowClient(tracking_uri="file:" + sys.argv[1])
+experiment = client.get_experiment_by_name("sweep")
+frames = []
+for run in client.search_runs([experiment.experiment_id], max_results=10000):
+    for key in run.data.metrics:
+        history = client.get_metric_history(run.info.run_id, key)
+        frames.append(pd.DataFrame({"run": run.info.run_id, "metric": key,
+                                    "step": [m.step for m in history],
+                                    "value": [m.value for m in history]}))
+data = pd.concat(frames, ignore_index=True)
+data.pivot_table(index=["run", "step"], columns="metric", values="value").reset_index(
+    ).to_parquet(sys.argv[2])
+"""
+
+
+def _curve(bs: int, trial: int, step: int) -> float:
+    s_goal = 4000 * (1 + 512 / bs) * (1 + trial / 20)
+    return 0.9 * math.exp(-math.log(0.9 / 0.1) * step / s_goal)
+
+
+def make_csv_logs(root: Path, runs: int, evals: int) -> Path:
+    """Lightning CSVLogger folders (version_N/metrics.csv) and a run manifest."""
+    if (root / "runs.toml").exists():
+        return root
+    start = time.perf_counter()
+    shutil.rmtree(root, ignore_errors=True)
+    rng = random.Random(0)
+    entries = []
+    for n in range(runs):
+        bs = BATCH_SIZES[n % len(BATCH_SIZES)]
+        trial = n // len(BATCH_SIZES)
+        folder = root / f"version_{n}"
+        folder.mkdir(parents=True)
+        last = int(12000 * (1 + 512 / bs))
+        lines = ["train_loss,epoch,step,val_loss,val_acc"]
+        for i in range(evals):
+            step = i * last // (evals - 1)
+            err = _curve(bs, trial, step) * (1 + 0.02 * rng.random())
+            lines.append(f"{2.3 * err * 0.9!r},{i // 10},{step},,")
+            lines.append(f",{i // 10},{step},{2.3 * err!r},{1 - err!r}")
+        (folder / "metrics.csv").write_text("\n".join(lines) + "\n")
+        lr = 10 ** rng.uniform(-3, 0)
+        entries.append(f'[[runs]]\nrun = "version_{n}"\nbatch_size = {bs}\n'
+                       f"parameters = {{ learning_rate = {lr!r}, momentum = 0.9 }}\n")
+    (root / "runs.toml").write_text("".join(entries))
+    print(f"wrote {runs} CSV logs in {time.perf_counter() - start:.0f} s", flush=True)
+    return root
+
+
+def make_tensorboard_logs(root: Path, runs: int, evals: int) -> Path:
+    if (root / ".done").exists():
+        return root
+    from tensorboardX import SummaryWriter
+
+    start = time.perf_counter()
+    shutil.rmtree(root, ignore_errors=True)
+    for n in range(runs):
+        bs = BATCH_SIZES[n % len(BATCH_SIZES)]
+        with SummaryWriter(str(root / f"run_{n:03d}")) as writer:
+            last = int(12000 * (1 + 512 / bs))
+            for i in range(evals):
+                step = i * last // (evals - 1)
+                err = _curve(bs, n // len(BATCH_SIZES), step)
+                writer.add_scalar("train/loss", 2.1 * err, step)
+                writer.add_scalar("val/loss", 2.3 * err, step)
+                writer.add_scalar("val/acc", 1 - err, step)
+                writer.add_scalar("lr", 0.1, step)
+            writer.add_hparams({"batch_size": bs, "lr": 0.1}, {"hparam/none": 0.0},
+                               name="hparams")
+    (root / ".done").write_text("")
+    print(f"wrote {runs} TensorBoard runs in {time.perf_counter() - start:.0f} s", flush=True)
+    return root
+
+
+def make_mlflow_logs(root: Path, runs: int, evals: int) -> Path:
+    if (root / ".done").exists():
+        return root / "mlruns" / (root / ".done").read_text().strip()
+    os.environ["MLFLOW_ALLOW_FILE_STORE"] = "true"
+    from mlflow.entities import Metric, Param
+    from mlflow.tracking import MlflowClient
+
+    start = time.perf_counter()
+    shutil.rmtree(root, ignore_errors=True)
+    client = MlflowClient(tracking_uri=f"file:{root / 'mlruns'}")
+    experiment = client.create_experiment("sweep")
+    for n in range(runs):
+        bs = BATCH_SIZES[n % len(BATCH_SIZES)]
+        run = client.create_run(experiment).info.run_id
+        last = int(12000 * (1 + 512 / bs))
+        metrics = []
+        for i in range(evals):
+            step = i * last // (evals - 1)
+            err = _curve(bs, n // len(BATCH_SIZES), step)
+            for key, value in (("train_loss", 2.1 * err), ("val_loss", 2.3 * err),
+                               ("val_accuracy", 1 - err), ("lr", 0.1)):
+                metrics.append(Metric(key, value, 1_700_000_000_000 + i, step))
+        for k in range(0, len(metrics), 1000):
+            client.log_batch(run, metrics=metrics[k:k + 1000],
+                             params=[Param("batch_size", str(bs)),
+                                     Param("learning_rate", "0.1")] if k == 0 else [])
+        client.set_terminated(run)
+    (root / ".done").write_text(str(experiment))
+    print(f"wrote {runs} MLflow runs in {time.perf_counter() - start:.0f} s", flush=True)
+    return root / "mlruns" / str(experiment)
+
+
+def compare(label: str, source: Path, naive: str, naive_arg: Path, extra: list[str],
+            repeat: int) -> dict[str, object]:
+    runs = []
+    for k in range(repeat):
+        home = WORK / f"home-add-{label}"
+        shutil.rmtree(home, ignore_errors=True)
+        runs.append(timed(f"curvekit add ({label}) #{k + 1}",
+                          [sys.executable, "-m", "curvekit", "add", str(source), "--name",
+                           f"bench/{label}/sgd", "--home", str(home), *extra]))
+    out = WORK / f"naive-{label}.parquet"
+    env = {"MLFLOW_ALLOW_FILE_STORE": "true"}
+    baseline = [timed(f"naive ({label}) #{k + 1}", [sys.executable, "-c", naive, str(naive_arg),
+                                                    str(out)], env=env)
+                for k in range(repeat)]
+    best = min(runs, key=lambda r: r.seconds)
+    base = min(baseline, key=lambda r: r.seconds)
+    print(f"{label:12s} curvekit add {best.seconds:7.2f} s {best.peak_rss_mb:7.0f} MB | "
+          f"naive {base.seconds:7.2f} s {base.peak_rss_mb:7.0f} MB | "
+          f"ratio {best.seconds / base.seconds:.2f}", flush=True)
+    return {"curvekit": runs, "naive": baseline, "ratio": best.seconds / base.seconds}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", choices=["csv", "tensorboard", "mlflow"], action="append")
+    parser.add_argument("--runs", type=int, default=1000)
+    parser.add_argument("--evals", type=int, default=1000)
+    parser.add_argument("--small-runs", type=int, default=100,
+                        help="runs of the TensorBoard and MLflow cases")
+    parser.add_argument("--repeat", type=int, default=2)
+    args = parser.parse_args()
+    only = set(args.only or ["csv", "tensorboard", "mlflow"])
+    results: dict[str, object] = {"runs": args.runs, "evals": args.evals,
+                                  "small_runs": args.small_runs, "cpus": os.cpu_count()}
+    if "csv" in only:
+        logs = make_csv_logs(WORK / f"add-csv-{args.runs}x{args.evals}", args.runs, args.evals)
+        results["csv"] = compare("csv", logs, NAIVE_CSV, logs,
+                                 ["--manifest", str(logs / "runs.toml")], args.repeat)
+    if "tensorboard" in only:
+        logs = make_tensorboard_logs(WORK / f"add-tb-{args.small_runs}x{args.evals}",
+                                     args.small_runs, args.evals)
+        results["tensorboard"] = compare("tensorboard", logs, NAIVE_TENSORBOARD, logs, [],
+                                         args.repeat)
+    if "mlflow" in only:
+        logs = make_mlflow_logs(WORK / f"add-mlflow-{args.small_runs}x{args.evals}",
+                                args.small_runs, args.evals)
+        results["mlflow"] = compare("mlflow", logs, NAIVE_MLFLOW, logs.parent, [],
+                                    args.repeat)
+    print(f"results in {save('add', results)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,392 @@
+"""``curvekit add``: turn training runs into a workload of the store, all or nothing.
+
+:func:`add` reads every run, checks everything (names, steps, values, batch sizes,
+statuses), builds one :class:`~curvekit.store.update.WorkloadData` and hands it to
+:func:`~curvekit.store.update.add_workload`, which refuses a name that is taken, writes a
+new store snapshot and swaps it in atomically. Any problem stops the import before the
+store is touched. Importing the same runs again changes nothing.
+
+>>> import pathlib, tempfile
+>>> logs = pathlib.Path(tempfile.mkdtemp())
+>>> for bs, speed in ((32, 1.0), (64, 2.0)):
+...     rows = "".join(f"{s},{max(0.05, 1 - speed * s / 1000):.3f}\\n" for s in range(0, 1001, 100))
+...     _ = (logs / f"bs{bs}.csv").write_text("step,val_error\\n" + rows)
+>>> _ = (logs / "runs.toml").write_text(
+...     '[[runs]]\\nrun = "bs32.csv"\\nbatch_size = 32\\n'
+...     '[[runs]]\\nrun = "bs64.csv"\\nbatch_size = 64\\n')
+>>> result = add(logs, name="my_data/mlp/sgd", manifest=logs / "runs.toml",
+...              home=pathlib.Path(tempfile.mkdtemp()))
+>>> result.changed, result.studies, result.trials, result.measurements
+(True, 2, 2, 22)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import polars as pl
+
+from curvekit._version import __version__
+from curvekit.errors import IngestError
+from curvekit.ingest import FORMATS, csvlogs
+from curvekit.ingest import manifest as manifest_
+from curvekit.ingest.metrics import apply_map, parse_overrides
+from curvekit.ingest.runs import RunLog
+from curvekit.ingest.status import decide
+from curvekit.release.archive import StudyKey, StudyRecord, TrialRecord
+from curvekit.store.update import AddResult, WorkloadData, add_workload
+
+__all__ = ["FORMATS", "Format", "add", "build", "detect_format"]
+
+Format = Literal["auto", "release", "csv", "tensorboard", "mlflow", "wandb"]
+BATCH_SIZE_PARAMS = ("batch_size", "batchsize", "batch-size", "train_batch_size",
+                     "global_batch_size")
+BUDGET_PARAMS = ("train_steps", "max_steps", "total_steps", "num_steps")
+PARAM_ALIASES = {"lr": "learning_rate", "learning-rate": "learning_rate"}
+# Partition columns of the store: a parameter of that name (e.g. an "optimizer" hparam)
+# is kept as param_<name>, the way the store keeps parameters named like its fixed columns.
+_PARTITION_NAMES = frozenset({"base_dir", "model", "optimizer"})
+_NAME_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
+_TAR = re.compile(r"\.(tar(\.(bz2|gz|xz))?|tgz|tbz2?|txz)$", re.IGNORECASE)
+
+Reader = Callable[[Path, tuple[str, ...]], list[RunLog]]
+
+
+def _readers() -> dict[str, Reader]:
+    from curvekit.ingest import mlflow, tensorboard, wandb
+
+    return {
+        "csv": lambda s, r: csvlogs.read_csv_runs(s, step_renames=r),
+        "wandb": lambda s, r: wandb.read_wandb_runs(s, step_renames=r),
+        "tensorboard": lambda s, r: tensorboard.read_tensorboard_runs(s),
+        "mlflow": lambda s, r: mlflow.read_mlflow_runs(s),
+    }
+
+
+# ---------------------------------------------------------------------- format detection
+def _csv_header(path: Path) -> str:
+    try:
+        with open(path, "rb") as fh:
+            return fh.readline().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def detect_format(source: Path) -> str:
+    """Which format ``source`` holds (a file or folder); :class:`IngestError` if unclear.
+
+    >>> import pathlib, tempfile
+    >>> d = pathlib.Path(tempfile.mkdtemp()); _ = (d / "run.csv").write_text("step,loss\\n")
+    >>> detect_format(d)
+    'csv'
+    """
+    if source.is_file():
+        name = source.name.lower()
+        if _TAR.search(name):
+            return "release"
+        if ".tfevents." in name:
+            return "tensorboard"
+        if name.endswith(".parquet"):
+            return "wandb"
+        if name.endswith(".csv"):
+            return "wandb" if "_step" in _csv_header(source).split(",") else "csv"
+        raise IngestError("unknown format: not a .tar.* archive, an event file, a .csv or a "
+                          ".parquet file; pass --format", path=str(source))
+    found: set[str] = set()
+    for folder, dirs, files in os.walk(source):
+        dirs[:] = [d for d in dirs if not csvlogs.skip_folder(Path(folder) / d)]
+        names = set(files)
+        if "study.json" in names:
+            found.add("release")
+        if "meta.yaml" in names and ("metrics" in dirs or "experiment_id" in _peek(folder)):
+            found.add("mlflow")
+        for f in files:
+            low = f.lower()
+            if ".tfevents." in low:
+                found.add("tensorboard")
+            elif low.endswith(".parquet"):
+                found.add("wandb")
+            elif low.endswith(".csv") and "mlflow" not in found:
+                head = _csv_header(Path(folder) / f).strip().split(",")
+                found.add("wandb" if "_step" in head else "csv")
+    if "mlflow" in found or "release" in found:
+        found.discard("csv")  # MLflow artifacts may be CSV files; the release's measurements are
+    if len(found) == 1:
+        return found.pop()
+    if not found:
+        raise IngestError("unknown format: found no study.json, MLflow meta.yaml, TensorBoard "
+                          "event file, .csv or .parquet log here; pass --format, or point at "
+                          "the folder that holds the logs", path=str(source))
+    raise IngestError(f"holds logs of several formats ({', '.join(sorted(found))}); pass "
+                      "--format to choose one", path=str(source))
+
+
+def _peek(folder: str) -> str:
+    try:
+        return (Path(folder) / "meta.yaml").read_text(errors="replace")[:4096]
+    except OSError:
+        return ""
+
+
+# ---------------------------------------------------------------------- assembly
+def _check_name(name: str | None, source: Path) -> tuple[str, str, str]:
+    if not name:
+        raise IngestError("the workload needs a name: pass --name base_dir/model/optimizer "
+                          "(e.g. my_data/resnet_20/momentum), or set name in the manifest's "
+                          "[workload] table", path=str(source))
+    parts = name.strip("/").split("/")
+    if len(parts) < 3 or not all(_NAME_PART.match(p) for p in parts):
+        raise IngestError(f"workload name {name!r} must be base_dir/model/optimizer, each part "
+                          "letters, digits, '_', '-', '.' or '+' (e.g. my_data/resnet_20/sgd)")
+    return "/".join(parts[:-2]), parts[-2], parts[-1]
+
+
+def _specs_for(runs: Sequence[RunLog], specs: Sequence[manifest_.RunSpec], where: str
+               ) -> dict[str, list[manifest_.RunSpec]]:
+    out: dict[str, list[manifest_.RunSpec]] = {r.key: [] for r in runs}
+    by_name: dict[str, list[RunLog]] = {}
+    for r in runs:
+        for n in dict.fromkeys(n.strip("/") for n in r.names):
+            by_name.setdefault(n, []).append(r)
+    for spec in specs:
+        if any(c in spec.pattern for c in "*?["):
+            hits = [r for r in runs if spec.matches(r.names)]
+        else:  # a plain name: a lookup, so a manifest of thousands of runs stays fast
+            hits = by_name.get(spec.pattern.strip("/"), [])
+        if not hits:
+            names = ", ".join(r.key for r in runs[:8]) + (" ..." if len(runs) > 8 else "")
+            raise IngestError(f"{spec.where}: run {spec.pattern!r} matches no run of the "
+                              f"source (its runs: {names or 'none'}); fix the name or the "
+                              "pattern", path=where)
+        for r in hits:
+            out[r.key].append(spec)
+    return out
+
+
+def _native_batch_size(run: RunLog) -> int | None:
+    for name in BATCH_SIZE_PARAMS:
+        value = run.params.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) \
+                or value != int(value) or value < 1:
+            raise IngestError(f"run {run.key!r}: its {name} parameter {value!r} is not a "
+                              "positive integer; fix it, or give batch_size in the manifest",
+                              path=run.path)
+        return int(value)
+    return None
+
+
+def _parameters(run: RunLog, specs: Iterable[manifest_.RunSpec]) -> dict[str, Any]:
+    """The log's parameters updated by the manifest's; batch-size names left out (the batch
+    size is the study), ``lr`` stored as ``learning_rate``, partition names prefixed."""
+    merged = dict(run.params)
+    for spec in specs:
+        merged.update(spec.parameters)
+    out: dict[str, Any] = {}
+    for key, value in merged.items():
+        if key in BATCH_SIZE_PARAMS:
+            continue
+        alias = PARAM_ALIASES.get(key)
+        if alias is not None and alias not in merged:
+            key = alias
+        out[f"param_{key}" if key in _PARTITION_NAMES else key] = value
+    return dict(sorted(out.items()))
+
+
+def _derived_configs(trials: Sequence[TrialRecord]) -> dict[str, Any]:
+    """A search space read off the runs: the observed values or range of each parameter."""
+    configs: dict[str, Any] = {}
+    names = sorted({n for t in trials for n in t.parameters})
+    for name in names:
+        values = [t.parameters[name] for t in trials if t.parameters.get(name) is not None]
+        numbers = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+        if numbers and len(numbers) == len(values) and len(set(numbers)) > 10:
+            integer = all(isinstance(v, int) for v in numbers)
+            configs[name] = {"type": "INTEGER" if integer else "DOUBLE",
+                             "min_value": min(numbers), "max_value": max(numbers), "scale": ""}
+        else:
+            points = sorted({v if isinstance(v, int | float | str) else repr(v) for v in values},
+                            key=lambda v: (isinstance(v, str), v))
+            configs[name] = {"type": "DISCRETE", "feasible_points": points, "scale": ""}
+    return configs
+
+
+def _budget(man: manifest_.RunManifest, batch_size: int, runs: Sequence[RunLog],
+            last_steps: Sequence[int]) -> int:
+    given = man.train_steps_for(batch_size)
+    if given is not None:
+        return given
+    native = [int(v) for r in runs for n in BUDGET_PARAMS
+              if isinstance(v := r.params.get(n), int | float) and not isinstance(v, bool)
+              and v > 0]
+    if native:
+        return max(native)
+    return max(last_steps, default=0)
+
+
+def _trial_ids(runs: Sequence[RunLog], explicit: Mapping[str, int | None], where: str
+               ) -> dict[str, int]:
+    """Trial ids: the manifest's, else 1, 2, ... in run order (see RunLog.order)."""
+    keys = [r.key for r in sorted(runs, key=lambda r: r.order)]
+    taken: dict[int, str] = {}
+    for key in keys:
+        tid = explicit.get(key)
+        if tid is None:
+            continue
+        if tid in taken:
+            raise IngestError(f"runs {taken[tid]!r} and {key!r} of one batch size both have "
+                              f"trial_id {tid}; give each a distinct trial_id", path=where)
+        taken[tid] = key
+    out = {v: k for k, v in taken.items()}
+    next_id = 1
+    for key in (k for k in keys if explicit.get(k) is None):
+        while next_id in taken:
+            next_id += 1
+        out[key] = next_id
+        taken[next_id] = key
+    return out
+
+
+def build(source: str | os.PathLike[str] | None = None, *, name: str | None = None,
+          format: Format | str = "auto", manifest: str | os.PathLike[str] | None = None,
+          metric_map: Mapping[str, str] | Sequence[str] | None = None) -> WorkloadData:
+    """Read and check every run; return the workload, ready to be written (nothing is).
+
+    Arguments as for :func:`add`.
+    """
+    man = manifest_.load_run_manifest(Path(manifest)) if manifest is not None \
+        else manifest_.RunManifest()
+    if source is not None:
+        src = Path(source)
+    elif man.source is not None:
+        src = man.source
+    elif manifest is not None:
+        src = Path(manifest).parent
+    else:
+        raise IngestError("nothing to import: give the logs (SOURCE) or a manifest")
+    if not src.exists():
+        raise IngestError("no such file or folder; check the path of the logs",
+                          path=str(src))
+    if format not in FORMATS:
+        raise IngestError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
+    fmt = detect_format(src) if format == "auto" else format
+    overrides = dict(man.metrics)
+    overrides.update(metric_map if isinstance(metric_map, Mapping)
+                     else parse_overrides(list(metric_map or [])))
+    if fmt == "release":
+        from curvekit.ingest.release import build_release
+
+        return build_release(src, name=name or man.name, overrides=overrides,
+                             manifest=man)
+    wl_name = _check_name(name or man.name, src)
+    renames = tuple(old for old, new in overrides.items() if new == "step")
+    runs = _readers()[fmt](src, renames)
+    if not runs:
+        raise IngestError(f"no {fmt} runs found here; check the path, or pass --format",
+                          path=str(src))
+    return _assemble(runs, wl_name, fmt, src, man, overrides)
+
+
+def _assemble(runs: list[RunLog], name: tuple[str, str, str], fmt: str, src: Path,
+              man: manifest_.RunManifest, overrides: dict[str, str]) -> WorkloadData:
+    where = man.path or str(src)
+    specs = _specs_for(runs, man.runs, where)
+    prepared: dict[int, list[tuple[RunLog, list[manifest_.RunSpec], pl.DataFrame,
+                                   dict[str, str]]]] = {}
+    renames = {old for old, new in overrides.items() if new == "step"}
+    for run in runs:
+        mine = specs[run.key]
+        batch_size = next((s.batch_size for s in reversed(mine) if s.batch_size), None) \
+            or _native_batch_size(run)
+        if batch_size is None:
+            raise IngestError(
+                f"run {run.key!r} has no batch size; give it in the manifest ([[runs]] "
+                f"run = \"{run.key}\", batch_size = N) or log it as a parameter named "
+                "batch_size", path=run.path)
+        frame = run.frame
+        if run.by_epoch:
+            per_epoch = next((s.steps_per_epoch for s in reversed(mine) if s.steps_per_epoch),
+                             None) or man.steps_per_epoch
+            if per_epoch is None and man.train_examples:
+                per_epoch = csvlogs.steps_per_epoch(man.train_examples, batch_size)
+            if per_epoch is None:
+                raise IngestError(
+                    "the log counts epochs (an epoch column, no step column); give "
+                    "steps_per_epoch (or train_examples) in the manifest's [workload] table "
+                    "so that epochs can become steps", path=run.path)
+            frame = csvlogs.epochs_to_steps(frame, per_epoch)
+        mapped = apply_map(frame, "step", run.path,
+                           {k: v for k, v in overrides.items() if k not in renames})
+        metrics = [c for c in mapped.frame.columns if c != "step"]
+        out = mapped.frame
+        if metrics:
+            out = out.filter(pl.any_horizontal(pl.col(c).is_not_null() for c in metrics))
+        prepared.setdefault(batch_size, []).append((run, mine, out, mapped.sources))
+    base_dir, model, optimizer = name
+    studies, trials, measurements = [], [], {}
+    origin_runs: dict[str, str] = {}
+    for batch_size in sorted(prepared):
+        group = prepared[batch_size]
+        key = StudyKey(base_dir, model, optimizer, batch_size)
+        lasts = [int(f.get_column("step").max() or 0) if f.height else 0  # type: ignore[arg-type]
+                 for _, _, f, _ in group]
+        budget = _budget(man, batch_size, [r for r, *_ in group], lasts)
+        explicit = {r.key: next((s.trial_id for s in reversed(m) if s.trial_id is not None),
+                                None) for r, m, _, _ in group}
+        ids = _trial_ids([r for r, *_ in group], explicit, where)
+        study_trials = []
+        for (run, mine, frame, sources), last in zip(group, lasts, strict=True):
+            status = decide(frame, sources, budget,
+                            next((s.status for s in reversed(mine) if s.status), None))
+            tid = ids[run.key]
+            study_trials.append(TrialRecord(key, tid, status, last, _parameters(run, mine),
+                                            run.path))
+            measurements[(key, tid)] = frame.to_arrow()
+            origin_runs[f"{batch_size}/{tid}"] = run.key
+        study_trials.sort(key=lambda t: t.trial_id)
+        trials.extend(study_trials)
+        configs = man.parameter_configs if man.parameter_configs is not None \
+            else _derived_configs(study_trials)
+        studies.append(StudyRecord(key, man.dataset or base_dir, man.early_stopping, budget,
+                                   configs, {"imported_from": fmt}, where))
+    origin = {"format": fmt, "source": str(src.resolve()),
+              "manifest": str(Path(man.path).resolve()) if man.path else None,
+              "metric_map": dict(sorted(overrides.items())),
+              "tool": f"curvekit {__version__} add", "runs": origin_runs}
+    return WorkloadData(studies, trials, measurements, origin)
+
+
+def add(source: str | os.PathLike[str] | None = None, *, name: str | None = None,
+        format: Format | str = "auto", manifest: str | os.PathLike[str] | None = None,
+        metric_map: Mapping[str, str] | Sequence[str] | None = None, replace: bool = False,
+        home: str | os.PathLike[str] | None = None) -> AddResult:
+    """Import the training runs at ``source`` as the workload ``name`` of the store.
+
+    ``format`` is one of :data:`FORMATS` (``auto`` detects it). ``manifest`` is a run
+    manifest (TOML, YAML or JSON; see :data:`curvekit.ingest.manifest.EXAMPLE`) giving
+    batch sizes, metaparameters and statuses; ``source`` may be omitted when the manifest
+    says where the logs are. ``metric_map`` overrides metric names (``{"old": "new"}`` or
+    ``["old=new"]``; ``1-new`` stores ``1 - value``, an empty new name drops the column).
+    ``replace`` overwrites a workload added before under the same name.
+
+    Raises :class:`~curvekit.errors.IngestError` naming the file, line and problem when an
+    input is bad, and :class:`~curvekit.errors.StoreError` when the name is taken; the store
+    is then unchanged.
+
+    Examples
+    --------
+    >>> import curvekit
+    >>> curvekit.add("lightning_logs", name="my_data/resnet_20/momentum",  # doctest: +SKIP
+    ...              manifest="runs.toml", metric_map=["val_top1=1-val/classification_error"])
+    AddResult(workload='my_data/resnet_20/momentum', changed=True, studies=6, trials=60, ...)
+
+    A complete example that runs is in the module's documentation and in
+    ``docs/adding-workloads.md``.
+    """
+    data = build(source, name=name, format=format, manifest=manifest, metric_map=metric_map)
+    return add_workload(home, data, replace=replace)

@@ -1,0 +1,218 @@
+"""CSV logs, one file per run: PyTorch Lightning's and Keras's CSVLogger, or any CSV with a
+step column.
+
+* **Lightning** (``save_dir/name/version_N/metrics.csv``): columns ``epoch``, ``step`` and
+  one per logged key; training and validation metrics land on *different rows* with the same
+  step, empty elsewhere. Rows of one step are merged. An ``hparams.yaml`` beside the file
+  supplies metaparameters.
+* **Keras** (``CSVLogger``): one row per epoch, columns ``epoch`` and every logged key. The
+  step of a row is ``(epoch + 1) * steps_per_epoch`` (the manifest gives ``steps_per_epoch``,
+  or ``train_examples`` to compute it from the batch size).
+* **Any other CSV**: the step column is the first of ``step``, ``global_step``,
+  ``trainer/global_step``, ``_step``, ``Step``, ``iteration``, ``iter`` (or the column given
+  by ``--map COLUMN=step``); every other column must be numeric. Wall-clock columns
+  (``_runtime``, ``_timestamp``, ``timestamp``, ``wall_time``, ``Wall time``), W&B's
+  ``_step`` when another column is the step and, when there is a step column, ``epoch`` are
+  left out.
+
+Values are parsed by pyarrow's CSV reader: an empty cell (or ``NA``, which Keras writes for
+a metric an epoch did not log) is missing; ``nan``/``inf``/``-inf`` are the values they
+spell.
+
+>>> import pathlib, tempfile
+>>> p = pathlib.Path(tempfile.mkdtemp()) / "metrics.csv"
+>>> _ = p.write_text("epoch,step,train_loss,val_loss\\n0,49,2.1,\\n0,49,,2.2\\n1,99,1.7,\\n")
+>>> run = read_csv_run(p, "metrics.csv")
+>>> run.frame.rows()
+[(49, 2.1, 2.2), (99, 1.7, None)]
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.csv as pacsv
+
+from curvekit.errors import IngestError
+from curvekit.ingest.runs import RunLog, data_line, merge_rows
+from curvekit.ingest.yamlish import read_flat_yaml
+
+__all__ = ["STEP_COLUMNS", "TIME_COLUMNS", "epochs_to_steps", "frame_from_table", "log_files",
+           "read_csv_run", "read_csv_runs", "read_table_bytes", "skip_folder", "steps_per_epoch"]
+
+# Training-step columns, most specific first: W&B's "_step" counts log calls, so a history
+# that also has Lightning's "trainer/global_step" is placed by the latter.
+STEP_COLUMNS = ("step", "global_step", "trainer/global_step", "_step", "Step", "iteration",
+                "iter")
+# Empty cells are missing, and "NA": Keras's CSVLogger writes it for a metric an epoch lacks.
+MISSING = ("", "NA")
+TIME_COLUMNS = frozenset({"_runtime", "_timestamp", "timestamp", "wall_time", "Wall time"})
+
+
+def _header(data: bytes, path: str) -> list[str]:
+    first = data.split(b"\n", 1)[0].rstrip(b"\r")
+    if not first.strip():
+        raise IngestError("empty file or empty first line; a CSV log starts with a header "
+                          "line naming its columns", path=path, line=1)
+    try:
+        names = next(csv.reader([first.decode("utf-8-sig")]))
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise IngestError(f"unreadable header: {exc}", path=path, line=1) from exc
+    names = [n.strip() for n in names]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes or "" in names:
+        raise IngestError(f"the header has {'repeated' if dupes else 'empty'} column names "
+                          f"{dupes or names!r}; give every column a distinct name",
+                          path=path, line=1)
+    return names
+
+
+def _locate_bad_value(data: bytes, names: list[str], path: str, detail: str) -> IngestError:
+    """Find the first cell that is not a number (the slow path, only after a failure)."""
+    text = data.decode("utf-8-sig", errors="replace").splitlines()
+    for number, row in enumerate(csv.reader(text), 1):
+        if number == 1 or not row:
+            continue
+        if len(row) != len(names):
+            return IngestError(f"{len(row)} fields where the header has {len(names)} columns; "
+                               "every row needs one value (or an empty cell) per column",
+                               path=path, line=number)
+        for name, cell in zip(names, row, strict=True):
+            if cell.strip() in MISSING:
+                continue
+            try:
+                float(cell)
+            except ValueError:
+                return IngestError(
+                    f"value {cell!r} in column {name!r} is not a number; fix the value, or "
+                    f"leave the column out with --map '{name}='", path=path, line=number)
+    return IngestError(f"unreadable CSV: {detail}", path=path)
+
+
+def read_table_bytes(data: bytes, path: str, names: list[str] | None = None) -> pa.Table:
+    """Parse CSV bytes with every column as float64 (empty cells missing)."""
+    names = names if names is not None else _header(data, path)
+    try:
+        return pacsv.read_csv(
+            pa.py_buffer(data),
+            read_options=pacsv.ReadOptions(use_threads=False, block_size=max(1 << 20,
+                                                                             len(data) + 1)),
+            convert_options=pacsv.ConvertOptions(
+                column_types={n: pa.float64() for n in names}, null_values=list(MISSING),
+                strings_can_be_null=False, quoted_strings_can_be_null=False))
+    except pa.ArrowInvalid as exc:
+        raise _locate_bad_value(data, names, path, str(exc)) from exc
+
+
+def _step_column(names: list[str], path: str, renames: Iterable[str]) -> str | None:
+    chosen = [n for n in renames if n in names]
+    if len(chosen) > 1:
+        raise IngestError(f"--map names several step columns ({', '.join(chosen)}); "
+                          "keep one", path=path)
+    if chosen:
+        return chosen[0]
+    return next((n for n in STEP_COLUMNS if n in names), None)
+
+
+def frame_from_table(table: pa.Table, path: str, data: bytes | None = None, *,
+                     step_renames: Iterable[str] = (), drop: Iterable[str] = ()
+                     ) -> tuple[pl.DataFrame, bool]:
+    """One row per step (or per epoch) of a parsed log; returns (frame, by_epoch)."""
+    names = table.column_names
+    step = _step_column(names, path, step_renames)
+    by_epoch = False
+    if step is None:
+        if "epoch" not in names:
+            raise IngestError(
+                f"no step column: the header has {', '.join(names)}; name the column that "
+                f"counts training steps one of {', '.join(STEP_COLUMNS)}, or point at it "
+                "with --map COLUMN=step", path=path, line=1 if data is not None else None)
+        step, by_epoch = "epoch", True
+    axis = "epoch" if by_epoch else "step"
+    skip = set(TIME_COLUMNS) | set(drop) | ({"epoch"} if not by_epoch else set()) | {"_step"}
+    keep = [n for n in names if n == step or n not in skip]
+    frame = pl.from_arrow(table.select(keep))
+    assert isinstance(frame, pl.DataFrame)
+    if axis in frame.columns and axis != step:
+        frame = frame.drop(axis)  # e.g. a stray "step" metric beside "global_step"
+    frame = frame.rename({step: axis})
+    line_of = data_line(data) if data is not None else (lambda row: row + 1)
+    return merge_rows(frame, path, line_of, axis), by_epoch
+
+
+def _params(path: Path) -> dict[str, Any]:
+    hparams = path.with_name("hparams.yaml")
+    if path.name != "metrics.csv" or not hparams.is_file():
+        return {}
+    return read_flat_yaml(hparams)
+
+
+def read_csv_run(path: Path, key: str, *, step_renames: Iterable[str] = (),
+                 drop_private: bool = False) -> RunLog:
+    """Read one CSV log as a run named ``key``.
+
+    ``drop_private`` leaves out columns whose name starts with ``_`` other than ``_step``
+    (the bookkeeping columns of a Weights & Biases history).
+    """
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise IngestError(f"cannot read: {exc.strerror}", path=str(path)) from exc
+    names = _header(data, str(path))
+    table = read_table_bytes(data, str(path), names)
+    drop = [n for n in names if n.startswith("_") and n != "_step"] if drop_private else []
+    frame, by_epoch = frame_from_table(table, str(path), data, step_renames=step_renames,
+                                       drop=drop)
+    aliases = (str(Path(key).parent),) if path.name == "metrics.csv" else ()
+    stem = key[: -len(path.suffix)] if path.suffix else key
+    return RunLog(key, str(path), frame, _params(path),
+                  aliases=(*aliases, stem) if stem != key else aliases, by_epoch=by_epoch)
+
+
+def skip_folder(path: Path) -> bool:
+    """Folders never read as logs: hidden ones, and curvekit homes and stores (a home may
+    sit inside the logs' folder)."""
+    return path.name.startswith(".") or (path / "_store.json").is_file() \
+        or (path / "store").is_symlink()
+
+
+def log_files(source: Path, suffixes: tuple[str, ...]) -> list[tuple[Path, str]]:
+    """Files with one of ``suffixes`` under ``source`` (or ``source`` itself) and their run
+    names (paths relative to ``source``), sorted; see :func:`skip_folder`."""
+    if source.is_file():
+        return [(source, source.name)]
+    found = []
+    for top, dirs, files in os.walk(source):
+        dirs[:] = [d for d in dirs if not skip_folder(Path(top) / d)]
+        for name in files:
+            if name.lower().endswith(suffixes):
+                path = Path(top) / name
+                found.append((path, path.relative_to(source).as_posix()))
+    return sorted(found, key=lambda item: item[1])
+
+
+def read_csv_runs(source: Path, *, step_renames: Iterable[str] = ()) -> list[RunLog]:
+    """Every ``*.csv`` under ``source`` as one run each (read in parallel)."""
+    files = log_files(source, (".csv",))
+    renames = tuple(step_renames)
+    with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:
+        return list(pool.map(lambda f: read_csv_run(f[0], f[1], step_renames=renames), files))
+
+
+def epochs_to_steps(frame: pl.DataFrame, steps_per_epoch: int) -> pl.DataFrame:
+    """Keras logs a row at the end of each 0-based epoch: step = (epoch + 1) * steps."""
+    return frame.with_columns(((pl.col("epoch") + 1) * steps_per_epoch).alias("epoch")
+                              ).rename({"epoch": "step"})
+
+
+def steps_per_epoch(train_examples: int, batch_size: int) -> int:
+    """Steps in one epoch when the last, partial batch is kept (Keras's default)."""
+    return math.ceil(train_examples / batch_size)

@@ -1,0 +1,158 @@
+"""A local MLflow tracking folder (``mlruns/``), read from its files (MLflow not needed).
+
+The file store keeps one folder per experiment (``mlruns/<experiment id>/meta.yaml``) and
+one per run below it (``<run id>/meta.yaml``, ``params/<name>``, ``metrics/<key>``,
+``tags/``). A metric file holds one line per logged point, ``timestamp value step``; keys
+with ``/`` are nested folders. Runs in MLflow's trash (``lifecycle_stage: deleted``) are
+skipped.
+
+``SOURCE`` is the ``mlruns`` folder when it holds one experiment with runs, else the folder
+of one experiment (``mlruns/<id>``) or of one run: runs of different experiments are never
+mixed by accident. A run answers to its run id and its run name in the manifest; trials are numbered
+in the order the runs started. Params are read as
+numbers where they spell one (MLflow stores them as text).
+
+Since MLflow 3 the file store must be allowed explicitly to *write* one
+(``MLFLOW_ALLOW_FILE_STORE=true``); reading it here needs nothing.
+
+>>> import pathlib, tempfile
+>>> run = pathlib.Path(tempfile.mkdtemp()) / "1" / "abc"
+>>> (run / "metrics").mkdir(parents=True); (run / "params").mkdir()
+>>> _ = (run.parent / "meta.yaml").write_text("experiment_id: '1'\\nname: sweep\\n")
+>>> _ = (run / "meta.yaml").write_text("run_id: abc\\nrun_name: bs64\\nlifecycle_stage: active\\n")
+>>> _ = (run / "params" / "batch_size").write_text("64")
+>>> _ = (run / "metrics" / "val_loss").write_text("1700000000000 2.3 0\\n1700000000100 1.9 100\\n")
+>>> [(r.key, r.aliases, r.params, r.frame.rows()) for r in read_mlflow_runs(run.parent)]
+[('abc', ('bs64',), {'batch_size': 64}, [(0, 2.3), (100, 1.9)])]
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.csv as pacsv
+
+from curvekit.errors import IngestError
+from curvekit.ingest.runs import RunLog, merge_rows
+from curvekit.ingest.yamlish import read_flat_yaml, scalar
+
+__all__ = ["read_mlflow_runs"]
+
+
+def _experiments(source: Path) -> list[Path]:
+    """The experiment folders to read: ``source`` itself, or its one experiment with runs."""
+    if (source / "meta.yaml").is_file() and not (source / "metrics").is_dir():
+        return [source]
+    found = [p for p in sorted(source.iterdir())
+             if p.is_dir() and not p.name.startswith(".") and (p / "meta.yaml").is_file()
+             and any(_runs(p))]
+    if len(found) > 1:
+        names = ", ".join(f"{p.name} ({read_flat_yaml(p / 'meta.yaml').get('name', '?')})"
+                          for p in found)
+        raise IngestError(f"holds several MLflow experiments with runs: {names}; one workload "
+                          "is one experiment: pass the experiment's folder, e.g. "
+                          f"{found[0]}", path=str(source))
+    return found
+
+
+def _runs(experiment: Path) -> list[Path]:
+    return [p for p in sorted(experiment.iterdir())
+            if p.is_dir() and (p / "meta.yaml").is_file() and (p / "metrics").is_dir()]
+
+
+def _metric(path: Path, key: str) -> pl.DataFrame:
+    """One metric file as (step, value, timestamp) rows, in file order."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise IngestError(f"cannot read: {exc.strerror}", path=str(path)) from exc
+    if not data.strip():
+        return pl.DataFrame(schema={"step": pl.Float64, key: pl.Float64})
+    width = len(data.split(b"\n", 1)[0].split())
+    if width not in (2, 3, 4, 5):
+        raise IngestError("not an MLflow metric file: lines must be 'timestamp value step'",
+                          path=str(path), line=1)
+    names = ["timestamp", "value", "step", "x", "y"][:width]
+    try:
+        table = pacsv.read_csv(
+            pa.py_buffer(data),
+            read_options=pacsv.ReadOptions(column_names=names, use_threads=False),
+            parse_options=pacsv.ParseOptions(delimiter=" "),
+            convert_options=pacsv.ConvertOptions(
+                column_types={"timestamp": pa.float64(), "value": pa.float64(),
+                              "step": pa.float64()}, include_columns=names[:3],
+                # "nan" and "inf" are values (a diverged run), not missing ones
+                null_values=[], strings_can_be_null=False))
+    except pa.ArrowInvalid as exc:
+        for number, line in enumerate(data.decode(errors="replace").splitlines(), 1):
+            cells = line.split()
+            try:
+                [float(c) for c in cells[:3]]
+            except ValueError:
+                raise IngestError(f"{line!r} is not 'timestamp value step' with numbers",
+                                  path=str(path), line=number) from exc
+            if len(cells) != width:
+                raise IngestError(f"{len(cells)} fields where the first line has {width}",
+                                  path=str(path), line=number) from exc
+        raise IngestError(f"unreadable metric file: {exc}", path=str(path)) from exc
+    frame = pl.from_arrow(table)
+    assert isinstance(frame, pl.DataFrame)
+    if "step" not in frame.columns:
+        frame = frame.with_columns(pl.lit(0.0).alias("step"))
+    if frame.height > 1 and bool((frame.get_column("step") == 0).all()):
+        raise IngestError(
+            f"all {frame.height} points of metric {key!r} are at step 0 (logged without a "
+            "step); curvekit needs the training step of each evaluation: log it with "
+            "mlflow.log_metric(key, value, step=...)", path=str(path), line=2)
+    frame = frame.rename({"value": key}).select("step", key)
+    return merge_rows(frame, str(path), lambda row: row + 1)
+
+
+def _read_run(folder: Path) -> RunLog | None:
+    meta = read_flat_yaml(folder / "meta.yaml")
+    if meta.get("lifecycle_stage") == "deleted":
+        return None
+    run_id = str(meta.get("run_id") or folder.name)
+    name = meta.get("run_name")
+    tag = folder / "tags" / "mlflow.runName"
+    if not name and tag.is_file():
+        name = tag.read_text(errors="replace").strip()
+    params: dict[str, Any] = {}
+    params_dir = folder / "params"
+    if params_dir.is_dir():
+        for p in sorted(params_dir.rglob("*")):
+            if p.is_file():
+                params[p.relative_to(params_dir).as_posix()] = scalar(
+                    p.read_text(errors="replace"))
+    metrics_dir = folder / "metrics"
+    frames = [_metric(p, p.relative_to(metrics_dir).as_posix())
+              for p in sorted(metrics_dir.rglob("*")) if p.is_file()]
+    frame: pl.DataFrame
+    if frames:
+        frame = pl.concat(frames, how="diagonal").group_by("step").agg(
+            pl.col(c).drop_nulls().first() for f in frames for c in f.columns if c != "step")
+        frame = merge_rows(frame.sort("step"), str(metrics_dir), lambda row: row + 1)
+    else:
+        frame = pl.DataFrame({"step": pl.Series([], dtype=pl.Int64)})
+    aliases = (str(name),) if name and str(name) != run_id else ()
+    start = meta.get("start_time")
+    return RunLog(run_id, str(folder), frame, params, aliases=aliases,
+                  started=float(start) if isinstance(start, int | float) else None)
+
+
+def read_mlflow_runs(source: Path) -> list[RunLog]:
+    """The runs of the one experiment under ``source`` (see the module docs)."""
+    if source.is_file():
+        raise IngestError("an MLflow source is a folder (mlruns/ or mlruns/<experiment id>)",
+                          path=str(source))
+    if (source / "meta.yaml").is_file() and (source / "metrics").is_dir():
+        folders = [source]  # one run's folder
+    else:
+        folders = [r for e in _experiments(source) for r in _runs(e)]
+    with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:
+        return [r for r in pool.map(_read_run, folders) if r is not None]

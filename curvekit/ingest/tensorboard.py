@@ -1,0 +1,468 @@
+"""TensorBoard event files, read with a small reader of their format (no TensorFlow, no
+``tensorboard`` needed, and no sampling: every scalar is kept).
+
+An event file is a TFRecord stream: records of ``length (uint64) | masked CRC-32C of the
+length | data | masked CRC-32C of the data``, each holding one ``Event`` protocol buffer
+(``wall_time``, ``step``, and a ``Summary`` of tagged values). Scalars come in two shapes,
+and both are read:
+
+* ``simple_value`` (TF1, tensorboardX, PyTorch's SummaryWriter), a float32;
+* a scalar tensor whose first summary carries the ``scalars`` plugin (TF2's
+  ``tf.summary.scalar``, Keras, ``tensorboard.summary.Writer``), float32 or float64.
+
+Each folder holding event files is one run (its files are read in name order, which is
+time order). Hyperparameters logged with the ``hparams`` plugin become the run's
+parameters; tensorboardX and PyTorch write them into a child folder of the run, which is
+merged into its parent; an ``hparams.yaml`` in the run's folder (PyTorch Lightning's
+TensorBoardLogger) is read too. When steps go back (a restart from a checkpoint), later events
+replace the earlier ones from that step on, as TensorBoard does. A record cut short at the
+end of a file (a run killed while writing) is ignored; a corrupt length is an error.
+
+The length checksum is always verified; the data checksum too when ``google_crc32c`` or
+``crc32c`` is installed (in pure Python it would double the reading time).
+
+>>> import pathlib, struct, tempfile
+>>> def varint(n):
+...     out = b""
+...     while True:
+...         out += bytes([n & 0x7F | (0x80 if n > 0x7F else 0)]); n >>= 7
+...         if not n: return out
+>>> value = b"\\x0a\\x04loss" + b"\\x15" + struct.pack("<f", 0.5)   # tag, simple_value
+>>> summary = b"\\x0a" + varint(len(value)) + value
+>>> event = b"\\x10" + varint(100) + b"\\x2a" + varint(len(summary)) + summary  # step, summary
+>>> d = pathlib.Path(tempfile.mkdtemp()) / "run1"; d.mkdir()
+>>> _ = (d / "events.out.tfevents.1.host").write_bytes(record(event))
+>>> [(r.key, r.frame.rows()) for r in read_tensorboard_runs(d.parent)]
+[('run1', [(100, 0.5)])]
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from curvekit.errors import IngestError
+from curvekit.ingest.csvlogs import skip_folder
+from curvekit.ingest.runs import RunLog
+from curvekit.ingest.yamlish import read_flat_yaml
+
+__all__ = ["masked_crc32c", "read_event_file", "read_tensorboard_runs", "record"]
+
+# ---------------------------------------------------------------------- CRC-32C (Castagnoli)
+_POLY = 0x82F63B78
+_TABLE = []
+for _i in range(256):
+    _c = _i
+    for _ in range(8):
+        _c = (_c >> 1) ^ _POLY if _c & 1 else _c >> 1
+    _TABLE.append(_c)
+
+
+def _crc32c_py(data: bytes) -> int:
+    crc = 0xFFFFFFFF
+    table = _TABLE
+    for b in data:
+        crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+def _fast_crc32c() -> Callable[[bytes], int] | None:
+    try:
+        import google_crc32c
+
+        return lambda data: int(google_crc32c.value(data))
+    except ImportError:
+        pass
+    try:
+        import crc32c
+
+        return lambda data: int(crc32c.crc32c(data))
+    except ImportError:
+        return None
+
+
+_FAST_CRC = _fast_crc32c()
+
+
+@lru_cache(maxsize=4096)
+def _length_crc(head: bytes) -> int:
+    # record lengths repeat (events of one shape): checksum each distinct length once
+    return masked_crc32c(head)
+
+
+def masked_crc32c(data: bytes) -> int:
+    """TFRecord's masked CRC-32C of ``data``.
+
+    >>> hex(masked_crc32c(b"123456789"))
+    '0xc78ab0e5'
+    """
+    crc = _FAST_CRC(data) if _FAST_CRC is not None else _crc32c_py(data)
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def record(data: bytes) -> bytes:
+    """``data`` framed as one TFRecord."""
+    length = struct.pack("<Q", len(data))
+    return (length + struct.pack("<I", masked_crc32c(length)) + data
+            + struct.pack("<I", masked_crc32c(data)))
+
+
+# ---------------------------------------------------------------------- protobuf wire format
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+
+
+def _fields(buf: bytes, start: int = 0, end: int | None = None
+            ) -> Iterator[tuple[int, int, Any]]:
+    """(field number, wire type, value) of a message; length-delimited values as slices."""
+    end = len(buf) if end is None else end
+    pos = start
+    while pos < end:
+        tag, pos = _varint(buf, pos)
+        number, wire = tag >> 3, tag & 7
+        value: Any
+        if wire == 0:
+            value, pos = _varint(buf, pos)
+        elif wire == 1:
+            value, pos = buf[pos:pos + 8], pos + 8
+        elif wire == 2:
+            size, pos = _varint(buf, pos)
+            value, pos = (pos, pos + size), pos + size
+        elif wire == 5:
+            value, pos = buf[pos:pos + 4], pos + 4
+        else:
+            raise ValueError(f"unsupported protobuf wire type {wire}")
+        yield number, wire, value
+    if pos != end:
+        raise ValueError("truncated protobuf message")
+
+
+def _text(buf: bytes, span: tuple[int, int]) -> str:
+    return buf[span[0]:span[1]].decode("utf-8", errors="replace")
+
+
+_DT_FLOAT, _DT_DOUBLE, _DT_INT32, _DT_INT64, _DT_HALF = 1, 2, 3, 9, 19
+
+
+def _tensor_scalar(buf: bytes, span: tuple[int, int]) -> float | None:
+    """The single number of a scalar TensorProto, or None if it is not one."""
+    dtype, values, elements = 0, [], 1
+    for number, wire, value in _fields(buf, *span):
+        if number == 1:
+            dtype = value
+        elif number == 2:  # shape: every dimension's size
+            for dn, _, dv in _fields(buf, *value):
+                if dn == 2:
+                    elements *= next((v for n, _, v in _fields(buf, *dv) if n == 1), 1)
+        elif number == 4:
+            raw = buf[value[0]:value[1]]
+            code = {_DT_FLOAT: "<f", _DT_DOUBLE: "<d", _DT_INT32: "<i", _DT_INT64: "<q",
+                    _DT_HALF: "<e"}.get(dtype)
+            if code is not None and len(raw) == struct.calcsize(code):
+                values.append(struct.unpack(code, raw)[0])
+        elif number == 5:  # float_val, packed or not
+            raw = buf[value[0]:value[1]] if wire == 2 else value
+            values.extend(v for (v,) in struct.iter_unpack("<f", raw))
+        elif number == 6:  # double_val
+            raw = buf[value[0]:value[1]] if wire == 2 else value
+            values.extend(v for (v,) in struct.iter_unpack("<d", raw))
+        elif number in (7, 10, 13):  # int_val, int64_val, half_val (as uint16 in int32)
+            ints = []
+            if wire == 2:
+                pos = value[0]
+                while pos < value[1]:
+                    v, pos = _varint(buf, pos)
+                    ints.append(v)
+            else:
+                ints.append(value)
+            if number == 13:
+                values.extend(float(np.frombuffer(struct.pack("<H", v & 0xFFFF), "<f2")[0])
+                              for v in ints)
+            else:
+                values.extend(float(v - (1 << 64) if v >= 1 << 63 else v) for v in ints)
+    if elements != 1 or len(values) != 1:
+        return None
+    return float(values[0])
+
+
+def _hparams(buf: bytes, span: tuple[int, int]) -> dict[str, Any]:
+    """The hparams of an HParamsPluginData's session_start_info (empty if none)."""
+    out: dict[str, Any] = {}
+    for number, _, value in _fields(buf, *span):
+        if number != 3:
+            continue
+        for n, _, entry in _fields(buf, *value):
+            if n != 1:
+                continue
+            key, parsed = "", None
+            for en, _, ev in _fields(buf, *entry):
+                if en == 1:
+                    key = _text(buf, ev)
+                elif en == 2:
+                    for vn, vw, vv in _fields(buf, *ev):
+                        if vn == 2 and vw == 1:
+                            parsed = struct.unpack("<d", vv)[0]
+                        elif vn == 3:
+                            parsed = _text(buf, vv)
+                        elif vn == 4:
+                            parsed = bool(vv)
+            if key:
+                out[key] = parsed
+    return out
+
+
+# ---------------------------------------------------------------------- event files
+@dataclass
+class _Series:
+    """The scalars of one run, tag by tag, with TensorBoard's restart handling."""
+
+    tags: dict[str, tuple[list[int], list[float]]] = field(default_factory=dict)
+    plugins: dict[str, str] = field(default_factory=dict)
+    hparams: dict[str, Any] = field(default_factory=dict)
+    names: dict[bytes, str] = field(default_factory=dict)  # decoded tags
+
+    def add(self, tag: str, step: int, value: float) -> None:
+        steps, values = self.tags.setdefault(tag, ([], []))
+        if steps and step <= steps[-1]:
+            keep = next(i for i, s in enumerate(steps) if s >= step)
+            del steps[keep:], values[keep:]
+        steps.append(step)
+        values.append(value)
+
+    def restart(self, step: int) -> None:
+        for steps, values in self.tags.values():
+            keep = next((i for i, s in enumerate(steps) if s >= step), len(steps))
+            del steps[keep:], values[keep:]
+
+
+_SCALAR_TENSOR = {b"\x08\x01\x12\x00\x2a\x04": "<f", b"\x08\x02\x12\x00\x32\x08": "<d"}
+
+
+def _fast_scalar(buf: bytes) -> tuple[int, bytes, float, bytes | None] | None:
+    """(step, tag, value, metadata) of the two commonest events, or None for any other shape
+    (which is then read in full):
+
+    * ``wall_time, step, summary { value { tag, simple_value } }``: metadata None;
+    * ``wall_time, step, summary { value { tag, tensor { dtype: FLOAT or DOUBLE,
+      tensor_shape {}, float_val/double_val: one value } [, metadata] } }``: the tensor
+      scalars of TF2 and ``tensorboard.summary.Writer``; metadata as bytes (``b""`` if none).
+    """
+    try:
+        if buf[0] != 0x09 or buf[9] != 0x10:
+            return None
+        step, pos = _varint(buf, 10)
+        if buf[pos] != 0x2A:
+            return None
+        size, pos = _varint(buf, pos + 1)
+        end = len(buf)
+        if pos + size != end or buf[pos] != 0x0A:
+            return None
+        size, pos = _varint(buf, pos + 1)
+        if pos + size != end or buf[pos] != 0x0A:
+            return None
+        size, pos = _varint(buf, pos + 1)
+        tag = buf[pos:pos + size]
+        pos += size
+        kind = buf[pos]
+        if kind == 0x15:
+            if pos + 5 != end:
+                return None
+            return step, tag, struct.unpack_from("<f", buf, pos + 1)[0], None
+        if kind != 0x42:
+            return None
+        size, pos = _varint(buf, pos + 1)
+        code = _SCALAR_TENSOR.get(buf[pos:pos + 6])
+        if code is None or size != 6 + struct.calcsize(code):
+            return None
+        value = struct.unpack_from(code, buf, pos + 6)[0]
+        pos += size
+        if pos == end:
+            return step, tag, value, b""
+        if buf[pos] != 0x4A:
+            return None
+        size, pos = _varint(buf, pos + 1)
+        if pos + size != end:
+            return None
+        return step, tag, value, buf[pos:end]
+    except (IndexError, struct.error):
+        return None
+
+
+@lru_cache(maxsize=256)
+def _plugin_name(metadata: bytes) -> str | None:
+    """The plugin name of a SummaryMetadata (writers repeat the same bytes every event)."""
+    for number, _, span in _fields(metadata):
+        if number == 1:
+            return next((_text(metadata, v) for n, _, v in _fields(metadata, *span) if n == 1),
+                        None)
+    return None
+
+
+def _fast_event(buf: bytes, series: _Series) -> bool:
+    """Read a scalar event of :func:`_fast_scalar`'s shapes; False for any other event."""
+    fast = _fast_scalar(buf)
+    if fast is None or fast[0] >= 1 << 63:
+        return False
+    step, raw_tag, value, metadata = fast
+    tag = series.names.get(raw_tag)
+    if tag is None:
+        tag = series.names[raw_tag] = raw_tag.decode("utf-8", errors="replace")
+    if metadata is not None:  # a tensor: a scalar only under the scalars plugin
+        if metadata:
+            plugin = _plugin_name(metadata)
+            if plugin is None:
+                return False
+            series.plugins.setdefault(tag, plugin)
+        if series.plugins.get(tag) != "scalars":
+            return False
+    series.add(tag, step, value)
+    return True
+
+
+def _event(buf: bytes, series: _Series) -> None:
+    if _fast_event(buf, series):
+        return
+    step, summary, session = 0, None, None
+    for number, _, value in _fields(buf):
+        if number == 2:
+            step = value - (1 << 64) if value >= 1 << 63 else value
+        elif number == 5:
+            summary = value
+        elif number == 7:
+            session = value
+    if session is not None:
+        status = next((v for n, _, v in _fields(buf, *session) if n == 1), 0)
+        if status == 1:  # SessionLog.START: a restart orphans what came after its step
+            series.restart(step)
+    if summary is None:
+        return
+    for number, _, span in _fields(buf, *summary):
+        if number != 1:
+            continue
+        tag, simple, tensor, plugin, content = "", None, None, None, None
+        for n, _, v in _fields(buf, *span):
+            if n == 1:
+                tag = _text(buf, v)
+            elif n == 2:
+                simple = struct.unpack("<f", v)[0]
+            elif n == 8:
+                tensor = v
+            elif n == 9:
+                for mn, _, mv in _fields(buf, *v):
+                    if mn == 1:
+                        for pn, _, pv in _fields(buf, *mv):
+                            if pn == 1:
+                                plugin = _text(buf, pv)
+                            elif pn == 2:
+                                content = pv
+        if plugin is not None:
+            series.plugins.setdefault(tag, plugin)
+            if plugin == "hparams" and content is not None:
+                series.hparams.update(_hparams(buf, content))
+        if simple is not None:
+            series.add(tag, step, float(simple))
+        elif tensor is not None and series.plugins.get(tag) == "scalars":
+            number_ = _tensor_scalar(buf, tensor)
+            if number_ is not None:
+                series.add(tag, step, number_)
+
+
+def read_event_file(path: Path, series: _Series | None = None) -> _Series:
+    """Read every record of one event file into ``series`` (a new one by default)."""
+    series = series if series is not None else _Series()
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise IngestError(f"cannot read: {exc.strerror}", path=str(path)) from exc
+    pos, n, size = 0, 0, len(data)
+    check_data = _FAST_CRC is not None
+    while pos < size:
+        n += 1
+        if pos + 12 > size:
+            break  # a header cut short: the writer was killed
+        head = data[pos:pos + 8]
+        (length,) = struct.unpack("<Q", head)
+        (crc,) = struct.unpack("<I", data[pos + 8:pos + 12])
+        if crc != _length_crc(head):
+            raise IngestError(f"record {n} (byte {pos}) has a corrupt length; this is not a "
+                              "TensorBoard event file, or it is damaged: leave it out",
+                              path=str(path), line=n)
+        end = pos + 12 + length
+        if end + 4 > size:
+            break  # the last record cut short
+        body = data[pos + 12:end]
+        if check_data and struct.unpack("<I", data[end:end + 4])[0] != masked_crc32c(body):
+            raise IngestError(f"record {n} (byte {pos}) fails its checksum; the file is "
+                              "damaged: leave it out", path=str(path), line=n)
+        try:
+            _event(body, series)
+        except (ValueError, IndexError, struct.error) as exc:
+            raise IngestError(f"record {n} (byte {pos}) is not a valid Event: {exc}",
+                              path=str(path), line=n) from exc
+        pos = end + 4
+    return series
+
+
+def _frame(series: _Series) -> pl.DataFrame:
+    tags = sorted(series.tags)
+    if not tags:
+        return pl.DataFrame({"step": pl.Series([], dtype=pl.Int64)})
+    long = pl.DataFrame({
+        "tag": pl.Series([t for t in tags for _ in series.tags[t][0]], dtype=pl.String),
+        "step": pl.Series([s for t in tags for s in series.tags[t][0]], dtype=pl.Int64),
+        "value": pl.Series([v for t in tags for v in series.tags[t][1]], dtype=pl.Float64),
+    })
+    wide = long.pivot(on="tag", index="step", values="value", aggregate_function="last")
+    return wide.sort("step").select("step", *tags)
+
+
+def read_tensorboard_runs(source: Path) -> list[RunLog]:
+    """Every folder under ``source`` that holds event files, as one run each."""
+    folders: dict[Path, list[Path]] = {}
+    if source.is_file():
+        folders[source.parent] = [source]
+        root = source.parent
+    else:
+        root = source
+        for top, dirs, files in os.walk(source):
+            dirs[:] = sorted(d for d in dirs if not skip_folder(Path(top) / d))
+            events = sorted(Path(top) / f for f in files if ".tfevents." in f)
+            if events:
+                folders[Path(top)] = events
+    series: dict[Path, _Series] = {}
+    for folder, paths in sorted(folders.items()):
+        s = _Series()
+        for f in paths:
+            read_event_file(f, s)
+        series[folder] = s
+    runs = []
+    for folder, s in series.items():
+        parent = series.get(folder.parent)
+        if s.hparams and parent is not None and folder.parent != folder:
+            # tensorboardX/PyTorch add_hparams: a child folder holding the parent's hparams
+            parent.hparams = {**s.hparams, **parent.hparams}
+    for folder, s in series.items():
+        if s.hparams and folder.parent in series and folder != root:
+            continue
+        rel = folder.relative_to(root).as_posix()
+        key = source.name if rel == "." else rel
+        params = dict(s.hparams)
+        if (folder / "hparams.yaml").is_file():  # Lightning's TensorBoardLogger writes one
+            params = {**read_flat_yaml(folder / "hparams.yaml"), **params}
+        runs.append(RunLog(key, str(folder), _frame(s), params))
+    return runs

@@ -1,0 +1,1 @@
+"""The interactive report: a static site of every workload and the paper's figures."""

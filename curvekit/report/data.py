@@ -1,0 +1,91 @@
+"""What the report shows for one workload, computed from the store.
+
+>>> import tempfile, pathlib
+>>> from curvekit.release.synthetic import tiny_archive
+>>> from curvekit.release.convert import convert
+>>> from curvekit.store.store import Store
+>>> tmp = pathlib.Path(tempfile.mkdtemp())
+>>> _ = convert(tmp / "a.tar.bz2", tmp, manifest=tiny_archive(tmp / "a.tar.bz2"))
+>>> data = workload_data(Store.open(tmp), "lm1b/lstm/nesterov_momentum", bootstrap=0)
+>>> data.goal.metric, data.goal.goal in data.goals
+('val/cross_entropy_error', True)
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from curvekit.errors import CurvekitError
+from curvekit.fit import fit_workload
+from curvekit.goals import Goal, default_goal, round_significant
+from curvekit.measure import trial_outcomes
+from curvekit.store.store import Store
+
+__all__ = ["WorkloadData", "goal_choices", "workload_data"]
+
+
+@dataclass
+class WorkloadData:
+    """Everything one workload's report page draws."""
+
+    workload: str
+    goal: Goal
+    goals: list[float]
+    batch_sizes: list[int]
+    trial_counts: dict[str, int]
+    steps: pl.DataFrame = field(repr=False)  # goal, batch_size, step
+    optimal: pl.DataFrame = field(repr=False)  # batch_size, value
+    scatter: pl.DataFrame = field(repr=False)  # trial_outcomes of every study
+    best: pl.DataFrame = field(repr=False)  # batch_size, value
+    fit: dict[str, Any] = field(default_factory=dict)
+
+
+def goal_choices(goal: Goal, best_values: list[float], *, limit: int = 5) -> list[float]:
+    """The goal and the rule's goal at the quartiles of the best value per batch size.
+
+    Each quartile is rounded to two significant figures toward the easier side (up for a
+    metric to minimize), so every choice is reached by some batch sizes.
+
+    >>> g = Goal("w", "val/error", 0.3, False, 100, "paper")
+    >>> goal_choices(g, [0.1, 0.2, 0.25, 0.4])
+    [0.18, 0.23, 0.29, 0.3]
+    """
+    values = [v for v in best_values if v == v]  # NaN never counts
+    choices = {goal.goal}
+    if len(values) >= 2:
+        for q in statistics.quantiles(values, n=4, method="inclusive"):
+            choices.add(round_significant(q, up=not goal.maximize))
+    return sorted(choices)[:limit]
+
+
+def workload_data(store: Store, workload: str, *, bootstrap: int = 200,
+                  seed: int = 0) -> WorkloadData:
+    """Compute one workload's page: goals, curves, scatter, best values and the fit."""
+    goal = default_goal(store, workload)
+    metric, maximize, trials = goal.metric, goal.maximize, goal.trials
+    best = store.best_measurement(workload, metric, maximize=maximize, trials=trials)
+    goals = goal_choices(goal, best[metric].to_list())
+    frames = []
+    for g in goals:
+        curve = store.steps_to_result(workload, metric, g, maximize=maximize, trials=trials)
+        frames.append(curve.select(pl.lit(g).alias("goal"), "batch_size", "step"))
+    main = store.steps_to_result(workload, metric, goal.goal, maximize=maximize, trials=trials)
+    optimal = main.select("batch_size", pl.col("effective_learning_rate").alias("value"))
+    scatter = trial_outcomes(store, workload, metric, goal.goal, None, maximize=maximize)
+    studies = store.trials(workload)
+    counts = {s: int((studies["status"] == s).sum()) for s in
+              ("COMPLETE", "INCOMPLETE", "INFEASIBLE")}
+    try:
+        fitted = fit_workload(store, workload, metric, goal.goal, maximize=maximize,
+                              trials=trials, bootstrap_samples=bootstrap, seed=seed).summary()
+    except CurvekitError as exc:
+        fitted = {"note": str(exc)}
+    return WorkloadData(
+        workload=workload, goal=goal, goals=goals,
+        batch_sizes=sorted(store.studies(workload)["batch_size"].to_list()),
+        trial_counts=counts, steps=pl.concat(frames), optimal=optimal, scatter=scatter,
+        best=best.select("batch_size", pl.col(metric).alias("value")), fit=fitted)

@@ -1,0 +1,273 @@
+"""``curvekit report``: a self-contained static site to explore the store in a browser.
+
+The site needs no server and no network: Vega, Vega-Lite and vega-embed are bundled once in
+``assets/vega.js``, and every chart's Vega-Lite spec is inlined in its page. Pages:
+
+* ``index.html``: every workload with its batch sizes, trials and fitted quantities
+  (end of perfect scaling, maximum useful batch size, B_crit) with bootstrap intervals;
+* ``workloads/<name>.html``: steps to result (goal chosen in a drop-down), the optimal
+  effective learning rate, the learning-rate/momentum scatter (batch size chosen in a
+  drop-down) and the best value per batch size;
+* ``figures/index.html`` and one page per figure of the paper.
+
+The site is built in a temporary folder and moved into place at the end, so a failed run
+leaves a previous report as it was.
+
+>>> import tempfile, pathlib
+>>> from curvekit.release.synthetic import tiny_archive
+>>> from curvekit.release.convert import convert
+>>> from curvekit.store.store import Store
+>>> tmp = pathlib.Path(tempfile.mkdtemp())
+>>> _ = convert(tmp / "a.tar.bz2", tmp, manifest=tiny_archive(tmp / "a.tar.bz2"))
+>>> site = report(Store.open(tmp), tmp / "site", bootstrap=0, figures=False)
+>>> sorted(p.name for p in site.iterdir())
+['.curvekit-report', 'assets', 'figures', 'index.html', 'workloads']
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import shutil
+import uuid
+import warnings
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from curvekit._version import __version__
+from curvekit.errors import CurvekitError
+from curvekit.figures.builders import (
+    best_chart,
+    metaparameter_chart,
+    scatter_chart,
+    steps_chart,
+    to_spec,
+)
+from curvekit.report.data import WorkloadData, workload_data
+from curvekit.store.store import Store
+
+__all__ = ["report"]
+
+MARKER = ".curvekit-report"
+Progress = Callable[[str, int, int], None]
+"""Called with (stage, done, total) as the report advances."""
+
+_STYLE = """
+body{font-family:system-ui,sans-serif;margin:0;color:#222}
+header{background:#24364b;color:#fff;padding:.6em 1.2em}
+header a{color:#fff;margin-right:1.2em;text-decoration:none}
+main{padding:1em 1.5em;max-width:1200px}
+table{border-collapse:collapse;font-size:13px}
+th,td{border-bottom:1px solid #ddd;padding:4px 8px;text-align:right}
+th:first-child,td:first-child{text-align:left}
+.charts{display:flex;flex-wrap:wrap;gap:1.5em}
+.chart{min-height:200px}
+.note{color:#666;font-size:13px}
+"""
+
+_SCRIPT = """
+(function () {
+  var specs = document.querySelectorAll('script[type="application/json"][data-chart]');
+  specs.forEach(function (node) {
+    var target = document.getElementById(node.getAttribute('data-chart'));
+    vegaEmbed(target, JSON.parse(node.textContent), {actions: false, renderer: 'svg'})
+      .then(function () { target.setAttribute('data-rendered', 'true'); })
+      .catch(function (error) {
+        console.error(error);
+        target.textContent = 'This chart could not be drawn: ' + error;
+      });
+  });
+})();
+"""
+
+
+def _slug(workload: str) -> str:
+    return workload.replace("/", "--")
+
+
+def _json_script(chart_id: str, spec: dict[str, Any]) -> str:
+    text = json.dumps(spec, separators=(",", ":")).replace("</", "<\\/")
+    return f'<script type="application/json" data-chart="{chart_id}">{text}</script>'
+
+
+def _page(title: str, body: str, *, depth: int, specs: Iterable[tuple[str, dict[str, Any]]] = ()
+          ) -> str:
+    up = "../" * depth
+    scripts = "\n".join(_json_script(i, s) for i, s in specs)
+    return (
+        "<!doctype html>\n<html lang='en'><head><meta charset='utf-8'>"
+        f"<title>{html.escape(title)}</title><link rel='icon' href='data:,'>"
+        f"<link rel='stylesheet' href='{up}assets/style.css'>"
+        f"<script src='{up}assets/vega.js'></script></head><body>"
+        f"<header><a href='{up}index.html'>Workloads</a>"
+        f"<a href='{up}figures/index.html'>Figures of the paper</a>"
+        f"<span class='note'>curvekit {__version__}</span></header>"
+        f"<main><h1>{html.escape(title)}</h1>{body}</main>\n{scripts}\n"
+        f"<script src='{up}assets/report.js'></script></body></html>\n")
+
+
+def _cell(fit: dict[str, Any], name: str, digits: int = 0) -> str:
+    value = fit.get(name)
+    if value is None:
+        return "–"
+    text = f"{value:,.{digits}f}"
+    low, high = fit.get(f"{name}_low"), fit.get(f"{name}_high")
+    if low is not None and high is not None:
+        text += f" <span class='note'>[{low:,.{digits}f}–{high:,.{digits}f}]</span>"
+    return text
+
+
+def _charts(data: WorkloadData) -> list[tuple[str, dict[str, Any]]]:
+    g = data.goal
+    sign = ">" if g.maximize else "<"
+    steps = [(f"{g.metric} {sign} {goal!r}", data.steps.filter(pl.col("goal") == goal))
+             for goal in data.goals]
+    main_label = f"{g.metric} {sign} {g.goal!r}"
+    charts: list[tuple[str, Any]] = [
+        ("steps", steps_chart(steps, title="Steps to result", scaling_label=main_label,
+                              select="goal", width=380, height=300)),
+        ("optimal", metaparameter_chart(
+            [("Optimal Effective Learning Rate", data.optimal)],
+            title=f"Optimal effective learning rate ({main_label})",
+            y_title="Learning Rate / (1 - Momentum)", width=380, height=300)),
+    ]
+    scatter = data.scatter.filter(pl.col("learning_rate").is_not_null())
+    if scatter.height:
+        sizes = sorted(set(scatter["batch_size"].to_list()))
+        charts.append(("scatter", scatter_chart(
+            scatter, title=f"Trials at {main_label}", select=sizes, width=380, height=300)))
+    charts.append(("best", best_chart(
+        [(data.workload, data.best)], title="Best value per batch size",
+        y_title=f"Best {g.metric}", goal_line=g.goal, goal_label="goal", width=380,
+        height=300)))
+    return [(name, to_spec(chart)) for name, chart in charts]
+
+
+def _workload_page(data: WorkloadData) -> str:
+    g, fit = data.goal, data.fit
+    source = "the paper's goal" if g.source != "rule" else "the median rule"
+    facts = (
+        f"<p>{len(data.batch_sizes)} batch sizes ({data.batch_sizes[0]:,}–"
+        f"{data.batch_sizes[-1]:,}); trials: "
+        + ", ".join(f"{n:,} {s}" for s, n in data.trial_counts.items())
+        + f". Goal: {html.escape(g.metric)} {'>' if g.maximize else '<'} {g.goal!r} "
+        f"({source}), first {g.trials} COMPLETE trials per study.</p>"
+        "<table><tr><th>fitted at the goal</th><th>value [95% interval]</th></tr>"
+        f"<tr><td>perfect scaling ends at</td><td>{_cell(fit, 'perfect_scaling_end')}</td></tr>"
+        f"<tr><td>maximum useful batch size</td>"
+        f"<td>{_cell(fit, 'max_useful_batch_size')}</td></tr>"
+        f"<tr><td>B_crit</td><td>{_cell(fit, 'b_crit')}</td></tr>"
+        f"<tr><td>model</td><td>{html.escape(str(fit.get('model', '–')))}</td></tr></table>"
+        + (f"<p class='note'>{html.escape(str(fit['note']))}</p>" if fit.get("note") else ""))
+    specs = _charts(data)
+    divs = "".join(f"<div class='chart' id='chart-{name}'></div>" for name, _ in specs)
+    return _page(data.workload, facts + f"<div class='charts'>{divs}</div>", depth=1,
+                 specs=[(f"chart-{name}", spec) for name, spec in specs])
+
+
+def _index(rows: list[tuple[WorkloadData | None, str, str]]) -> str:
+    lines = ["<table><tr><th>workload</th><th>batch sizes</th><th>trials</th><th>goal</th>"
+             "<th>perfect scaling ends</th><th>max useful batch size</th><th>B_crit</th></tr>"]
+    for data, workload, problem in rows:
+        link = f"<a href='workloads/{_slug(workload)}.html'>{html.escape(workload)}</a>"
+        if data is None:
+            lines.append(f"<tr><td>{html.escape(workload)}</td>"
+                         f"<td colspan='6' class='note'>{html.escape(problem)}</td></tr>")
+            continue
+        g, fit = data.goal, data.fit
+        lines.append(
+            f"<tr><td>{link}</td><td>{len(data.batch_sizes)} ({data.batch_sizes[0]:,}–"
+            f"{data.batch_sizes[-1]:,})</td><td>{sum(data.trial_counts.values()):,}</td>"
+            f"<td>{html.escape(g.metric)} {'>' if g.maximize else '<'} {g.goal!r}</td>"
+            f"<td>{_cell(fit, 'perfect_scaling_end')}</td>"
+            f"<td>{_cell(fit, 'max_useful_batch_size')}</td><td>{_cell(fit, 'b_crit')}</td></tr>")
+    lines.append("</table><p class='note'>Fits are curvekit's own definitions (see "
+                 "docs/fits.md): intervals are 95% bootstrap percentiles over trials.</p>")
+    return _page("Workloads", "".join(lines), depth=0)
+
+
+def _figures(store: Store, folder: Path, progress: Progress | None) -> None:
+    from curvekit.figures.paper import FIGURES
+    from curvekit.figures.render import FigureError, figure_spec
+
+    items = []
+    for i, number in enumerate(sorted(FIGURES), 1):
+        title = f"Figure {number}: {FIGURES[number].title}"
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                spec, _ = figure_spec(number, store)
+        except FigureError as exc:
+            items.append(f"<li>{html.escape(title)} <span class='note'>"
+                         f"{html.escape(str(exc))}</span></li>")
+            continue
+        name = f"figure-{number:02d}.html"
+        (folder / name).write_text(_page(title, "<div class='chart' id='chart-figure'></div>",
+                                         depth=1, specs=[("chart-figure", spec)]))
+        items.append(f"<li><a href='{name}'>{html.escape(title)}</a></li>")
+        if progress is not None:
+            progress("figures", i, len(FIGURES))
+    (folder / "index.html").write_text(_page("Figures of the paper",
+                                             "<ul>" + "".join(items) + "</ul>", depth=1))
+
+
+def report(store: Store, out: str | os.PathLike[str], *, bootstrap: int = 200,
+           figures: bool = True, workloads: Iterable[str] | None = None,
+           progress: Progress | None = None) -> Path:
+    """Write the report site for ``store`` into the folder ``out`` and return it.
+
+    ``bootstrap`` resamples per fit (0: no intervals); ``figures=False`` leaves out the
+    gallery of the paper's figures; ``workloads`` limits the workload pages.
+    """
+    import vl_convert as vlc
+
+    out = Path(out)
+    names = list(workloads) if workloads is not None else store.workloads()
+    for name in names:
+        store.split_workload(name)  # an unknown name fails before any work
+    if out.exists() and any(out.iterdir()) and not (out / MARKER).exists():
+        raise CurvekitError(f"{out} exists and is not a curvekit report; choose an empty or "
+                            "new folder")
+    staging = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
+    try:
+        for sub in ("assets", "workloads", "figures"):
+            (staging / sub).mkdir(parents=True)
+        (staging / MARKER).write_text(f"curvekit {__version__}\n")
+        (staging / "assets" / "vega.js").write_text(vlc.javascript_bundle())  # type: ignore[call-arg]
+        (staging / "assets" / "style.css").write_text(_STYLE)
+        (staging / "assets" / "report.js").write_text(_SCRIPT)
+        rows: list[tuple[WorkloadData | None, str, str]] = []
+
+        def page(workload: str) -> tuple[WorkloadData | None, str, str]:
+            try:
+                data = workload_data(store, workload, bootstrap=bootstrap)
+            except CurvekitError as exc:
+                return None, workload, str(exc)
+            (staging / "workloads" / f"{_slug(workload)}.html").write_text(
+                _workload_page(data))
+            return data, workload, ""
+
+        # Two workloads at a time: DuckDB and the fits' numerics release the GIL.
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            for i, row in enumerate(pool.map(page, names), 1):
+                rows.append(row)
+                if progress is not None:
+                    progress("workloads", i, len(names))
+        (staging / "index.html").write_text(_index(rows))
+        if figures:
+            _figures(store, staging / "figures", progress)
+        else:
+            (staging / "figures" / "index.html").write_text(
+                _page("Figures of the paper", "<p>Not drawn in this report.</p>", depth=1))
+        if out.exists():
+            shutil.rmtree(out)
+        staging.rename(out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return out

@@ -1,0 +1,1 @@
+"""The Parquet store: layout, writer, reader, catalog and updates."""

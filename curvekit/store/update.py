@@ -1,0 +1,386 @@
+"""Add a workload of your own to the store, or remove one, as a new atomic snapshot.
+
+A published store folder never changes. Adding a workload builds a new snapshot in a staging
+folder: the new workload is written by :class:`~curvekit.store.writer.StoreBuilder` (same
+layout, encodings and sorting as a converted release), every other file of the current store
+is hard-linked beside it (no copy, so adding is cheap even next to the full release), and the
+snapshot is published with the same atomic symlink swap as a conversion. A failure anywhere
+leaves the current store exactly as it was.
+
+Added workloads are recorded in ``_store.json`` under ``"added"`` with their origin and a
+content hash: adding identical data again changes nothing, and ``curvekit fetch`` carries
+them over when it rebuilds the release's part of the store.
+
+>>> import tempfile, pathlib, pyarrow as pa
+>>> from curvekit.release.archive import StudyKey, StudyRecord, TrialRecord
+>>> key = StudyKey("my_data", "mlp", "sgd", 32)
+>>> data = WorkloadData(
+...     studies=[StudyRecord(key, "my_data", False, 3, {}, {}, "runs.toml")],
+...     trials=[TrialRecord(key, 0, "COMPLETE", 3, {"learning_rate": 0.1}, "run0.csv")],
+...     measurements={(key, 0): pa.table({"step": [1, 2, 3],
+...                                       "valid/error": [0.5, 0.3, 0.2]})},
+...     origin={"format": "example"})
+>>> home = pathlib.Path(tempfile.mkdtemp())
+>>> add_workload(home, data).changed
+True
+>>> add_workload(home, data).changed      # the same data again: nothing to do
+False
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from curvekit._version import __version__
+from curvekit.errors import StoreError
+from curvekit.home import resolve_home
+from curvekit.release.archive import StudyKey, StudyRecord, TrialRecord
+from curvekit.release.manifest import STATUSES, load_manifest
+from curvekit.store.layout import (
+    METADATA_FILE,
+    STORE_FORMAT,
+    TABLES,
+    store_link,
+    workload_dir,
+)
+from curvekit.store.writer import StoreBuilder, lock_home, new_staging, publish
+
+__all__ = ["AddResult", "WorkloadData", "add_workload", "carry_added", "remove_workload"]
+
+ADDED_KEY = "added"
+_RESERVED = {"base_dir", "model", "optimizer", "batch_size", "trial_id"}
+
+
+@dataclass(frozen=True)
+class WorkloadData:
+    """One workload (``base_dir/model/optimizer``) ready to be written into the store.
+
+    ``measurements`` maps (study key, trial id) to that trial's rows: an integer ``step``
+    column, strictly increasing, and one float column per metric, named like the release's
+    (``valid/ce_loss``, ...). ``origin`` says where the data came from; it is recorded in the
+    store but not part of the content hash.
+    """
+
+    studies: Sequence[StudyRecord]
+    trials: Sequence[TrialRecord]
+    measurements: Mapping[tuple[StudyKey, int], pa.Table]
+    origin: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def workload(self) -> str:
+        """The workload's name (all keys share it; :func:`validate` checks)."""
+        if not self.studies:
+            raise StoreError("the workload has no studies: nothing to add")
+        return self.studies[0].key.workload
+
+
+@dataclass(frozen=True)
+class AddResult:
+    """What :func:`add_workload` did: ``changed`` is False when the data was already there."""
+
+    workload: str
+    changed: bool
+    studies: int
+    trials: int
+    measurements: int
+    path: Path
+
+
+def release_workloads() -> set[str]:
+    """Names of the workloads of every bundled dataset manifest (reserved for the release)."""
+    return {str(w["name"]) for w in load_manifest().workloads}
+
+
+def validate(data: WorkloadData) -> dict[tuple[StudyKey, int], pa.Table]:
+    """Check ``data`` and return its measurement tables in canonical form.
+
+    Canonical: ``trial_id`` (int64) and ``step`` (int64) first, then float64 metrics sorted
+    by name. Raises :class:`StoreError` naming the first problem found.
+    """
+    name = data.workload
+    base_dir, model, optimizer = _split(name)
+    keys = [s.key for s in data.studies]
+    if len(set(keys)) != len(keys):
+        raise StoreError(f"{name}: two studies have the same batch size")
+    for key in keys:
+        if key.workload != name:
+            raise StoreError(f"one workload per call: got {name!r} and {key.workload!r}")
+        if key.batch_size <= 0:
+            raise StoreError(f"{name}: batch size {key.batch_size} is not positive")
+    known = set(keys)
+    trial_keys = [(t.key, t.trial_id) for t in data.trials]
+    if len(set(trial_keys)) != len(trial_keys):
+        raise StoreError(f"{name}: two trials of one study have the same trial id")
+    for t in data.trials:
+        if t.key not in known:
+            raise StoreError(f"{t.member}: trial {t.trial_id} belongs to {t.key.workload} batch "
+                             f"size {t.key.batch_size}, which has no study")
+        if t.status not in STATUSES:
+            raise StoreError(f"{t.member}: status {t.status!r} is not one of "
+                             f"{', '.join(STATUSES)}")
+        if t.trial_id < 0:
+            raise StoreError(f"{t.member}: trial id {t.trial_id} is negative")
+    missing = set(trial_keys) - set(data.measurements)
+    extra = set(data.measurements) - set(trial_keys)
+    for key, trial in sorted(missing):
+        raise StoreError(f"{name} batch size {key.batch_size}: trial {trial} has no measurements")
+    for key, trial in sorted(extra):
+        raise StoreError(f"{name} batch size {key.batch_size}: measurements for trial {trial}, "
+                         "which has no trial record")
+    members = {(t.key, t.trial_id): t.member for t in data.trials}
+    out = {}
+    for (key, trial), table in data.measurements.items():
+        out[(key, trial)] = _canonical(table, trial, members[(key, trial)])
+    del base_dir, model, optimizer
+    return out
+
+
+def _split(name: str) -> tuple[str, str, str]:
+    parts = name.rsplit("/", 2)
+    if len(parts) != 3 or not all(p and p == p.strip() for p in parts):
+        raise StoreError(f"workload name {name!r} must be base_dir/model/optimizer, "
+                         "e.g. my_data/mlp_256/momentum")
+    return parts[0], parts[1], parts[2]
+
+
+def _canonical(table: pa.Table, trial: int, member: str) -> pa.Table:
+    if "step" not in table.column_names:
+        raise StoreError(f"{member}: no 'step' column (columns: {', '.join(table.column_names)})")
+    step = table.column("step")
+    if not pa.types.is_integer(step.type):
+        raise StoreError(f"{member}: 'step' is {step.type}, expected integers")
+    if step.null_count:
+        raise StoreError(f"{member}: 'step' has empty values")
+    steps = step.to_numpy().astype(np.int64)
+    if len(steps) > 1 and not bool(np.all(np.diff(steps) > 0)):
+        i = int(np.argmax(np.diff(steps) <= 0))
+        raise StoreError(f"{member}: steps must strictly increase, but step {steps[i + 1]} "
+                         f"follows step {steps[i]} (row {i + 2})")
+    if "trial_id" in table.column_names:
+        ids = table.column("trial_id")
+        if len(ids) and not pc.all(pc.equal(ids, trial)).as_py():
+            raise StoreError(f"{member}: trial_id column disagrees with trial {trial}")
+    metrics = sorted(n for n in table.column_names if n not in ("step", "trial_id"))
+    columns: dict[str, pa.Array] = {
+        "trial_id": pa.array(np.full(len(steps), trial, dtype=np.int64)),
+        "step": pa.array(steps),
+    }
+    for metric in metrics:
+        if metric in _RESERVED:
+            raise StoreError(f"{member}: {metric!r} is a reserved column name; rename the "
+                             "metric")
+        col = table.column(metric)
+        if not (pa.types.is_floating(col.type) or pa.types.is_integer(col.type)
+                or pa.types.is_null(col.type)):
+            raise StoreError(f"{member}: metric {metric!r} is {col.type}, expected numbers")
+        columns[metric] = pc.cast(col, pa.float64()).combine_chunks()
+    return pa.table(columns)
+
+
+def content_hash(data: WorkloadData, tables: Mapping[tuple[StudyKey, int], pa.Table]) -> str:
+    """A sha256 of the workload's content (studies, trials, rows); the origin is left out."""
+    h = hashlib.sha256()
+    for s in sorted(data.studies, key=lambda s: s.key):
+        h.update(_dumps([list(s.key), s.dataset, s.early_stopping, s.train_steps,
+                         s.parameter_configs, s.extra]))
+    for t in sorted(data.trials, key=lambda t: (t.key, t.trial_id)):
+        h.update(_dumps([list(t.key), t.trial_id, t.status, t.steps, t.parameters]))
+    for key in sorted(tables):
+        table = tables[key]
+        h.update(_dumps([list(key[0]), key[1], table.column_names, table.num_rows]))
+        for col in table.columns:
+            h.update(np.asarray(col.is_null()).tobytes())
+            h.update(col.fill_null(0).to_numpy().tobytes())
+    return h.hexdigest()
+
+
+def _dumps(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, default=str).encode()
+
+
+def _current(home: Path) -> tuple[Path, dict[str, Any]] | None:
+    link = store_link(home)
+    meta_path = link / METADATA_FILE
+    if not meta_path.is_file():
+        return None
+    meta: dict[str, Any] = json.loads(meta_path.read_text())
+    if meta.get("store_format") != STORE_FORMAT:
+        raise StoreError(f"{link} has store format {meta.get('store_format')!r}; run "
+                         "`curvekit fetch --force` to rebuild it before adding workloads")
+    return link.resolve(), meta
+
+
+def _empty_metadata() -> dict[str, Any]:
+    return {"store_format": STORE_FORMAT, "curvekit_version": __version__,
+            "source": {"dataset": None, "archive": None, "sha256": None},
+            "counts": {"workloads": 0, "studies": 0, "trials": 0, "measurements": 0},
+            "metric_columns": [], "parameter_columns": {}, "workloads": []}
+
+
+def _workload_dirs(name: str) -> list[str]:
+    base_dir, model, optimizer = _split(name)
+    return [workload_dir(t, base_dir, model, optimizer) for t in TABLES]
+
+
+def _link_store(source: Path, target: Path, *, skip: AbstractSet[str] = frozenset(),
+                only: AbstractSet[str] | None = None) -> None:
+    """Hard-link the files of ``source`` into ``target``.
+
+    Folders in ``skip`` are left out; with ``only``, nothing outside those folders is linked.
+    ``_store.json`` is never shared: each snapshot writes its own.
+    """
+    for folder, _, files in os.walk(source):
+        rel = Path(folder).relative_to(source)
+        if any(rel == Path(s) or Path(s) in rel.parents for s in skip):
+            continue
+        if only is not None and not any(rel == Path(s) or Path(s) in rel.parents
+                                        for s in only):
+            continue
+        for name in files:
+            if rel == Path(".") and name == METADATA_FILE:
+                continue
+            dest = target / rel / name
+            if dest.exists():
+                raise StoreError(f"{dest} exists in the new snapshot; this is a bug")
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(Path(folder) / name, dest)
+            except OSError:
+                shutil.copy2(Path(folder) / name, dest)
+
+
+def _merge_columns(meta: dict[str, Any], new: dict[str, Any]) -> None:
+    meta["metric_columns"] = sorted(set(meta.get("metric_columns", []))
+                                    | set(new.get("metric_columns", [])))
+    params = dict(new.get("parameter_columns", {}))
+    params.update(meta.get("parameter_columns", {}))
+    meta["parameter_columns"] = dict(sorted(params.items()))
+
+
+def _shift_counts(meta: dict[str, Any], counts: Mapping[str, int], sign: int) -> None:
+    total = meta.setdefault("counts", {})
+    for k in ("studies", "trials", "measurements"):
+        total[k] = int(total.get(k, 0)) + sign * int(counts.get(k, 0))
+    total["workloads"] = len(meta.get("workloads", []))
+
+
+def add_workload(home: str | os.PathLike[str] | None, data: WorkloadData, *,
+                 replace: bool = False) -> AddResult:
+    """Write ``data`` into the store of ``home`` as a new workload; see the module docs.
+
+    A workload of the release cannot be replaced; one added before can, with
+    ``replace=True``. Adding the same content again is a no-op (``changed`` is False).
+    """
+    base = resolve_home(home)
+    tables = validate(data)
+    name = data.workload
+    if name in release_workloads():
+        raise StoreError(f"{name!r} is a workload of the published release; choose another "
+                         "name (base_dir/model/optimizer) for your own data")
+    digest = content_hash(data, tables)
+    counts = {"studies": len(data.studies), "trials": len(data.trials),
+              "measurements": sum(t.num_rows for t in tables.values())}
+    with lock_home(base):
+        current = _current(base)
+        meta = current[1] if current else _empty_metadata()
+        added: dict[str, Any] = dict(meta.get(ADDED_KEY, {}))
+        if name in added and added[name].get("sha256") == digest:
+            return AddResult(name, False, path=store_link(base), **counts)
+        if name in meta.get("workloads", []) and name not in added:
+            raise StoreError(f"{name!r} is a workload of the store's release; choose another "
+                             "name for your own data")
+        if name in added and not replace:
+            raise StoreError(f"the store already has a workload {name!r} with different data; "
+                             "pass --replace (replace=True) to overwrite it, or choose another "
+                             "name")
+        staging = new_staging(base)
+        try:
+            builder = StoreBuilder(staging)
+            for study in data.studies:
+                builder.add_study(study)
+            for trial in data.trials:
+                builder.add_trial(trial)
+            for (key, _), table in sorted(tables.items()):
+                builder.add_measurements(key, table)
+            written = builder.finish({}, {k: t.num_rows for k, t in tables.items()})
+            if current is not None:
+                _link_store(current[0], staging, skip=set(_workload_dirs(name)))
+            if name in added:
+                _shift_counts(meta, added[name]["counts"], -1)
+            meta["workloads"] = sorted(set(meta.get("workloads", [])) | {name})
+            _shift_counts(meta, counts, +1)
+            _merge_columns(meta, written)
+            added[name] = {"sha256": digest, "origin": dict(data.origin), "counts": counts,
+                           "metric_columns": written["metric_columns"],
+                           "parameter_columns": written["parameter_columns"],
+                           "added_at": datetime.now(UTC).isoformat(timespec="seconds"),
+                           "curvekit_version": __version__}
+            meta[ADDED_KEY] = dict(sorted(added.items()))
+            (staging / METADATA_FILE).write_text(json.dumps(meta, indent=1) + "\n")
+            path = publish(staging, base, f"added-{digest[:12]}-{staging.name[-12:]}")
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+    return AddResult(name, True, path=path, **counts)
+
+
+def remove_workload(home: str | os.PathLike[str] | None, workload: str) -> None:
+    """Remove a workload that was added to the store (the release's cannot be removed)."""
+    base = resolve_home(home)
+    with lock_home(base):
+        current = _current(base)
+        added: dict[str, Any] = dict(current[1].get(ADDED_KEY, {})) if current else {}
+        if current is None or workload not in added:
+            have = ", ".join(added) or "none"
+            raise StoreError(f"{workload!r} is not an added workload (added workloads: {have})")
+        path, meta = current
+        staging = new_staging(base)
+        try:
+            _link_store(path, staging, skip=set(_workload_dirs(workload)))
+            _shift_counts(meta, added.pop(workload)["counts"], -1)
+            meta["workloads"] = sorted(set(meta["workloads"]) - {workload})
+            _shift_counts(meta, {}, 0)
+            meta[ADDED_KEY] = added
+            (staging / METADATA_FILE).write_text(json.dumps(meta, indent=1) + "\n")
+            publish(staging, base, f"removed-{staging.name[-12:]}")
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+
+
+def carry_added(home: Path, staging: Path, meta: dict[str, Any]) -> dict[str, Any]:
+    """Link the current store's added workloads into a new release snapshot being built.
+
+    Called by the conversion before it publishes, with the lock held. Returns the new
+    snapshot's metadata with the added workloads merged in.
+    """
+    current = _current(home)
+    if current is None or not current[1].get(ADDED_KEY):
+        return meta
+    path, old = current
+    added: dict[str, Any] = old[ADDED_KEY]
+    clash = sorted(set(added) & set(meta.get("workloads", [])))
+    if clash:
+        raise StoreError(f"the new release has workloads you added yourself: {', '.join(clash)};"
+                         " remove them (curvekit.remove_workload) or rename them first")
+    _link_store(path, staging, only={d for name in added for d in _workload_dirs(name)})
+    meta = dict(meta)
+    meta["workloads"] = sorted(set(meta.get("workloads", [])) | set(added))
+    for info in added.values():
+        _shift_counts(meta, info["counts"], +1)
+        _merge_columns(meta, info)
+    meta[ADDED_KEY] = added
+    return meta
