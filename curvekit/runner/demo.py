@@ -47,7 +47,7 @@ DEMO_SWEEP: dict[str, Any] = {
     "seed": 0,
 }
 """The keyword arguments of :func:`curvekit.run` that made the demo."""
-DEMO_GOAL = ("val/classification_error", 0.04)
+DEMO_GOAL = ("val/classification_error", 0.05)
 """The steps-to-result goal ``docs/running.md`` reads the demo at."""
 
 
