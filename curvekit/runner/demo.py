@@ -95,9 +95,9 @@ def demo(home: str | os.PathLike[str] | None = None) -> DemoResult:
     Examples
     --------
     >>> import tempfile
-    >>> result = demo(tempfile.mkdtemp())  # doctest: +SKIP
-    >>> result.workloads[0]  # doctest: +SKIP
-    'demo/digits/fc_128_128_128/sgd'
+    >>> result = demo(tempfile.mkdtemp())
+    >>> result.workloads[0], result.trials
+    ('demo/digits/fc_128_128_128/sgd', 528)
     """
     from curvekit.runner.collect import workload_data
     from curvekit.store.update import add_workload

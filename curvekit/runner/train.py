@@ -69,8 +69,8 @@ def learning_rate_at(step: int, parameters: dict[str, Any]) -> float:
 
     >>> p = {"learning_rate": 1.0, "end_learning_rate_factor": 0.1,
     ...      "learning_rate_decay_steps": 100}
-    >>> learning_rate_at(0, p), learning_rate_at(50, p), learning_rate_at(500, p)
-    (1.0, 0.55, 0.1)
+    >>> [round(learning_rate_at(step, p), 6) for step in (0, 50, 100, 500)]
+    [1.0, 0.55, 0.1, 0.1]
     """
     lr = float(parameters["learning_rate"])
     factor = float(parameters.get("end_learning_rate_factor", 1.0))
