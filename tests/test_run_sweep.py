@@ -160,3 +160,11 @@ def test_cli_run_and_its_errors(tmp_path: Path) -> None:
     assert bad.output.startswith("Error: unknown model 'resnet_8'")
     bad = CliRunner().invoke(main, ["run", "--steps", "8=100", "--home", home])
     assert bad.exit_code == 2 and "BATCH:STEPS" in bad.output
+
+
+def test_missing_torch_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch now raises ImportError
+    with pytest.raises(RunError, match=r"pip install curvekit\[train\]"):
+        curvekit.run("tiny", **TINY, home=tmp_path)
+    # The demo needs no torch.
+    assert curvekit.demo(tmp_path).trials == 528
