@@ -148,9 +148,10 @@ def _ray(specs: Sequence[TrialSpec], workers: int, address: str | None,
 def execute(specs: Sequence[TrialSpec], *, executor: str = "local", workers: int = 1,
             gpus: int = 0, ray_address: str | None = None) -> Iterator[TrialResult]:
     """Run ``specs`` and yield results as trials finish (see the module docstring)."""
+    if executor not in EXECUTORS:
+        raise RunError(f"unknown executor {executor!r}; choose {' or '.join(EXECUTORS)}")
+    if not specs:  # a finished sweep: start no pool and no Ray instance
+        return iter(())
     if executor == "local":
         return _local(specs, workers, gpus)
-    if executor == "ray":
-        device = specs[0].device if specs else "cpu"
-        return _ray(specs, workers, ray_address, device)
-    raise RunError(f"unknown executor {executor!r}; choose {' or '.join(EXECUTORS)}")
+    return _ray(specs, workers, ray_address, specs[0].device)

@@ -187,7 +187,9 @@ def run(
                 progress(len(done) + ran, len(specs), result)
     finally:
         # Stops the workers of an interrupted sweep; the saved parts stay.
-        results.close()  # type: ignore[attr-defined]
+        close = getattr(results, "close", None)
+        if close is not None:
+            close()
     finished = finished_trials(folder, specs)
     missing = len(specs) - len(finished)
     if missing:
