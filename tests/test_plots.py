@@ -114,3 +114,12 @@ def test_plot_scatter_and_best(home: Path, tmp_path: Path) -> None:
     spec = json.loads(best.read_text())
     assert spec["layer"][1]["mark"]["type"] == "rule"
     assert spec["usermeta"]["curvekit"]["step_budget"] == 5000
+
+
+def test_html_is_self_contained_with_provenance(home: Path, tmp_path: Path) -> None:
+    out = tmp_path / "p.html"
+    _plot(home, out, "--format", "html")
+    page = out.read_text()
+    assert "https://cdn" not in page and "vegaEmbed" in page  # libraries bundled: offline
+    assert '"curvekit"' in page and "steps-to-result" in page  # provenance in usermeta
+    assert not (tmp_path / "p.html.json").exists()  # no sidecar for HTML
