@@ -84,7 +84,9 @@ _HIGHER_IS_BETTER = ("accuracy", "average_precision", "auc", "precision", "recal
 
 
 def default_goal(store: Store, workload: str) -> Goal:
-    """The paper's goal for a release workload; for any other, the rule on a default metric.
+    """The paper's goal for a release workload; for any other, the goal its origin records
+    (``origin["goal"]`` given to :func:`curvekit.store.update.add_workload`, as the demo
+    does), else the rule on a default metric.
 
     The default metric is the first of ``val/classification_error``,
     ``val/cross_entropy_error``, ``val/average_precision`` the workload has, else its first
@@ -104,6 +106,11 @@ def default_goal(store: Store, workload: str) -> Goal:
         return paper_goal(store, workload)
     except QueryError:
         pass
+    recorded = store.metadata.get("added", {}).get(workload, {}).get("origin", {}).get("goal")
+    if recorded:  # a goal the workload's origin states (e.g. the demo's documented goal)
+        counts = store.trials(workload).group_by("batch_size").len()["len"].to_list()
+        return Goal(workload, str(recorded["metric"]), float(recorded["goal"]),
+                    bool(recorded.get("maximize", False)), max(counts, default=1), "origin")
     metrics = store.metrics(workload)
     if not metrics:
         raise QueryError(f"{workload!r} has no metric values")

@@ -233,3 +233,18 @@ def test_metaparameters_named_like_partitions_are_prefixed(tmp_path: Path) -> No
     assert {"param_optimizer", "param_batch_size"} <= set(store.parameter_columns(NAME))
     assert set(store.trials(NAME)["param_optimizer"]) == {"adam"}
     assert store.steps_to_result(NAME, "valid/error", 0.5).height == 2
+
+
+def test_a_goal_recorded_in_the_origin_is_the_default_goal(tmp_path: Path) -> None:
+    from curvekit.goals import default_goal
+
+    data = workload()
+    add_workload(tmp_path, WorkloadData(data.studies, data.trials, data.measurements,
+                                        {"goal": {"metric": "valid/error", "goal": 0.4}}))
+    add_workload(tmp_path, workload("other/mlp/sgd"))
+    store = Store.open(tmp_path)
+    goal = default_goal(store, NAME)
+    assert (goal.metric, goal.goal, goal.maximize, goal.source) == ("valid/error", 0.4, False,
+                                                                     "origin")
+    rule = default_goal(store, "other/mlp/sgd")  # no recorded goal: the median rule
+    assert rule.source == "rule" and rule.metric == "valid/error"

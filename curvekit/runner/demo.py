@@ -104,7 +104,9 @@ def demo(home: str | os.PathLike[str] | None = None) -> DemoResult:
 
     tables, info = load_demo_tables()
     origin = {"format": "curvekit-demo", "tool": "curvekit demo",
-              "plan": info["plan"], "command": info["command"]}
+              "plan": info["plan"], "command": info["command"],
+              # the documented goal: reports and `fit --all` use it for these workloads
+              "goal": {"metric": DEMO_GOAL[0], "goal": DEMO_GOAL[1], "maximize": False}}
     home_path = resolve_home(home)
     added = [add_workload(home_path, data, replace=True)
              for data in workload_data(tables, origin)]
