@@ -523,8 +523,6 @@ def report_(folder: Path, samples: int, no_figures: bool, workloads: tuple[str, 
     from curvekit.report.site import report
 
     store = Store.open(home)
-    for name in workloads:
-        store.split_workload(name)  # unknown names fail before any work
     options: dict[str, Any] = {"bootstrap": samples, "figures": not no_figures,
                                "workloads": list(workloads) or None}
     if quiet:

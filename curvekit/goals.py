@@ -106,11 +106,13 @@ def default_goal(store: Store, workload: str) -> Goal:
         return paper_goal(store, workload)
     except QueryError:
         pass
+    # every trial of each study: the largest study's trial count
+    counts = store.trials(workload).group_by("batch_size").len()["len"].to_list()
+    trials = max(counts, default=1)
     recorded = store.metadata.get("added", {}).get(workload, {}).get("origin", {}).get("goal")
     if recorded:  # a goal the workload's origin states (e.g. the demo's documented goal)
-        counts = store.trials(workload).group_by("batch_size").len()["len"].to_list()
         return Goal(workload, str(recorded["metric"]), float(recorded["goal"]),
-                    bool(recorded.get("maximize", False)), max(counts, default=1), "origin")
+                    bool(recorded.get("maximize", False)), trials, "origin")
     metrics = store.metrics(workload)
     if not metrics:
         raise QueryError(f"{workload!r} has no metric values")
@@ -121,7 +123,5 @@ def default_goal(store: Store, workload: str) -> Goal:
     if best.is_empty():
         raise QueryError(f"{workload!r} has no {metric} values to derive a goal from")
     median = statistics.median(best[metric].to_list())
-    counts = store.trials(workload).group_by("batch_size").len()["len"].to_list()
-    trials = max(counts, default=1)
     return Goal(workload, metric, round_significant(median, up=not maximize), maximize, trials,
                 "rule")

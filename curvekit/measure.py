@@ -166,12 +166,19 @@ def _first(rows: str, order: tuple[str, ...], maximize: bool) -> str:
             f"group by batch_size)")
 
 
+def _lr_momentum(names: Sequence[str], prefix: str = "") -> tuple[str, str]:
+    """SQL for a trial's learning rate (null if none) and momentum (0 when the optimizer has
+    none), from the workload's metaparameter columns ``names``."""
+    lr = f"{prefix}learning_rate" if "learning_rate" in names else "null"
+    momentum = f"coalesce({prefix}momentum, 0)" if "momentum" in names else "0"
+    return lr, momentum
+
+
 def _with_parameters(store: Store, workload: str, rows: str, params: list[object],
                      metric: str) -> pl.DataFrame:
     names = store.parameter_columns(workload)
     extra = "".join(f", t.{_quote(n)}" for n in names)
-    lr = "t.learning_rate" if "learning_rate" in names else "null"
-    momentum = "coalesce(t.momentum, 0)" if "momentum" in names else "0"
+    lr, momentum = _lr_momentum(names, "t.")
     sql = (f"select w.batch_size, w.step, w.trial_id, w.value as {_quote(metric)}{extra}, "
            f"{lr} / (1 - {momentum}) as effective_learning_rate "
            f"from ({rows}) w join {store.source('trials', workload)} t "
@@ -265,9 +272,7 @@ def trial_outcomes(
             have = store.studies(workload)["batch_size"].to_list()
             raise QueryError(f"{workload} has no loaded trials at batch size {batch_size}; "
                              f"its batch sizes are {', '.join(map(str, have))}")
-    names = store.parameter_columns(workload)
-    lr = "learning_rate" if "learning_rate" in names else "null"
-    momentum = "coalesce(momentum, 0)" if "momentum" in names else "0"
+    lr, momentum = _lr_momentum(store.parameter_columns(workload))
     params = store.query(
         f"select batch_size, trial_id, status, {lr} as learning_rate, {momentum} as momentum "
         f"from {store.source('trials', workload)}")

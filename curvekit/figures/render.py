@@ -39,6 +39,10 @@ from curvekit.store.store import Store
 __all__ = ["FigureError", "figure", "figure_spec", "render_all"]
 
 
+Limits = tuple[tuple[float, float], tuple[float, float]]
+"""(x limits, y limits) of a chart."""
+
+
 class FigureError(CurvekitError):
     """A figure cannot be drawn: unknown number, or workloads missing from the store."""
 
@@ -138,9 +142,10 @@ def _search_space(store: Store, panel: Panel, title: str | alt.TitleParams, widt
 
 
 def _panel(store: Store, panel: Panel, width: float, height: float,
-           title_size: float | None = None,
-           limits: tuple[tuple[float, float], tuple[float, float]] | None = None
-           ) -> alt.LayerChart:
+           title_size: float | None = None, limits: Limits | None = None,
+           scatter: pl.DataFrame | None = None) -> alt.LayerChart:
+    """One panel's chart; ``limits`` and ``scatter`` are a scatter's shared limits and its
+    trials when the figure computed them already."""
     panel = _resolve(store, panel)
     title: str | alt.TitleParams = (panel.title if title_size is None
                                     else alt.TitleParams(panel.title, fontSize=title_size))
@@ -157,7 +162,8 @@ def _panel(store: Store, panel: Panel, width: float, height: float,
                                    legend=panel.legend, legend_size=panel.legend_size)
     if panel.kind == "scatter":
         xlim, ylim = limits or (panel.xlim, panel.ylim)
-        return scatter_chart(_scatter_data(store, panel), title=title, xlim=xlim, ylim=ylim,
+        trials = scatter if scatter is not None else _scatter_data(store, panel)
+        return scatter_chart(trials, title=title, xlim=xlim, ylim=ylim,
                              legend=panel.legend or "bottom-right",
                              legend_size=panel.legend_size, width=width, height=height)
     if panel.kind == "search_space":
@@ -173,15 +179,16 @@ def _panel(store: Store, panel: Panel, width: float, height: float,
 
 
 def _shared_limits(store: Store, spec: Figure
-                   ) -> tuple[tuple[float, float], tuple[float, float]] | None:
-    """Half-decade limits over every scatter panel of a figure that shares them."""
+                   ) -> tuple[Limits | None, dict[int, pl.DataFrame]]:
+    """Half-decade limits over every scatter panel of a figure that shares them, and each
+    scatter panel's trials (by panel index), so that no study is queried twice."""
     if not spec.shared_limits:
-        return None
-    frames = [_scatter_data(store, _resolve(store, p)) for p in spec.panels
-              if p.kind == "scatter"]
-    data = pl.concat(frames)
+        return None, {}
+    frames = {i: _scatter_data(store, _resolve(store, p)) for i, p in enumerate(spec.panels)
+              if p.kind == "scatter"}
+    data = pl.concat(list(frames.values()))
     return (half_decade_limits(data["learning_rate"].to_list()),
-            half_decade_limits((1 - data["momentum"]).to_list()))
+            half_decade_limits((1 - data["momentum"]).to_list())), frames
 
 
 def _check(number: int, store: Store) -> Figure:
@@ -200,12 +207,13 @@ def _check(number: int, store: Store) -> Figure:
 def _charts(spec: Figure, store: Store) -> list[alt.LayerChart]:
     width, height = spec.size_px
     panel_w, panel_h = width / spec.cols - 60, height / spec.rows - 60
-    limits = _shared_limits(store, spec)
+    limits, scatters = _shared_limits(store, spec)
     # DuckDB releases the GIL: two panels query at once, each on its thread's cursor.
     with ThreadPoolExecutor(max_workers=2) as pool:
         return list(pool.map(
-            lambda p: _panel(store, p, panel_w, panel_h, spec.title_size, limits),
-            spec.panels))
+            lambda i: _panel(store, spec.panels[i], panel_w, panel_h, spec.title_size, limits,
+                             scatters.get(i)),
+            range(len(spec.panels))))
 
 
 def _provenance(spec: Figure, store: Store) -> dict[str, Any]:

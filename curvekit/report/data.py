@@ -69,12 +69,11 @@ def workload_data(store: Store, workload: str, *, bootstrap: int = 200,
     metric, maximize, trials = goal.metric, goal.maximize, goal.trials
     best = store.best_measurement(workload, metric, maximize=maximize, trials=trials)
     goals = goal_choices(goal, best[metric].to_list())
-    frames = []
-    for g in goals:
-        curve = store.steps_to_result(workload, metric, g, maximize=maximize, trials=trials)
-        frames.append(curve.select(pl.lit(g).alias("goal"), "batch_size", "step"))
-    main = store.steps_to_result(workload, metric, goal.goal, maximize=maximize, trials=trials)
-    optimal = main.select("batch_size", pl.col("effective_learning_rate").alias("value"))
+    curves = {g: store.steps_to_result(workload, metric, g, maximize=maximize, trials=trials)
+              for g in goals}  # goals includes goal.goal
+    frames = [c.select(pl.lit(g).alias("goal"), "batch_size", "step") for g, c in curves.items()]
+    optimal = curves[goal.goal].select("batch_size",
+                                       pl.col("effective_learning_rate").alias("value"))
     scatter = trial_outcomes(store, workload, metric, goal.goal, None, maximize=maximize)
     studies = store.trials(workload)
     counts = {s: int((studies["status"] == s).sum()) for s in

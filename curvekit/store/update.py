@@ -111,7 +111,7 @@ def validate(data: WorkloadData) -> dict[tuple[StudyKey, int], pa.Table]:
     by name. Raises :class:`StoreError` naming the first problem found.
     """
     name = data.workload
-    base_dir, model, optimizer = _split(name)
+    _split(name)  # a well-formed base_dir/model/optimizer
     keys = [s.key for s in data.studies]
     if len(set(keys)) != len(keys):
         raise StoreError(f"{name}: two studies have the same batch size")
@@ -144,7 +144,6 @@ def validate(data: WorkloadData) -> dict[tuple[StudyKey, int], pa.Table]:
     out = {}
     for (key, trial), table in data.measurements.items():
         out[(key, trial)] = _canonical(table, trial, members[(key, trial)])
-    del base_dir, model, optimizer
     return out
 
 
@@ -350,9 +349,8 @@ def remove_workload(home: str | os.PathLike[str] | None, workload: str) -> None:
         staging = new_staging(base)
         try:
             _link_store(path, staging, skip=set(_workload_dirs(workload)))
-            _shift_counts(meta, added.pop(workload)["counts"], -1)
             meta["workloads"] = sorted(set(meta["workloads"]) - {workload})
-            _shift_counts(meta, {}, 0)
+            _shift_counts(meta, added.pop(workload)["counts"], -1)
             meta[ADDED_KEY] = added
             (staging / METADATA_FILE).write_text(json.dumps(meta, indent=1) + "\n")
             publish(staging, base, f"removed-{staging.name[-12:]}")
