@@ -11,16 +11,19 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-import polars as pl
 
 from curvekit._version import __version__
 from curvekit.errors import CurvekitError
 from curvekit.home import ENV_HOME
 from curvekit.ingest import FORMATS
-from curvekit.store.store import Store
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from curvekit.store.store import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -49,8 +52,17 @@ def main() -> None:
     """Training-curve data of Shallue et al. (2019) as a Parquet store you can query."""
 
 
+def _open(home: Path | None) -> Store:
+    """The store of ``home``, imported here so that commands that draw start sooner."""
+    from curvekit.store.store import Store
+
+    return Store.open(home)
+
+
 def emit(frame: pl.DataFrame, fmt: str) -> None:
     """Print a DataFrame as an aligned table, CSV or JSON records."""
+    import polars as pl
+
     if fmt == "json":
         click.echo(json.dumps(frame.to_dicts(), indent=1, default=str))
         return
@@ -140,7 +152,7 @@ def verify(home: Path | None, manifest: Path | None) -> None:
     from curvekit.release.manifest import Manifest
     from curvekit.store.catalog import verify as verify_
 
-    store = Store.open(home)
+    store = _open(home)
     report = verify_(store, Manifest.from_file(manifest) if manifest else None)
     checked = ", ".join(f"{v} {k}" for k, v in report.checked.items())
     for problem in report.problems:
@@ -159,7 +171,7 @@ def info(home: Path | None, fmt: str) -> None:
     """Workloads in the store: batch sizes, trials by status, metrics, rows."""
     from curvekit.store.catalog import info as info_
 
-    emit(info_(Store.open(home)), fmt)
+    emit(info_(_open(home)), fmt)
 
 
 @main.command()
@@ -287,7 +299,7 @@ def steps_to_result(workload: str, metric: str, maximize: bool, trials: int | No
     A row qualifies when its metric is strictly below GOAL (above with --maximize); the
     first by (step, trial_id) wins. Batch sizes where no row qualifies are left out.
     """
-    frame = Store.open(home).steps_to_result(
+    frame = _open(home).steps_to_result(
         workload, metric, goal, maximize=maximize, trials=trials, step_budget=max_steps,
         example_budget=max_examples, statuses=statuses)
     emit(frame, fmt)
@@ -299,7 +311,7 @@ def best(workload: str, metric: str, maximize: bool, trials: int | None,
          max_steps: float | None, max_examples: float | None, statuses: tuple[str, ...],
          home: Path | None, fmt: str) -> None:
     """The best value of a metric at each batch size, and the row it came from."""
-    frame = Store.open(home).best_measurement(
+    frame = _open(home).best_measurement(
         workload, metric, maximize=maximize, trials=trials, step_budget=max_steps,
         example_budget=max_examples, statuses=statuses)
     emit(frame, fmt)
@@ -311,7 +323,7 @@ def best(workload: str, metric: str, maximize: bool, trials: int | None,
 @format_option
 def query(sql: str, home: Path | None, fmt: str) -> None:
     """Run SQL over the views studies, trials and measurements."""
-    emit(Store.open(home).sql(sql), fmt)
+    emit(_open(home).sql(sql), fmt)
 
 
 @main.command()
@@ -339,9 +351,11 @@ def fit(workload: str | None, all_: bool, metric: str | None, goal: float | None
     plateau), the middle slope, and B_crit, S_min and E_min of S = S_min (1 + B_crit / B);
     with --bootstrap, 95% percentile intervals over trial resamples.
     """
+    import polars as pl
+
     from curvekit.fit import fit_all, fit_workload
 
-    store = Store.open(home)
+    store = _open(home)
     if all_:
         if workload or metric or goal is not None:
             raise click.UsageError("--all fits every workload at the paper's goals; "
@@ -358,6 +372,7 @@ def fit(workload: str | None, all_: bool, metric: str | None, goal: float | None
 
 def _compact_fits(rows: list[dict[str, Any]]) -> pl.DataFrame:
     """Fit rows for reading: 'value [low–high]' cells, fewer columns."""
+    import polars as pl
 
     def cell(row: dict[str, Any], name: str, digits: int = 0) -> str:
         value = row.get(name)
@@ -401,7 +416,7 @@ def plot_steps_to_result(workload: str, metric: str, maximize: bool, trials: int
     from curvekit.figures.output import save
     from curvekit.figures.plots import plot_steps_to_result as plot_
 
-    chart, meta = plot_(Store.open(home), workload, metric, goal, maximize=maximize,
+    chart, meta = plot_(_open(home), workload, metric, goal, maximize=maximize,
                         trials=trials, step_budget=max_steps, example_budget=max_examples,
                         fit=with_fit)
     target = save(chart, out or Path(f"steps-to-result.{fmt}"), meta, fmt=fmt)
@@ -435,7 +450,7 @@ def plot_metaparameters(workload: str, metric: str, maximize: bool, trials: int 
     """The winning trial's metaparameter per batch size, with the scaling heuristics."""
     from curvekit.figures.plots import plot_metaparameters as plot_
 
-    chart, meta = plot_(Store.open(home), workload, metric, goal, parameter=parameter,
+    chart, meta = plot_(_open(home), workload, metric, goal, parameter=parameter,
                         maximize=maximize, trials=trials, step_budget=max_steps,
                         example_budget=max_examples)
     _save_plot(chart, meta, out, "metaparameters", fmt)
@@ -453,7 +468,7 @@ def plot_scatter(workload: str, metric: str, maximize: bool, trials: int | None,
     """Learning rate vs 1 - momentum of one study: goal achieved, not achieved, infeasible."""
     from curvekit.figures.plots import plot_scatter as plot_
 
-    chart, meta = plot_(Store.open(home), workload, metric, goal, batch_size,
+    chart, meta = plot_(_open(home), workload, metric, goal, batch_size,
                         maximize=maximize, trials=trials, step_budget=max_steps,
                         example_budget=max_examples)
     _save_plot(chart, meta, out, "scatter", fmt)
@@ -470,7 +485,7 @@ def plot_best(workload: str, metric: str, maximize: bool, trials: int | None,
     """The best value of the metric per batch size, within the budgets."""
     from curvekit.figures.plots import plot_best as plot_
 
-    chart, meta = plot_(Store.open(home), workload, metric, goal=goal, maximize=maximize,
+    chart, meta = plot_(_open(home), workload, metric, goal=goal, maximize=maximize,
                         trials=trials, step_budget=max_steps, example_budget=max_examples)
     _save_plot(chart, meta, out, "best", fmt)
 
@@ -483,14 +498,18 @@ def plot_best(workload: str, metric: str, maximize: bool, trials: int | None,
 @home_option
 def figure_(number: int, out: Path | None, fmt: str, home: Path | None) -> None:
     """Render the paper's figure NUMBER from the store."""
-    from curvekit.figures.output import save, warm_up
+    from contextlib import nullcontext
 
-    if fmt in ("png", "svg", "pdf"):
-        warm_up()
-    from curvekit.figures.render import figure_spec
+    from curvekit.figures.static import STATIC_FORMATS, Renderer
 
-    chart, meta = figure_spec(number, Store.open(home))
-    target = save(chart, out or Path(f"figure-{number:02d}.{fmt}"), meta, fmt=fmt)
+    # The renderer's engine starts in its own process while the figure is queried.
+    with Renderer() if fmt in STATIC_FORMATS else nullcontext() as renderer:
+        from curvekit.figures.output import save
+        from curvekit.figures.render import figure_spec
+
+        chart, meta = figure_spec(number, _open(home))
+        target = save(chart, out or Path(f"figure-{number:02d}.{fmt}"), meta, fmt=fmt,
+                      renderer=renderer)
     click.echo(f"Wrote {target}")
 
 
@@ -503,7 +522,7 @@ def figures(folder: Path, fmt: str, home: Path | None) -> None:
     """Render every available figure of the paper into a folder, with an index.html gallery."""
     from curvekit.figures.render import render_all
 
-    written = render_all(Store.open(home), folder, fmt=fmt)
+    written = render_all(_open(home), folder, fmt=fmt)
     click.echo(f"Wrote {len(written)} figures and {folder / 'index.html'}")
 
 
@@ -522,7 +541,7 @@ def report_(folder: Path, samples: int, no_figures: bool, workloads: tuple[str, 
     """Write a self-contained static site: every workload, its fits and charts, the figures."""
     from curvekit.report.site import report
 
-    store = Store.open(home)
+    store = _open(home)
     options: dict[str, Any] = {"bootstrap": samples, "figures": not no_figures,
                                "workloads": list(workloads) or None}
     if quiet:

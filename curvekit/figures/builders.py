@@ -1,14 +1,15 @@
 """Chart builders: a few functions that draw every figure and plot from plain tables.
 
-A builder takes the numbers (never the store) and returns an Altair chart, so figures of
-the paper, imported workloads and new runs all get the same pictures.
+A builder takes the numbers (never the store) and returns a Vega-Lite spec as a dict
+(:mod:`curvekit.figures.vegalite`), so figures of the paper, imported workloads and new
+runs all get the same pictures; :func:`~curvekit.figures.vegalite.to_altair` makes any of
+them an Altair chart.
 
 >>> import polars as pl
 >>> curve = pl.DataFrame({"batch_size": [16, 32, 64, 128], "step": [800, 400, 220, 200]})
->>> chart = steps_chart([("ResNet-8", curve)], title="demo", scaling_label="ResNet-8")
->>> spec = chart.to_dict()
+>>> spec = steps_chart([("ResNet-8", curve)], title="demo", scaling_label="ResNet-8")
 >>> spec["layer"][0]["encoding"]["x"]["scale"]
-{'base': 2, 'type': 'log'}
+{'type': 'log', 'base': 2}
 """
 
 from __future__ import annotations
@@ -17,15 +18,16 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-import altair as alt
-import numpy as np
 import polars as pl
+
+from curvekit.figures.vegalite import Spec, channel, dataset, top_level
 
 if TYPE_CHECKING:
     from curvekit.fit import RegimeFit
 
 __all__ = [
     "OUTCOMES",
+    "Title",
     "best_chart",
     "contour_lines",
     "half_decade_limits",
@@ -34,16 +36,19 @@ __all__ = [
     "scatter_chart",
     "search_space_chart",
     "steps_chart",
-    "to_spec",
 ]
 
 LegendOrient = Literal["left", "right", "top", "bottom", "top-left", "top-right",
                        "bottom-left", "bottom-right"]
 """Where a legend goes: outside (``left`` ... ``bottom``) or inside a corner of the plot."""
 
-# Charts are built in one constructor call each: every chained Altair method deep-copies
-# the whole chart, which dominated the time to draw a figure.
-_INDEPENDENT_COLOR = alt.Resolve(scale=alt.ScaleResolveMap(color="independent"))
+Title = str | dict[str, Any]
+"""A chart title: its text, or Vega-Lite title properties (``{"text": ..., "fontSize": 9}``)."""
+
+Datasets = dict[str, list[dict[str, Any]]]
+
+_INDEPENDENT_COLOR = {"scale": {"color": "independent"}}
+_TRIANGLES = {"shape": "triangle-up", "filled": True, "size": 40}
 
 REGIME_LABELS = {"perfect": "perfect scaling", "diminishing": "diminishing returns",
                  "plateau": "maximal data parallelism"}
@@ -59,48 +64,55 @@ def _powers_of_two(values: Sequence[float]) -> list[float]:
     return [2.0**k for k in range(lo, hi + 1)]
 
 
-def to_spec(chart: alt.TopLevelMixin) -> dict[str, Any]:
-    """The chart's Vega-Lite spec, with its data inlined however many rows it has.
-
-    Altair refuses more than 5,000 rows by default; a scatter of every trial of a large
-    workload has more, and the static pages need them all. Schema validation is skipped:
-    the tests validate the builders' specs.
-    """
-    with alt.data_transformers.disable_max_rows():
-        spec: dict[str, Any] = chart.to_dict(validate=False)
-    return spec
+def _tooltips(*fields: str) -> list[Spec]:
+    return [channel(f) for f in fields]
 
 
-def _tooltips(*fields: str) -> list[alt.Tooltip]:
-    """Tooltip channels as objects: Altair parses shorthand lists far more slowly."""
-    return [alt.Tooltip(f) for f in fields]
-
-
-def _legend(orient: LegendOrient | None, size: float) -> alt.Legend:
+def _legend(orient: LegendOrient | None, size: float) -> Spec:
     """A legend outside on the right, or inside the plot at ``orient`` (e.g. ``top-left``)."""
     if orient is None:
-        return alt.Legend(labelFontSize=size)
-    return alt.Legend(orient=orient, labelFontSize=size, fillColor="white", padding=3,
-                      strokeColor="#ccc")
+        return {"labelFontSize": size}
+    return {"orient": orient, "labelFontSize": size, "fillColor": "white", "padding": 3,
+            "strokeColor": "#ccc"}
+
+
+def _layers(layers: list[Spec], datasets: Datasets, *, title: Title, width: float,
+            height: float, **properties: Any) -> Spec:
+    """A complete layered chart; properties that are None are left out."""
+    spec = {"layer": layers, "title": title, "width": width, "height": height,
+            **{k: v for k, v in properties.items() if v is not None}}
+    return top_level(spec, datasets)
 
 
 def log2_axis(title: str, values: Sequence[float], domain: tuple[float, float] | None = None
-              ) -> tuple[alt.Scale, alt.Axis]:
-    """A log2 scale with power-of-two ticks labelled 2^k."""
-    scale = alt.Scale(type="log", base=2) if domain is None else alt.Scale(
-        type="log", base=2, domain=list(domain))
+              ) -> tuple[Spec, Spec]:
+    """A log2 scale with power-of-two ticks labelled 2^k: (scale, axis) properties."""
+    scale: Spec = {"type": "log", "base": 2}
+    if domain is not None:
+        scale["domain"] = list(domain)
     ticks = _powers_of_two([*values, *(domain or ())])
     if len(ticks) > 12:  # keep labels readable: every other power
         ticks = ticks[:: math.ceil(len(ticks) / 12)]
-    axis = alt.Axis(title=title, values=ticks, grid=True, labelOverlap="greedy",
-                    labelExpr="'2^' + round(log(datum.value) / log(2))")
+    axis = {"title": title, "values": ticks, "grid": True, "labelOverlap": "greedy",
+            "labelExpr": "'2^' + round(log(datum.value) / log(2))"}
     return scale, axis
+
+
+def _select(label: str, value: Any, options: Sequence[Any], name: str) -> Spec:
+    """A parameter bound to a drop-down of ``options``."""
+    return {"name": label, "value": value,
+            "bind": {"input": "select", "options": list(options), "name": name}}
+
+
+def _only(field: str, param: str) -> list[Spec]:
+    """A transform keeping the rows whose ``field`` equals the parameter's value."""
+    return [{"filter": f"(datum.{field} === {param})"}]
 
 
 def steps_chart(
     curves: Sequence[tuple[str, pl.DataFrame]],
     *,
-    title: str | alt.TitleParams,
+    title: Title,
     scaling_label: str | None = None,
     normalize_at: int | None = None,
     ylim: tuple[float, float] | None = None,
@@ -110,7 +122,7 @@ def steps_chart(
     select: str | None = None,
     width: float = 200,
     height: float = 175,
-) -> alt.LayerChart:
+) -> Spec:
     """Steps to result against batch size, log2 × log2.
 
     ``curves`` are (label, table with ``batch_size`` and ``step``). The curve named
@@ -149,33 +161,37 @@ def steps_chart(
     y_title = ("Steps" if normalize_at is None
                else f"Steps / (Steps at B={int(normalize_at)})")
     y_scale, y_axis = log2_axis(y_title, ys, ylim)
-    color = alt.Color("curve:N", sort=labels, title=None,
-                      legend=_legend(legend, legend_size) if len(curves) > 1 else None)
-    x = alt.X("batch_size:Q", scale=x_scale, axis=x_axis)
-    y = alt.Y("step:Q", scale=y_scale, axis=y_axis)
-    layers: list[alt.Chart] = []
+    color = channel("curve:N", sort=labels, title=None,
+                    legend=_legend(legend, legend_size) if len(curves) > 1 else None)
+    x = channel("batch_size:Q", scale=x_scale, axis=x_axis)
+    y = channel("step:Q", scale=y_scale, axis=y_axis)
+    datasets: Datasets = {}
+    layers: list[Spec] = []
     if fit is not None:
-        layers += _fit_layers(fit, x_scale, y_scale)
+        layers += _fit_layers(fit, x_scale, y_scale, datasets)
     clip = ylim is not None  # fixed limits: keep marks inside the plot
-    curve_layer = alt.Chart(data).mark_line(
-        clip=clip, point=alt.OverlayMarkDef(shape="triangle-up", filled=True, size=40)).encode(
-        x=x, y=y, color=color, tooltip=_tooltips("curve:N", "batch_size:Q", "step:Q"))
-    line_layer = None if line is None else alt.Chart(line).mark_line(
-        color="black", strokeDash=[5, 4], strokeWidth=1, clip=clip).encode(x=x, y=y)
-    params: list[Any] = []
+    curve_layer: Spec = {
+        "data": dataset(data, datasets),
+        "mark": {"type": "line", "clip": clip, "point": _TRIANGLES},
+        "encoding": {"x": x, "y": y, "color": color,
+                     "tooltip": _tooltips("curve:N", "batch_size:Q", "step:Q")}}
+    line_layer: Spec | None = None if line is None else {
+        "data": dataset(line, datasets),
+        "mark": {"type": "line", "color": "black", "strokeDash": [5, 4], "strokeWidth": 1,
+                 "clip": clip},
+        "encoding": {"x": x, "y": y}}
+    params = None
     if select is not None and labels:
-        param = alt.param(name=_param_name(select), value=scaling_label or labels[0],
-                          bind=alt.binding_select(options=labels, name=f"{select} "))
-        params.append(param.param)
-        curve_layer = curve_layer.transform_filter(alt.datum.curve == param)
+        name = _param_name(select)
+        params = [_select(name, scaling_label or labels[0], labels, f"{select} ")]
+        curve_layer["transform"] = _only("curve", name)
         if line_layer is not None:
-            line_layer = line_layer.transform_filter(alt.datum.curve == param)
+            line_layer["transform"] = _only("curve", name)
     layers.append(curve_layer)
     if line_layer is not None:
         layers.append(line_layer)
-    chart = alt.LayerChart(layer=layers, title=title, width=width, height=height,
-                           resolve=_INDEPENDENT_COLOR, params=params or alt.Undefined)
-    return chart
+    return _layers(layers, datasets, title=title, width=width, height=height,
+                   resolve=_INDEPENDENT_COLOR, params=params)
 
 
 def _param_name(label: str) -> str:
@@ -183,8 +199,11 @@ def _param_name(label: str) -> str:
     return "select_" + "".join(c if c.isalnum() else "_" for c in label)
 
 
-def _fit_layers(fit: RegimeFit, x_scale: alt.Scale, y_scale: alt.Scale) -> list[alt.Chart]:
+def _fit_layers(fit: RegimeFit, x_scale: Spec, y_scale: Spec, datasets: Datasets
+                ) -> list[Spec]:
     """Shaded regimes and the fitted line of a regime fit."""
+    import numpy as np
+
     b = fit.batch_sizes
     lo, hi = float(b.min()), float(b.max())
     edges = [lo, *fit.breakpoints, hi]
@@ -192,29 +211,32 @@ def _fit_layers(fit: RegimeFit, x_scale: alt.Scale, y_scale: alt.Scale) -> list[
         "start": edges[:-1], "end": edges[1:],
         "regime": [f"{REGIME_LABELS[s]} (fit)" for s in fit.segments]})
     domain = [f"{name} (fit)" for name in REGIME_COLORS]
-    shade = alt.Chart(bands).mark_rect(opacity=0.12).encode(
-        x=alt.X("start:Q", scale=x_scale), x2=alt.X2("end"),
-        color=alt.Color("regime:N", scale=alt.Scale(domain=domain,
-                                                    range=list(REGIME_COLORS.values())),
-                        title=f"Regimes (fit: {fit.model})"))
+    shade = {"data": dataset(bands, datasets), "mark": {"type": "rect", "opacity": 0.12},
+             "encoding": {
+                 "x": channel("start:Q", scale=x_scale), "x2": {"field": "end"},
+                 "color": channel("regime:N", scale={"domain": domain,
+                                                     "range": list(REGIME_COLORS.values())},
+                                  title=f"Regimes (fit: {fit.model})")}}
     grid = np.exp2(np.linspace(math.log2(lo), math.log2(hi), 64))
     line = pl.DataFrame({"batch_size": grid, "step": fit.predict(grid)})
-    fitted = alt.Chart(line).mark_line(color="#c44e52", strokeWidth=1.5, opacity=0.9).encode(
-        x=alt.X("batch_size:Q", scale=x_scale), y=alt.Y("step:Q", scale=y_scale))
+    fitted = {"data": dataset(line, datasets),
+              "mark": {"type": "line", "color": "#c44e52", "strokeWidth": 1.5, "opacity": 0.9},
+              "encoding": {"x": channel("batch_size:Q", scale=x_scale),
+                           "y": channel("step:Q", scale=y_scale)}}
     return [shade, fitted]
 
 
 def metaparameter_chart(
     curves: Sequence[tuple[str, pl.DataFrame]],
     *,
-    title: str | alt.TitleParams,
+    title: Title,
     y_title: str,
     heuristics: bool = True,
     legend: LegendOrient | None = None,
     legend_size: float = 8,
     width: float = 200,
     height: float = 175,
-) -> alt.LayerChart:
+) -> Spec:
     """A winning trial's metaparameter against batch size, log2 × log2.
 
     ``curves`` are (label, table with ``batch_size`` and ``value``). With ``heuristics``,
@@ -248,27 +270,29 @@ def metaparameter_chart(
     colors = [palette[i % len(palette)] for i in range(len(labels))]
     if guides is not None:
         colors += ["black", "#55a868"]
-    color = alt.Color("curve:N", scale=alt.Scale(domain=domain, range=colors), title=None,
-                      legend=_legend(legend, legend_size))
-    x = alt.X("batch_size:Q", scale=x_scale, axis=x_axis)
-    y = alt.Y("value:Q", scale=y_scale, axis=y_axis)
-    layers = [alt.Chart(data).mark_line(
-        point=alt.OverlayMarkDef(shape="triangle-up", filled=True, size=40)).encode(
-        x=x, y=y, color=color, tooltip=_tooltips("curve:N", "batch_size:Q", "value:Q"))]
+    color = channel("curve:N", scale={"domain": domain, "range": colors}, title=None,
+                    legend=_legend(legend, legend_size))
+    x = channel("batch_size:Q", scale=x_scale, axis=x_axis)
+    y = channel("value:Q", scale=y_scale, axis=y_axis)
+    datasets: Datasets = {}
+    layers: list[Spec] = [{
+        "data": dataset(data, datasets), "mark": {"type": "line", "point": _TRIANGLES},
+        "encoding": {"x": x, "y": y, "color": color,
+                     "tooltip": _tooltips("curve:N", "batch_size:Q", "value:Q")}}]
     if guides is not None:
-        dash = alt.StrokeDash("curve:N", scale=alt.Scale(
-            domain=["Linear Heuristic", "Square Root Heuristic"], range=[[5, 4], [6, 3, 1, 3]]),
-            legend=None)
-        layers.append(alt.Chart(guides).mark_line(strokeWidth=1).encode(
-            x=x, y=y, color=color, strokeDash=dash, detail=alt.Detail("curve:N")))
-    chart = alt.LayerChart(layer=layers, title=title, width=width, height=height)
-    return chart
+        dash = channel("curve:N", scale={"domain": ["Linear Heuristic", "Square Root Heuristic"],
+                                         "range": [[5, 4], [6, 3, 1, 3]]}, legend=None)
+        layers.append({"data": dataset(guides, datasets),
+                       "mark": {"type": "line", "strokeWidth": 1},
+                       "encoding": {"x": x, "y": y, "color": color, "strokeDash": dash,
+                                    "detail": channel("curve:N")}})
+    return _layers(layers, datasets, title=title, width=width, height=height)
 
 
 def best_chart(
     curves: Sequence[tuple[str, pl.DataFrame]],
     *,
-    title: str | alt.TitleParams,
+    title: Title,
     y_title: str,
     goal_line: float | None = None,
     goal_label: str = "Figure 1 goal",
@@ -278,7 +302,7 @@ def best_chart(
     legend_size: float = 8,
     width: float = 200,
     height: float = 175,
-) -> alt.LayerChart:
+) -> Spec:
     """Best value per batch size: x log2, y linear; optionally a dotted goal line.
 
     ``legend`` places the legend inside the plot (``top-right``, ``top-left``, ...).
@@ -288,24 +312,28 @@ def best_chart(
     data = pl.concat(frames) if frames else pl.DataFrame(
         schema={"batch_size": pl.Float64, "value": pl.Float64, "curve": pl.String})
     x_scale, x_axis = log2_axis("Batch Size", data["batch_size"].to_list(), xlim)
-    y = alt.Y("value:Q", title=y_title, scale=alt.Scale(zero=False, domain=list(ylim))
-              if ylim else alt.Scale(zero=False))
+    y_scale: Spec = {"zero": False} if ylim is None else {"zero": False, "domain": list(ylim)}
     labels = [label for label, _ in curves]
-    color = alt.Color("curve:N", sort=labels, title=None,
-                      legend=_legend(legend, legend_size) if len(curves) > 1 else None)
-    layers = [alt.Chart(data).mark_line(clip=xlim is not None or ylim is not None,
-        point=alt.OverlayMarkDef(shape="triangle-up", filled=True, size=40)).encode(
-        x=alt.X("batch_size:Q", scale=x_scale, axis=x_axis), y=y, color=color,
-        tooltip=_tooltips("curve:N", "batch_size:Q", "value:Q"))]
+    color = channel("curve:N", sort=labels, title=None,
+                    legend=_legend(legend, legend_size) if len(curves) > 1 else None)
+    datasets: Datasets = {}
+    layers: list[Spec] = [{
+        "data": dataset(data, datasets),
+        "mark": {"type": "line", "clip": xlim is not None or ylim is not None,
+                 "point": _TRIANGLES},
+        "encoding": {"x": channel("batch_size:Q", scale=x_scale, axis=x_axis),
+                     "y": channel("value:Q", title=y_title, scale=y_scale), "color": color,
+                     "tooltip": _tooltips("curve:N", "batch_size:Q", "value:Q")}}]
     if goal_line is not None:
         rule = pl.DataFrame({"value": [goal_line], "label": [goal_label]})
-        layers.append(alt.Chart(rule).mark_rule(color="grey", strokeDash=[1, 2],
-                                                strokeWidth=1).encode(
-            y=alt.Y("value:Q"), opacity=alt.Opacity("label:N", title=None,
-                                             legend=alt.Legend(labelFontSize=6))))
-    chart = alt.LayerChart(layer=layers, title=title, width=width, height=height,
-                           resolve=_INDEPENDENT_COLOR)
-    return chart
+        layers.append({
+            "data": dataset(rule, datasets),
+            "mark": {"type": "rule", "color": "grey", "strokeDash": [1, 2], "strokeWidth": 1},
+            "encoding": {"y": channel("value:Q"),
+                         "opacity": channel("label:N", title=None,
+                                            legend={"labelFontSize": 6})}})
+    return _layers(layers, datasets, title=title, width=width, height=height,
+                   resolve=_INDEPENDENT_COLOR)
 
 
 OUTCOMES = ("Goal Achieved", "Goal Not Achieved", "Infeasible")
@@ -331,7 +359,9 @@ def contour_lines(xlim: tuple[float, float], ylim: tuple[float, float],
     (x0, x1), (y0, y1) = (map(math.log10, xlim)), (map(math.log10, ylim))
     lo, hi = x0 - y1, x1 - y0
     rows: list[tuple[int, float, float]] = []
-    for i, level in enumerate(np.linspace(lo, hi, levels + 2)[1:-1]):
+    step = (hi - lo) / (levels + 1)
+    for i in range(levels):
+        level = (i + 1) * step + lo
         start, end = max(x0, y0 + level), min(x1, y1 + level)
         rows += [(i, 10.0**start, 10.0 ** (start - level)), (i, 10.0**end, 10.0 ** (end - level))]
     return pl.DataFrame(rows, schema={"level": pl.Int64, "x": pl.Float64, "y": pl.Float64},
@@ -364,7 +394,7 @@ def half_decade_limits(values: Sequence[float]) -> tuple[float, float]:
 def scatter_chart(
     trials: pl.DataFrame,
     *,
-    title: str | alt.TitleParams,
+    title: Title,
     xlim: tuple[float, float] | None = None,
     ylim: tuple[float, float] | None = None,
     legend: LegendOrient | None = "bottom-right",
@@ -372,7 +402,7 @@ def scatter_chart(
     select: Sequence[int] | None = None,
     width: float = 200,
     height: float = 175,
-) -> alt.LayerChart:
+) -> Spec:
     """Learning rate against 1 − momentum, log10 × log10, one mark per trial.
 
     With ``select`` (batch sizes; ``trials`` then has a ``batch_size`` column), one study
@@ -392,55 +422,57 @@ def scatter_chart(
     if xlim is None or ylim is None:
         xlim = xlim or half_decade_limits(data["learning_rate"].to_list())
         ylim = ylim or half_decade_limits(data["one_minus_momentum"].to_list())
-    x = alt.X("learning_rate:Q", title="Learning Rate",
-              scale=alt.Scale(type="log", domain=list(xlim)), axis=alt.Axis(grid=True))
-    y = alt.Y("one_minus_momentum:Q", title="1 - Momentum",
-              scale=alt.Scale(type="log", domain=list(ylim)), axis=alt.Axis(grid=True))
-    lines = contour_lines(xlim, ylim)
-    contours = alt.Chart(lines).mark_line(color="black", opacity=0.5, strokeWidth=0.8,
-                                          clip=True).encode(
-        x=alt.X("x:Q", scale=alt.Scale(type="log", domain=list(xlim))),
-        y=alt.Y("y:Q", scale=alt.Scale(type="log", domain=list(ylim))),
-        detail=alt.Detail("level:N"))
+    x_scale, y_scale = {"type": "log", "domain": list(xlim)}, {"type": "log",
+                                                               "domain": list(ylim)}
+    x = channel("learning_rate:Q", title="Learning Rate", scale=x_scale, axis={"grid": True})
+    y = channel("one_minus_momentum:Q", title="1 - Momentum", scale=y_scale,
+                axis={"grid": True})
+    datasets: Datasets = {}
+    contours = {"data": dataset(contour_lines(xlim, ylim), datasets),
+                "mark": {"type": "line", "color": "black", "opacity": 0.5, "strokeWidth": 0.8,
+                         "clip": True},
+                "encoding": {"x": channel("x:Q", scale=x_scale),
+                             "y": channel("y:Q", scale=y_scale),
+                             "detail": channel("level:N")}}
     keys = _legend(legend, legend_size) if legend else None
-    points = alt.Chart(data).mark_point(filled=True, clip=True).encode(
-        x=x, y=y,
-        color=alt.Color("outcome:N", scale=alt.Scale(domain=list(OUTCOMES),
-                                                     range=["#4c72b0", "#c44e52", "black"]),
-                        legend=keys, title=None),
-        shape=alt.Shape("outcome:N", scale=alt.Scale(domain=list(OUTCOMES),
-                                                     range=["circle", "triangle-up", X_SHAPE]),
-                        legend=keys, title=None),
-        size=alt.Size("outcome:N", scale=alt.Scale(domain=list(OUTCOMES), range=[40, 40, 25]),
-                      legend=None),
-        opacity=alt.Opacity("outcome:N", scale=alt.Scale(domain=list(OUTCOMES),
-                                                         range=[1.0, 0.7, 0.7]), legend=None),
-        tooltip=_tooltips("trial_id:Q", "outcome:N", "learning_rate:Q", "one_minus_momentum:Q"))
-    star = alt.Chart(data.filter(pl.col("winner"))).mark_point(
-        filled=True, shape=STAR_SHAPE, size=400, color="#f2d03b", stroke="black",
-        strokeWidth=0.5, clip=True).encode(x=x, y=y)
-    params: list[Any] = []
+
+    def by_outcome(values: list[Any], **properties: Any) -> Spec:
+        return channel("outcome:N", scale={"domain": list(OUTCOMES), "range": values},
+                       **properties)
+
+    points: Spec = {
+        "data": dataset(data, datasets), "mark": {"type": "point", "filled": True, "clip": True},
+        "encoding": {
+            "x": x, "y": y,
+            "color": by_outcome(["#4c72b0", "#c44e52", "black"], legend=keys, title=None),
+            "shape": by_outcome(["circle", "triangle-up", X_SHAPE], legend=keys, title=None),
+            "size": by_outcome([40, 40, 25], legend=None),
+            "opacity": by_outcome([1.0, 0.7, 0.7], legend=None),
+            "tooltip": _tooltips("trial_id:Q", "outcome:N", "learning_rate:Q",
+                                 "one_minus_momentum:Q")}}
+    star: Spec = {
+        "data": dataset(data.filter(pl.col("winner")), datasets),
+        "mark": {"type": "point", "filled": True, "shape": STAR_SHAPE, "size": 400,
+                 "color": "#f2d03b", "stroke": "black", "strokeWidth": 0.5, "clip": True},
+        "encoding": {"x": x, "y": y}}
+    params = None
     if select:
-        param = alt.param(name="select_batch_size", value=int(select[0]),
-                          bind=alt.binding_select(options=[int(b) for b in select],
-                                                  name="batch size "))
-        params.append(param.param)
-        points = points.transform_filter(alt.datum.batch_size == param)
-        star = star.transform_filter(alt.datum.batch_size == param)
-    chart = alt.LayerChart(layer=[contours, points, star], title=title, width=width,
-                           height=height, params=params or alt.Undefined)
-    return chart
+        params = [_select("select_batch_size", int(select[0]), [int(b) for b in select],
+                          "batch size ")]
+        points["transform"] = star["transform"] = _only("batch_size", "select_batch_size")
+    return _layers([contours, points, star], datasets, title=title, width=width,
+                   height=height, params=params)
 
 
 def search_space_chart(
     winners: pl.DataFrame,
     band: pl.DataFrame,
     *,
-    title: str | alt.TitleParams,
+    title: Title,
     y_title: str = "Learning Rate",
     width: float = 200,
     height: float = 175,
-) -> alt.LayerChart:
+) -> Spec:
     """The winning learning rate per batch size inside the searched range, x log2, y log10.
 
     ``winners`` has ``batch_size`` and ``value``; ``band`` has ``batch_size``, ``low`` and
@@ -454,18 +486,19 @@ def search_space_chart(
                              pl.lit("Search Space").alias("series"))
     xs = [*winners["batch_size"].to_list(), *band["batch_size"].to_list()]
     x_scale, x_axis = log2_axis("Batch Size", xs)
-    x = alt.X("batch_size:Q", scale=x_scale, axis=x_axis)
+    x = channel("batch_size:Q", scale=x_scale, axis=x_axis)
     top = 10.0 ** math.ceil(math.log10(max(positive))) if positive else 1.0
-    y_scale = alt.Scale(type="log", domain=[floor, top])
-    color = alt.Color("series:N", scale=alt.Scale(
-        domain=["Optimal Learning Rate", "Search Space"], range=["#4c72b0", "grey"]), title=None)
-    area = alt.Chart(band).mark_area(opacity=0.2, stroke="grey", strokeWidth=0.5).encode(
-        x=x, y=alt.Y("low:Q", scale=y_scale, title=y_title, axis=alt.Axis(grid=True)),
-        y2=alt.Y2("high"), color=color)
-    line = alt.Chart(winners.with_columns(pl.lit("Optimal Learning Rate").alias("series"))
-                     ).mark_line(point=alt.OverlayMarkDef(shape="triangle-up", filled=True,
-                                                          size=40)).encode(
-        x=x, y=alt.Y("value:Q", scale=y_scale), color=color,
-        tooltip=_tooltips("batch_size:Q", "value:Q"))
-    chart = alt.LayerChart(layer=[area, line], title=title, width=width, height=height)
-    return chart
+    y_scale = {"type": "log", "domain": [floor, top]}
+    color = channel("series:N", scale={"domain": ["Optimal Learning Rate", "Search Space"],
+                                       "range": ["#4c72b0", "grey"]}, title=None)
+    datasets: Datasets = {}
+    area = {"data": dataset(band, datasets),
+            "mark": {"type": "area", "opacity": 0.2, "stroke": "grey", "strokeWidth": 0.5},
+            "encoding": {"x": x, "y": channel("low:Q", scale=y_scale, title=y_title,
+                                              axis={"grid": True}),
+                         "y2": {"field": "high"}, "color": color}}
+    winners = winners.with_columns(pl.lit("Optimal Learning Rate").alias("series"))
+    line = {"data": dataset(winners, datasets), "mark": {"type": "line", "point": _TRIANGLES},
+            "encoding": {"x": x, "y": channel("value:Q", scale=y_scale), "color": color,
+                         "tooltip": _tooltips("batch_size:Q", "value:Q")}}
+    return _layers([area, line], datasets, title=title, width=width, height=height)

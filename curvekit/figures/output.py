@@ -1,7 +1,8 @@
 """Save charts as PNG, SVG, PDF, HTML or Vega-Lite JSON, with their provenance.
 
-Static formats render without a browser (vl-convert). HTML and JSON carry the provenance
-in the spec's ``usermeta``; PNG, SVG and PDF get a small JSON sidecar beside them.
+Static formats render without a browser (:mod:`curvekit.figures.static`). HTML and JSON
+carry the provenance in the spec's ``usermeta``; PNG, SVG and PDF get a small JSON sidecar
+beside them.
 
 >>> import altair as alt, tempfile, pathlib, json
 >>> chart = alt.Chart(alt.Data(values=[{"x": 1}])).mark_point().encode(x="x:Q")
@@ -14,27 +15,30 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 from pathlib import Path
-from typing import Any
-
-import altair as alt
+from typing import TYPE_CHECKING, Any
 
 from curvekit._version import __version__
 from curvekit.errors import CurvekitError
-from curvekit.figures.builders import to_spec
+from curvekit.figures.static import Renderer, draw
+from curvekit.figures.vegalite import Spec, from_altair
 
-__all__ = ["FORMATS", "save", "warm_up"]
+if TYPE_CHECKING:
+    import altair as alt
+
+__all__ = ["FORMATS", "save"]
 
 FORMATS = ("png", "svg", "pdf", "html", "json")
 
 
-def save(chart: alt.TopLevelMixin | dict[str, Any], path: str | os.PathLike[str],
+def save(chart: Spec | alt.TopLevelMixin, path: str | os.PathLike[str],
          provenance: dict[str, Any],
-         *, fmt: str | None = None, scale: float = 1.0) -> Path:
-    """Write ``chart`` (an Altair chart or a Vega-Lite dict) to ``path`` in ``fmt``.
+         *, fmt: str | None = None, scale: float = 1.0,
+         renderer: Renderer | None = None) -> Path:
+    """Write ``chart`` (a Vega-Lite spec or an Altair chart) to ``path`` in ``fmt``.
 
-    ``fmt`` defaults to the suffix. Returns the path written.
+    ``fmt`` defaults to the suffix. Returns the path written. A ``renderer`` (started
+    earlier) draws PNG, SVG and PDF in its helper process; otherwise they are drawn here.
 
     ``scale`` 1 gives the spec's sizes at 72 dpi (Figure 1: about 648 × 567 plus titles).
     """
@@ -44,41 +48,19 @@ def save(chart: alt.TopLevelMixin | dict[str, Any], path: str | os.PathLike[str]
         raise CurvekitError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     meta = {"curvekit_version": __version__, **provenance}
     path.parent.mkdir(parents=True, exist_ok=True)
-    # The builders emit valid specs (the tests validate them); skipping Altair's schema
-    # validation here saves most of a second per figure.
-    spec = chart if isinstance(chart, dict) else to_spec(chart)
+    spec = chart if isinstance(chart, dict) else from_altair(chart)
     spec = {**spec}
     spec["usermeta"] = {**spec.get("usermeta", {}), "curvekit": meta}
     if fmt == "json":
         path.write_text(json.dumps(spec, indent=1))
         return path
-    import vl_convert as vlc
-
     text = json.dumps(spec)
     if fmt == "html":  # Vega, Vega-Lite and vega-embed bundled in the page: opens offline
-        path.write_text(vlc.vegalite_to_html(text, bundle=True))
-        return path
-    if fmt == "png":
-        path.write_bytes(vlc.vegalite_to_png(text, scale=scale))
-    elif fmt == "svg":
-        path.write_text(vlc.vegalite_to_svg(text))
-    else:
-        path.write_bytes(vlc.vegalite_to_pdf(text))
-    path.with_name(path.name + ".json").write_text(json.dumps(meta, indent=1) + "\n")
-    return path
-
-
-def warm_up() -> threading.Thread:
-    """Start the static renderer's JavaScript engine in the background and return the thread.
-
-    Starting the engine takes about a second; a command that will save a PNG, SVG or PDF
-    calls this first, so that the start overlaps its imports and queries.
-    """
-    def start() -> None:
         import vl_convert as vlc
 
-        vlc.vegalite_to_svg({"data": {"values": [{"x": 0}]}, "mark": "point"})
-
-    thread = threading.Thread(target=start, name="curvekit-renderer-warm-up", daemon=True)
-    thread.start()
-    return thread
+        path.write_text(vlc.vegalite_to_html(text, bundle=True))
+        return path
+    image = renderer.draw(text, fmt, scale) if renderer is not None else draw(text, fmt, scale)
+    path.write_bytes(image)
+    path.with_name(path.name + ".json").write_text(json.dumps(meta, indent=1) + "\n")
+    return path

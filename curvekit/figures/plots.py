@@ -18,14 +18,17 @@ Examples
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import altair as alt
 import polars as pl
 
 from curvekit.errors import QueryError
 from curvekit.figures.builders import best_chart, metaparameter_chart, scatter_chart, steps_chart
+from curvekit.figures.vegalite import to_altair
 from curvekit.store.store import Store
+
+if TYPE_CHECKING:
+    import altair as alt
 
 __all__ = ["PARAMETERS", "plot_best", "plot_metaparameters", "plot_scatter",
            "plot_steps_to_result", "provenance"]
@@ -53,7 +56,7 @@ def plot_steps_to_result(store: Store, workload: str, metric: str, goal: float, 
                          maximize: bool = False, trials: int | None = None,
                          step_budget: float | None = None,
                          example_budget: float | None = None,
-                         fit: bool = False) -> tuple[alt.LayerChart, dict[str, Any]]:
+                         fit: bool = False) -> tuple[alt.TopLevelMixin, dict[str, Any]]:
     """Steps to result of one workload, with the perfect-scaling line and optionally the fit.
 
     Returns the chart and its provenance (for :func:`curvekit.figures.output.save`).
@@ -72,7 +75,7 @@ def plot_steps_to_result(store: Store, workload: str, metric: str, goal: float, 
                       fit=None if regimes is None else {
                           "model": regimes.model, "breakpoints": list(regimes.breakpoints),
                           "note": regimes.note, "definition": "docs/fits.md"})
-    return chart, meta
+    return to_altair(chart), meta
 
 
 def _goal_text(metric: str, goal: float, maximize: bool) -> str:
@@ -83,7 +86,7 @@ def plot_metaparameters(store: Store, workload: str, metric: str, goal: float, *
                         parameter: str = "effective_learning_rate", maximize: bool = False,
                         trials: int | None = None, step_budget: float | None = None,
                         example_budget: float | None = None
-                        ) -> tuple[alt.LayerChart, dict[str, Any]]:
+                        ) -> tuple[alt.TopLevelMixin, dict[str, Any]]:
     """The winning trial's metaparameter per batch size (Figures 8, 13 and 14 for any workload).
 
     ``parameter`` is ``effective_learning_rate`` or ``learning_rate`` (both with the linear
@@ -105,13 +108,13 @@ def plot_metaparameters(store: Store, workload: str, metric: str, goal: float, *
     meta = provenance(store, plot="metaparameters", workloads=[workload], metric=metric,
                       goal=goal, maximize=maximize, parameter=parameter, trials=trials,
                       step_budget=step_budget, example_budget=example_budget)
-    return chart, meta
+    return to_altair(chart), meta
 
 
 def plot_scatter(store: Store, workload: str, metric: str, goal: float, batch_size: int, *,
                  maximize: bool = False, trials: int | None = None,
                  step_budget: float | None = None, example_budget: float | None = None
-                 ) -> tuple[alt.LayerChart, dict[str, Any]]:
+                 ) -> tuple[alt.TopLevelMixin, dict[str, Any]]:
     """Learning rate vs 1 − momentum of one study's trials (Figures 9–11, 19, 20)."""
     from curvekit.measure import trial_outcomes
 
@@ -126,13 +129,13 @@ def plot_scatter(store: Store, workload: str, metric: str, goal: float, batch_si
                       maximize=maximize, batch_size=batch_size, trials=trials,
                       statuses=["COMPLETE", "INFEASIBLE"], step_budget=step_budget,
                       example_budget=example_budget)
-    return chart, meta
+    return to_altair(chart), meta
 
 
 def plot_best(store: Store, workload: str, metric: str, *, goal: float | None = None,
               maximize: bool = False, trials: int | None = None,
               step_budget: float | None = None, example_budget: float | None = None
-              ) -> tuple[alt.LayerChart, dict[str, Any]]:
+              ) -> tuple[alt.TopLevelMixin, dict[str, Any]]:
     """The best value of ``metric`` per batch size (Figures 12 and 24), with ``goal`` dotted."""
     best = store.best_measurement(workload, metric, maximize=maximize, trials=trials,
                                   step_budget=step_budget, example_budget=example_budget)
@@ -142,4 +145,4 @@ def plot_best(store: Store, workload: str, metric: str, *, goal: float | None = 
     meta = provenance(store, plot="best", workloads=[workload], metric=metric, goal=goal,
                       maximize=maximize, trials=trials, step_budget=step_budget,
                       example_budget=example_budget)
-    return chart, meta
+    return to_altair(chart), meta

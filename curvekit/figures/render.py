@@ -14,27 +14,30 @@ import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import altair as alt
 import polars as pl
 
 from curvekit.errors import CurvekitError
 from curvekit.figures.builders import (
+    Title,
     best_chart,
     half_decade_limits,
     metaparameter_chart,
     scatter_chart,
     search_space_chart,
     steps_chart,
-    to_spec,
 )
 from curvekit.figures.paper import FIGURES
 from curvekit.figures.plots import provenance
 from curvekit.figures.spec import Curve, Figure, Panel
+from curvekit.figures.vegalite import SCHEMA, Spec, to_altair
 from curvekit.goals import paper_goal
 from curvekit.measure import trial_outcomes
 from curvekit.store.store import Store
+
+if TYPE_CHECKING:
+    import altair as alt
 
 __all__ = ["FigureError", "figure", "figure_spec", "render_all"]
 
@@ -120,8 +123,8 @@ def _scatter_data(store: Store, panel: Panel) -> pl.DataFrame:
                           example_budget=c.example_budget, statuses=c.statuses)
 
 
-def _search_space(store: Store, panel: Panel, title: str | alt.TitleParams, width: float,
-                  height: float) -> alt.LayerChart:
+def _search_space(store: Store, panel: Panel, title: Title, width: float, height: float
+                  ) -> Spec:
     (c,) = panel.curves
     winners = _steps(store, c).select("batch_size", pl.col("learning_rate").alias("value"))
     band = []
@@ -143,12 +146,12 @@ def _search_space(store: Store, panel: Panel, title: str | alt.TitleParams, widt
 
 def _panel(store: Store, panel: Panel, width: float, height: float,
            title_size: float | None = None, limits: Limits | None = None,
-           scatter: pl.DataFrame | None = None) -> alt.LayerChart:
+           scatter: pl.DataFrame | None = None) -> Spec:
     """One panel's chart; ``limits`` and ``scatter`` are a scatter's shared limits and its
     trials when the figure computed them already."""
     panel = _resolve(store, panel)
-    title: str | alt.TitleParams = (panel.title if title_size is None
-                                    else alt.TitleParams(panel.title, fontSize=title_size))
+    title: Title = (panel.title if title_size is None
+                    else {"text": panel.title, "fontSize": title_size})
     if panel.kind == "steps":
         at, curves = _normalized(panel, [(c.label, _steps(store, c)) for c in panel.curves])
         return steps_chart(curves, title=title, scaling_label=panel.scaling_label,
@@ -204,7 +207,7 @@ def _check(number: int, store: Store) -> Figure:
     return spec
 
 
-def _charts(spec: Figure, store: Store) -> list[alt.LayerChart]:
+def _charts(spec: Figure, store: Store) -> list[Spec]:
     width, height = spec.size_px
     panel_w, panel_h = width / spec.cols - 60, height / spec.rows - 60
     limits, scatters = _shared_limits(store, spec)
@@ -231,49 +234,41 @@ def _provenance(spec: Figure, store: Store) -> dict[str, Any]:
 _LEGENDS = {"legend": {"color": "independent", "shape": "independent"}}
 
 
-def figure(number: int, store: Store | None = None
-           ) -> tuple[alt.VConcatChart, dict[str, Any]]:
-    """The paper's figure ``number`` drawn from ``store`` as an Altair chart, and its provenance.
-
-    The chart is a grid (rows of ``hconcat`` in a ``vconcat``) of one layered chart per panel.
-    ``store`` defaults to the current store of curvekit's home.
-    """
-    store = store or Store.open()
-    spec = _check(number, store)
-    charts = _charts(spec, store)
-    legends = alt.Resolve(**_LEGENDS)
-    rows = [alt.HConcatChart(hconcat=charts[i:i + spec.cols], resolve=legends)
-            for i in range(0, len(charts), spec.cols)]
-    chart = alt.VConcatChart(vconcat=rows, title=_title(spec), resolve=legends)
-    return chart, _provenance(spec, store)
-
-
 def _title(spec: Figure) -> str:
     return f"Figure {spec.number}: {spec.title}"
 
 
-def figure_spec(number: int, store: Store | None = None
-                ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The same figure as :func:`figure`, as its Vega-Lite spec (a dict), and its provenance.
+def figure_spec(number: int, store: Store | None = None) -> tuple[Spec, dict[str, Any]]:
+    """The paper's figure ``number`` drawn from ``store`` as a Vega-Lite spec, and its
+    provenance.
 
-    Composing the panels' specs directly skips Altair's copying of the whole chart at each
-    level of the grid, which took longer than the queries; the result equals
-    ``figure(number, store)[0].to_dict()``.
+    The spec is a grid (rows of ``hconcat`` in a ``vconcat``) of one layered chart per
+    panel, with the panels' data in its ``datasets``. ``store`` defaults to the current
+    store of curvekit's home.
     """
     store = store or Store.open()
     spec = _check(number, store)
-    panels = [to_spec(c) for c in _charts(spec, store)]
+    panels = _charts(spec, store)
     datasets: dict[str, Any] = {}
-    top: dict[str, Any] = {}
     for panel in panels:
-        datasets.update(panel.pop("datasets", {}))
-        for key in ("$schema", "config"):
-            top[key] = panel.pop(key, top.get(key))
+        datasets.update(panel.pop("datasets"))
+        del panel["$schema"]
     rows = [{"hconcat": panels[i:i + spec.cols], "resolve": _LEGENDS}
             for i in range(0, len(panels), spec.cols)]
-    out = {"config": top.get("config"), "vconcat": rows, "resolve": _LEGENDS,
-           "title": _title(spec), "$schema": top.get("$schema"), "datasets": datasets}
-    return {k: v for k, v in out.items() if v is not None}, _provenance(spec, store)
+    out = {"$schema": SCHEMA, "vconcat": rows, "resolve": _LEGENDS, "title": _title(spec),
+           "datasets": datasets}
+    return out, _provenance(spec, store)
+
+
+def figure(number: int, store: Store | None = None
+           ) -> tuple[alt.TopLevelMixin, dict[str, Any]]:
+    """The paper's figure ``number`` as an Altair chart (for notebooks), and its provenance.
+
+    The chart wraps :func:`figure_spec`'s spec: ``chart.properties(...)``,
+    ``chart.configure_axis(...)`` and ``chart.save(...)`` work as on any Altair chart.
+    """
+    spec, meta = figure_spec(number, store)
+    return to_altair(spec), meta
 
 
 def render_all(store: Store, folder: str | os.PathLike[str], *, fmt: str = "png"

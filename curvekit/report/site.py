@@ -46,7 +46,6 @@ from curvekit.figures.builders import (
     metaparameter_chart,
     scatter_chart,
     steps_chart,
-    to_spec,
 )
 from curvekit.report.data import WorkloadData, workload_data
 from curvekit.store.store import Store
@@ -128,7 +127,7 @@ def _charts(data: WorkloadData) -> list[tuple[str, dict[str, Any]]]:
     steps = [(f"{g.metric} {sign} {goal!r}", data.steps.filter(pl.col("goal") == goal))
              for goal in data.goals]
     main_label = f"{g.metric} {sign} {g.goal!r}"
-    charts: list[tuple[str, Any]] = [
+    charts: list[tuple[str, dict[str, Any]]] = [
         ("steps", steps_chart(steps, title="Steps to result", scaling_label=main_label,
                               select="goal", width=380, height=300)),
         ("optimal", metaparameter_chart(
@@ -145,7 +144,7 @@ def _charts(data: WorkloadData) -> list[tuple[str, dict[str, Any]]]:
         [(data.workload, data.best)], title="Best value per batch size",
         y_title=f"Best {g.metric}", goal_line=g.goal, goal_label="goal", width=380,
         height=300)))
-    return [(name, to_spec(chart)) for name, chart in charts]
+    return charts
 
 
 def _workload_page(data: WorkloadData) -> str:
