@@ -5,6 +5,8 @@ A builder takes the numbers (never the store) and returns a Vega-Lite spec as a 
 runs all get the same pictures; :func:`~curvekit.figures.vegalite.to_altair` makes any of
 them an Altair chart.
 
+Examples
+--------
 >>> import polars as pl
 >>> curve = pl.DataFrame({"batch_size": [16, 32, 64, 128], "step": [800, 400, 220, 200]})
 >>> spec = steps_chart([("ResNet-8", curve)], title="demo", scaling_label="ResNet-8")

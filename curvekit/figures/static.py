@@ -9,6 +9,8 @@ imports took longer than the engine saved.
 
 This module imports nothing heavy: the helper process loads only vl-convert.
 
+Examples
+--------
 >>> png = draw('{"data": {"values": [{"x": 1}]}, "mark": "point"}', "png")
 >>> png[:4]
 b'\\x89PNG'

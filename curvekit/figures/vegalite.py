@@ -5,6 +5,8 @@ is then built in milliseconds, where Altair's objects took a quarter of a second
 importing Altair another half. Altair stays the notebook interface: :func:`to_altair` wraps
 a spec as an Altair chart, and :func:`from_altair` turns any Altair chart into a spec.
 
+Examples
+--------
 >>> import polars as pl
 >>> datasets: dict = {}
 >>> ref = dataset(pl.DataFrame({"x": [1.0, float("nan")], "y": [2, 3]}), datasets)
