@@ -88,6 +88,26 @@ def test_query_for_one_workload_reads_only_its_files(store: Store) -> None:
     assert "Total Files Read: 1" in plan
 
 
+def test_one_thread_per_query_gives_the_same_answers_and_restores(store: Store) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    def threads() -> int:
+        return int(store.query("select current_setting('threads')").item())
+
+    before = threads()
+    workloads = store.workloads()
+    expected = [store.best_measurement(w, "val/classification_error") for w in workloads]
+    with store.one_thread_per_query(), ThreadPoolExecutor(max_workers=2) as pool:
+        assert threads() == 1
+        got = list(pool.map(lambda w: store.best_measurement(w, "val/classification_error"),
+                            workloads))
+    assert threads() == before
+    assert all(a.equals(b) for a, b in zip(expected, got, strict=True))
+    with pytest.raises(RuntimeError), store.one_thread_per_query():
+        raise RuntimeError("a failing block")
+    assert threads() == before
+
+
 def test_info_and_verify(store: Store) -> None:
     frame = info(store)
     row = frame.filter(pl.col("workload") == TWO).row(0, named=True)

@@ -212,7 +212,7 @@ def _charts(spec: Figure, store: Store) -> list[Spec]:
     panel_w, panel_h = width / spec.cols - 60, height / spec.rows - 60
     limits, scatters = _shared_limits(store, spec)
     # DuckDB releases the GIL: two panels query at once, each on its thread's cursor.
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    with store.one_thread_per_query(), ThreadPoolExecutor(max_workers=2) as pool:
         return list(pool.map(
             lambda i: _panel(store, spec.panels[i], panel_w, panel_h, spec.title_size, limits,
                              scatters.get(i)),

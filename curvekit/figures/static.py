@@ -68,11 +68,12 @@ class Renderer:
     """
 
     def __init__(self) -> None:
-        # The helper imports this very copy of curvekit, installed or not.
+        # The helper gets this process's import path, led by this very copy of curvekit
+        # (installed or not), so it can skip the site module's start-up work (-S).
         root = str(Path(__file__).resolve().parents[2])
-        path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+        path = os.pathsep.join(dict.fromkeys(p for p in (root, *sys.path) if p))
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "curvekit.figures.static"], stdin=subprocess.PIPE,
+            [sys.executable, "-S", "-m", "curvekit.figures.static"], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": path})
 
     def draw(self, spec: str, fmt: str, scale: float = 1.0) -> bytes:

@@ -18,7 +18,8 @@ import difflib
 import json
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -142,6 +143,23 @@ class Store:
         pattern = folder / ("*/*.parquet" if table == "measurements" else "*.parquet")
         escaped = str(pattern).replace("'", "''")
         return f"read_parquet('{escaped}', hive_partitioning=true)"
+
+    @contextmanager
+    def one_thread_per_query(self) -> Iterator[None]:
+        """Run each query on its calling thread alone while the block runs.
+
+        For callers that run several queries at once from threads of their own: DuckDB's
+        threads would only compete with theirs (nine queries of Figure 8 on two threads take
+        0.50 s this way, 0.68 s with DuckDB's default of a thread per core).
+        """
+        with self._lock:
+            (previous,), = self._con.sql("select current_setting('threads')").fetchall()
+            self._con.execute("set threads = 1")
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._con.execute(f"set threads = {int(previous)}")
 
     def connect(self) -> duckdb.DuckDBPyConnection:
         """A new DuckDB cursor with views ``studies``, ``trials`` and ``measurements``."""
