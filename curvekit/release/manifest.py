@@ -34,8 +34,8 @@ __all__ = [
 STATUSES = ("COMPLETE", "INCOMPLETE", "INFEASIBLE")
 
 MAX_FILE_NAME_LENGTH = 200
-"""Longest ``archive.file_name`` accepted: below the usual 255-byte limit of one path component,
-with room for the ``.part`` suffix of a download in progress."""
+"""Longest ``archive.file_name`` accepted, in UTF-8 bytes: below the usual 255-byte limit of one
+path component, with room for the ``.part`` suffix of a download in progress."""
 
 MAX_ARCHIVE_BYTES = 1 << 40
 """Largest ``archive.approx_size_bytes`` accepted (1 TiB; the release is 0.8 GB)."""
@@ -68,7 +68,8 @@ def check_file_name(name: object, *, field_name: str = "archive.file_name") -> s
 
     A manifest is input like any other: the archive's file name becomes a path inside the
     downloads folder, so it may not name a folder, a parent (``..``), an absolute path, a
-    drive, or contain control characters, and it is at most ``MAX_FILE_NAME_LENGTH`` long.
+    drive, or contain control characters, and it is at most ``MAX_FILE_NAME_LENGTH`` bytes
+    long in UTF-8.
 
     Examples
     --------
@@ -81,12 +82,16 @@ def check_file_name(name: object, *, field_name: str = "archive.file_name") -> s
     """
     fix = (f"expected a bare file name such as 'batch_science_data.tar.bz2' (no folder, no "
            f"'..', no drive, no control characters, at most {MAX_FILE_NAME_LENGTH} "
-           f"characters): it names the file inside the downloads folder. Fix {field_name} in "
+           f"bytes in UTF-8): it names the file inside the downloads folder. Fix {field_name} in "
            f"the manifest")
     if not isinstance(name, str):
         raise ManifestError(f"{field_name} {name!r} is not a bare file name: {fix}")
-    if (name in ("", ".", "..") or name != name.strip() or len(name) > MAX_FILE_NAME_LENGTH
-            or _UNSAFE_NAME_CHARS.search(name)):
+    try:
+        size: int | None = len(name.encode("utf-8"))
+    except UnicodeEncodeError:  # a lone surrogate: no file system can store it
+        size = None
+    if (size is None or size > MAX_FILE_NAME_LENGTH or name in ("", ".", "..")
+            or name != name.strip() or _UNSAFE_NAME_CHARS.search(name)):
         raise ManifestError(f"{field_name} {name!r} is not a bare file name: {fix}")
     return name
 
