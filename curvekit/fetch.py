@@ -80,6 +80,8 @@ def fetch(
     """Download the release archive (if needed) and convert it into the store.
 
     A second call with everything in place does nothing and returns ``action="up-to-date"``.
+    The archive is written only inside ``<home>/downloads``, under the manifest's
+    ``archive.file_name`` (a bare file name, checked when the manifest is loaded).
 
     Parameters
     ----------
@@ -103,9 +105,6 @@ def fetch(
         Stop a download that averages under ``min_rate`` bytes/s over ``rate_window``
         seconds (default 1 KiB/s over 60 s), or that takes more than ``deadline`` seconds in
         all (default: no deadline). What arrived is kept and the next call resumes it.
-
-    The archive is written only inside ``<home>/downloads``, under the manifest's
-    ``archive.file_name`` (a bare file name, checked when the manifest is loaded).
     """
     home = resolve_home(home)
     if manifest is None:

@@ -293,3 +293,17 @@ def test_downloads_folder_that_cannot_be_created(tmp_path: Path) -> None:
         download("http://unused.invalid/", tmp_path / "home" / "downloads" / "d.bin",
                  sha256=None)
     assert "--home" in str(info.value)
+
+
+@pytest.mark.parametrize(("option", "value"), [
+    ("max_bytes", 0), ("min_rate", -1.0), ("rate_window", 0.0), ("deadline", 0.0),
+])
+def test_limits_out_of_range_fail_before_any_request(
+    tmp_path: Path, option: str, value: float
+) -> None:
+    def no_network(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("no request expected")
+
+    with pytest.raises(DownloadError, match=f"{option}={value!r} is out of range: expected"):
+        download("http://unused.invalid/", tmp_path / "d.bin", sha256=None,
+                 urlopen=no_network, **{option: value})

@@ -127,13 +127,16 @@ def download(
         _check_within(Path(within), dest, part)
     expected = None if sha256 is None else _normalise_sha256(sha256)
     limit = DEFAULT_MAX_BYTES if max_bytes is None else max_bytes
-    if limit < 1:
-        raise DownloadError(f"max_bytes={max_bytes!r}: expected a positive number of bytes")
+    _check_limits(limit, min_rate, rate_window, deadline)
     # An existing file that does not match is stale, not trusted: download afresh into the
     # part file and replace it only once the new bytes verify, so a mistyped --sha256 never
     # costs a good cached copy.
-    if dest.exists() and (expected is None or file_sha256(dest, chunk_size=chunk_size) == expected):
-        return dest
+    try:
+        if dest.exists() and (expected is None
+                              or file_sha256(dest, chunk_size=chunk_size) == expected):
+            return dest
+    except OSError as exc:
+        raise DownloadError(f"cannot read {dest}: {exc}. Remove it and run again.") from exc
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -377,7 +380,7 @@ def _receive(
                 raise _stopped(url, part, done, total,
                                f"it did not finish within the deadline of {limits.deadline:g} s")
             elapsed = now - window_start
-            if limits.min_rate > 0 and elapsed >= limits.rate_window:
+            if limits.min_rate > 0 and elapsed >= limits.rate_window and elapsed > 0:
                 rate = (done - window_done) / elapsed
                 if rate < limits.min_rate:
                     raise _stopped(
@@ -408,6 +411,21 @@ def _cut_back(out: BinaryIO, part: Path, size: int) -> bool:
     out.close()
     part.unlink(missing_ok=True)
     return False
+
+
+def _check_limits(
+    max_bytes: int, min_rate: float, rate_window: float, deadline: float | None
+) -> None:
+    checks = (
+        ("max_bytes", max_bytes, max_bytes >= 1, "a positive number of bytes"),
+        ("min_rate", min_rate, min_rate >= 0, "bytes per second, or 0 for no minimum"),
+        ("rate_window", rate_window, rate_window > 0, "a positive number of seconds"),
+        ("deadline", deadline, deadline is None or deadline > 0,
+         "a positive number of seconds, or None for no deadline"),
+    )
+    for name, value, ok, expected in checks:
+        if not ok:
+            raise DownloadError(f"{name}={value!r} is out of range: expected {expected}")
 
 
 def _check_within(folder: Path, *paths: Path) -> None:
