@@ -24,7 +24,14 @@ from curvekit.errors import ChecksumError, CurvekitError, StoreError
 from curvekit.home import downloads_dir, resolve_home
 from curvekit.release.archive import Decompressor
 from curvekit.release.convert import convert
-from curvekit.release.download import download, file_sha256
+from curvekit.release.download import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MIN_RATE,
+    DEFAULT_RATE_WINDOW,
+    download,
+    file_sha256,
+    size_bound,
+)
 from curvekit.release.manifest import Manifest, load_manifest
 from curvekit.store.layout import METADATA_FILE, STORE_FORMAT, store_link
 
@@ -65,10 +72,16 @@ def fetch(
     decompressor: Decompressor = "auto",
     progress: Progress | None = None,
     urlopen: Callable[..., Any] | None = None,
+    max_bytes: int | None = None,
+    min_rate: float = DEFAULT_MIN_RATE,
+    rate_window: float = DEFAULT_RATE_WINDOW,
+    deadline: float | None = None,
 ) -> FetchResult:
     """Download the release archive (if needed) and convert it into the store.
 
     A second call with everything in place does nothing and returns ``action="up-to-date"``.
+    The archive is written only inside ``<home>/downloads``, under the manifest's
+    ``archive.file_name`` (a bare file name, checked when the manifest is loaded).
 
     Parameters
     ----------
@@ -84,7 +97,14 @@ def fetch(
         A manifest (object or JSON path) describing the archive, instead of ``dataset``'s.
     force
         Convert again even if the store is up to date.
-
+    max_bytes
+        Stop a download that grows past this many bytes. Default: the manifest's
+        ``approx_size_bytes`` plus a quarter and 1 MiB (``size_bound``), or 16 GiB when
+        ``sha256`` pins a file the manifest does not describe.
+    min_rate, rate_window, deadline
+        Stop a download that averages under ``min_rate`` bytes/s over ``rate_window``
+        seconds (default 1 KiB/s over 60 s), or that takes more than ``deadline`` seconds in
+        all (default: no deadline). What arrived is kept and the next call resumes it.
     """
     home = resolve_home(home)
     if manifest is None:
@@ -114,8 +134,17 @@ def fetch(
                 "--manifest for a different dataset) if you trust it.")
     else:
         source = url or manifest.archive.url
-        path = download(source, downloads_dir(home) / manifest.archive.file_name,
-                        sha256=expected, progress=stage("download"), urlopen=urlopen)
+        if max_bytes is None:
+            # The manifest's size describes the manifest's file; a pinned other hash may
+            # name a re-packed file of another size, bounded only by the general limit.
+            describes = expected == manifest.archive.sha256.lower()
+            max_bytes = (size_bound(manifest.archive.approx_size_bytes) if describes
+                         else DEFAULT_MAX_BYTES)
+        folder = downloads_dir(home)
+        path = download(source, folder / manifest.archive.file_name, within=folder,
+                        sha256=expected, progress=stage("download"), urlopen=urlopen,
+                        max_bytes=max_bytes, min_rate=min_rate, rate_window=rate_window,
+                        deadline=deadline)
     meta = convert(path, home, manifest=manifest, sha256=expected, decompressor=decompressor,
                    progress=stage("convert"), version=__version__)
     link = store_link(home)

@@ -37,5 +37,11 @@ def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
 
 
 def downloads_dir(home: Path) -> Path:
-    """Directory under ``home`` where downloaded archives are kept."""
+    """Directory under ``home`` where downloaded archives are kept.
+
+    ``fetch`` writes only directly inside it, under the manifest's bare ``archive.file_name``.
+
+    >>> downloads_dir(Path("/tmp/ck")).as_posix()
+    '/tmp/ck/downloads'
+    """
     return home / "downloads"

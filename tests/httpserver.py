@@ -10,13 +10,19 @@ from __future__ import annotations
 import re
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Literal
 
-Mode = Literal["normal", "break", "ignore-range", "wrong-content", "range-from-zero", "status"]
+Mode = Literal["normal", "break", "ignore-range", "wrong-content", "range-from-zero", "status",
+               "trickle", "endless", "huge-length"]
+
+ENDLESS_CAP = 256 << 20
+"""Where an ``endless`` body stops after all, so a client that never hangs up fails a test
+instead of filling the disk."""
 
 
 @dataclass
@@ -40,12 +46,17 @@ class ServerState:
     - ``wrong-content``: other bytes of the same length, so the checksum fails.
     - ``range-from-zero``: answers a Range with a 206 that starts at byte 0.
     - ``status``: an empty response with HTTP ``status`` (404, 500, ...).
+    - ``trickle``: the full Content-Length, then one byte every ``trickle_interval`` seconds.
+    - ``endless``: no Content-Length, then ``body`` over and over until the client hangs up
+      (or ``ENDLESS_CAP`` bytes).
+    - ``huge-length``: like ``endless`` but announcing a Content-Length of ``2**40``.
     """
 
     body: bytes
     mode: Mode = "normal"
     break_after: int = 0
     status: int = 404
+    trickle_interval: float = 0.02
     hits: list[Hit] = field(default_factory=list)
 
 
@@ -59,6 +70,9 @@ class _Handler(BaseHTTPRequestHandler):
         if state.mode == "status":
             hit.status = state.status
             self.send_error(state.status)
+            return
+        if state.mode in ("endless", "huge-length"):
+            self._endless(hit, state)
             return
         body = state.body[::-1] if state.mode == "wrong-content" else state.body
         start = 0
@@ -84,10 +98,31 @@ class _Handler(BaseHTTPRequestHandler):
         if state.mode == "break":
             payload = payload[: state.break_after]
         try:
+            if state.mode == "trickle":
+                for i in range(len(payload)):
+                    self.wfile.write(payload[i : i + 1])
+                    self.wfile.flush()
+                    hit.bytes_sent += 1
+                    time.sleep(state.trickle_interval)
+                return
             self.wfile.write(payload)
             hit.bytes_sent = len(payload)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client hung up on purpose (e.g. to restart without Range)
+
+    def _endless(self, hit: Hit, state: ServerState) -> None:
+        self.send_response(200)
+        if state.mode == "huge-length":
+            self.send_header("Content-Length", str(2**40))
+        self.send_header("Content-Type", "application/octet-stream")
+        self.end_headers()
+        block = (state.body or b"x") * max(1, 65536 // max(1, len(state.body)))
+        try:
+            while hit.bytes_sent < ENDLESS_CAP:
+                self.wfile.write(block)
+                hit.bytes_sent += len(block)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client stopped reading: what a bounded download does
 
     def log_message(self, format: str, *args: object) -> None:
         pass  # keep pytest output clean
