@@ -123,3 +123,5 @@ def test_html_is_self_contained_with_provenance(home: Path, tmp_path: Path) -> N
     assert "https://cdn" not in page and "vegaEmbed" in page  # libraries bundled: offline
     assert '"curvekit"' in page and "steps-to-result" in page  # provenance in usermeta
     assert not (tmp_path / "p.html.json").exists()  # no sidecar for HTML
+    assert '<meta http-equiv="Content-Security-Policy"' in page  # runs only its own scripts
+    assert "'unsafe-eval'" not in page and "'unsafe-inline'" not in page

@@ -18,6 +18,7 @@ from click.testing import CliRunner
 
 from curvekit.cli import main
 from curvekit.errors import CurvekitError
+from curvekit.figures.page import page_name
 from curvekit.report.site import report
 from curvekit.store.store import Store
 from curvekit.store.update import add_workload
@@ -59,7 +60,7 @@ def _specs(page: Path) -> dict[str, dict]:  # type: ignore[type-arg]
 
 
 def _slug(workload: str) -> str:
-    return workload.replace("/", "--")
+    return page_name(workload)
 
 
 def test_overview_lists_every_workload_with_fits(site: Path, home: Path) -> None:
@@ -110,7 +111,7 @@ def test_report_refuses_a_foreign_folder_and_keeps_the_old_report(
     with pytest.raises(RuntimeError, match="killed halfway"):
         report(Store.open(home), out, bootstrap=0, figures=False)
     assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
-    assert not list(tmp_path.glob(".r.tmp-*"))
+    assert not list(tmp_path.glob(".r.curvekit-*"))
 
 
 def test_unknown_workload_fails_before_any_work(home: Path, tmp_path: Path) -> None:

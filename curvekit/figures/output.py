@@ -2,7 +2,9 @@
 
 Static formats render without a browser (:mod:`curvekit.figures.static`). HTML and JSON
 carry the provenance in the spec's ``usermeta``; PNG, SVG and PDF get a small JSON sidecar
-beside them.
+beside them. An HTML file holds Vega, Vega-Lite and vega-embed (it opens offline), the spec
+as an escaped JSON island and a Content-Security-Policy that lets only those two inline
+scripts run (:mod:`curvekit.figures.page`): names in the store never become markup.
 
 >>> import altair as alt, tempfile, pathlib, json
 >>> chart = alt.Chart(alt.Data(values=[{"x": 1}])).mark_point().encode(x="x:Q")
@@ -26,7 +28,7 @@ from curvekit.figures.vegalite import Spec, from_altair
 if TYPE_CHECKING:
     import altair as alt
 
-__all__ = ["FORMATS", "save"]
+__all__ = ["FORMATS", "html_page", "save"]
 
 FORMATS = ("png", "svg", "pdf", "html", "json")
 
@@ -55,12 +57,29 @@ def save(chart: Spec | alt.TopLevelMixin, path: str | os.PathLike[str],
         path.write_text(json.dumps(spec, indent=1))
         return path
     text = json.dumps(spec)
-    if fmt == "html":  # Vega, Vega-Lite and vega-embed bundled in the page: opens offline
-        import vl_convert as vlc
-
-        path.write_text(vlc.vegalite_to_html(text, bundle=True))
+    if fmt == "html":
+        path.write_text(html_page(spec))
         return path
     image = renderer.draw(text, fmt, scale) if renderer is not None else draw(text, fmt, scale)
     path.write_bytes(image)
     path.with_name(path.name + ".json").write_text(json.dumps(meta, indent=1) + "\n")
     return path
+
+
+def html_page(spec: Spec) -> str:
+    """A self-contained HTML page that draws ``spec`` in a browser, offline.
+
+    Its title is the chart's title; the page runs nothing but the bundled Vega libraries
+    and the embedding script (allowed by their hashes).
+    """
+    import vl_convert as vlc
+
+    from curvekit.figures.page import standalone_page
+
+    title = spec.get("title")
+    if isinstance(title, dict):
+        title = title.get("text")
+    if isinstance(title, list):
+        title = " ".join(str(t) for t in title)
+    bundle: str = vlc.javascript_bundle()  # type: ignore[call-arg]
+    return standalone_page(spec, str(title) if title else "curvekit chart", bundle)

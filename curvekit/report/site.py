@@ -26,9 +26,8 @@ leaves a previous report as it was.
 
 from __future__ import annotations
 
-import html
-import json
 import os
+import re
 import shutil
 import uuid
 import warnings
@@ -47,6 +46,17 @@ from curvekit.figures.builders import (
     scatter_chart,
     steps_chart,
 )
+from curvekit.figures.page import (
+    EMBED_CSS,
+    EMBED_JS,
+    csp,
+    csp_meta,
+    escape,
+    href,
+    json_script,
+    page_name,
+)
+from curvekit.goals import Goal
 from curvekit.report.data import WorkloadData, workload_data
 from curvekit.store.store import Store
 
@@ -69,45 +79,30 @@ th:first-child,td:first-child{text-align:left}
 .note{color:#666;font-size:13px}
 """
 
-_SCRIPT = """
-(function () {
-  var specs = document.querySelectorAll('script[type="application/json"][data-chart]');
-  specs.forEach(function (node) {
-    var target = document.getElementById(node.getAttribute('data-chart'));
-    vegaEmbed(target, JSON.parse(node.textContent), {actions: false, renderer: 'svg'})
-      .then(function () { target.setAttribute('data-rendered', 'true'); })
-      .catch(function (error) {
-        console.error(error);
-        target.textContent = 'This chart could not be drawn: ' + error;
-      });
-  });
-})();
-"""
-
-
-def _slug(workload: str) -> str:
-    return workload.replace("/", "--")
-
-
-def _json_script(chart_id: str, spec: dict[str, Any]) -> str:
-    text = json.dumps(spec, separators=(",", ":")).replace("</", "<\\/")
-    return f'<script type="application/json" data-chart="{chart_id}">{text}</script>'
-
-
 def _page(title: str, body: str, *, depth: int, specs: Iterable[tuple[str, dict[str, Any]]] = ()
           ) -> str:
+    """A page of the site; ``title`` is escaped here, ``body`` is markup built escaped."""
     up = "../" * depth
-    scripts = "\n".join(_json_script(i, s) for i, s in specs)
+    scripts = "\n".join(json_script(i, s) for i, s in specs)
     return (
         "<!doctype html>\n<html lang='en'><head><meta charset='utf-8'>"
-        f"<title>{html.escape(title)}</title><link rel='icon' href='data:,'>"
+        f"{csp_meta(csp())}<title>{escape(title)}</title><link rel='icon' href='data:,'>"
         f"<link rel='stylesheet' href='{up}assets/style.css'>"
         f"<script src='{up}assets/vega.js'></script></head><body>"
         f"<header><a href='{up}index.html'>Workloads</a>"
         f"<a href='{up}figures/index.html'>Figures of the paper</a>"
-        f"<span class='note'>curvekit {__version__}</span></header>"
-        f"<main><h1>{html.escape(title)}</h1>{body}</main>\n{scripts}\n"
+        f"<span class='note'>curvekit {escape(__version__)}</span></header>"
+        f"<main><h1>{escape(title)}</h1>{body}</main>\n{scripts}\n"
         f"<script src='{up}assets/report.js'></script></body></html>\n")
+
+
+def _page_file(workload: str) -> str:
+    """Where ``workload``'s page lies in the site (one file per workload, see page_name)."""
+    return f"workloads/{page_name(workload)}.html"
+
+
+def _goal(g: Goal) -> str:
+    return f"{escape(g.metric)} {'&gt;' if g.maximize else '&lt;'} {g.goal!r}"
 
 
 def _cell(fit: dict[str, Any], name: str, digits: int = 0) -> str:
@@ -154,15 +149,15 @@ def _workload_page(data: WorkloadData) -> str:
         f"<p>{len(data.batch_sizes)} batch sizes ({data.batch_sizes[0]:,}–"
         f"{data.batch_sizes[-1]:,}); trials: "
         + ", ".join(f"{n:,} {s}" for s, n in data.trial_counts.items())
-        + f". Goal: {html.escape(g.metric)} {'>' if g.maximize else '<'} {g.goal!r} "
+        + f". Goal: {_goal(g)} "
         f"({source}), first {g.trials} COMPLETE trials per study.</p>"
         "<table><tr><th>fitted at the goal</th><th>value [95% interval]</th></tr>"
         f"<tr><td>perfect scaling ends at</td><td>{_cell(fit, 'perfect_scaling_end')}</td></tr>"
         f"<tr><td>maximum useful batch size</td>"
         f"<td>{_cell(fit, 'max_useful_batch_size')}</td></tr>"
         f"<tr><td>B_crit</td><td>{_cell(fit, 'b_crit')}</td></tr>"
-        f"<tr><td>model</td><td>{html.escape(str(fit.get('model', '–')))}</td></tr></table>"
-        + (f"<p class='note'>{html.escape(str(fit['note']))}</p>" if fit.get("note") else ""))
+        f"<tr><td>model</td><td>{escape(str(fit.get('model', '–')))}</td></tr></table>"
+        + (f"<p class='note'>{escape(str(fit['note']))}</p>" if fit.get("note") else ""))
     specs = _charts(data)
     divs = "".join(f"<div class='chart' id='chart-{name}'></div>" for name, _ in specs)
     return _page(data.workload, facts + f"<div class='charts'>{divs}</div>", depth=1,
@@ -173,16 +168,17 @@ def _index(rows: list[tuple[WorkloadData | None, str, str]]) -> str:
     lines = ["<table><tr><th>workload</th><th>batch sizes</th><th>trials</th><th>goal</th>"
              "<th>perfect scaling ends</th><th>max useful batch size</th><th>B_crit</th></tr>"]
     for data, workload, problem in rows:
-        link = f"<a href='workloads/{_slug(workload)}.html'>{html.escape(workload)}</a>"
+        link = (f"<a href=\"{escape(href(_page_file(workload)))}\">"
+                f"{escape(workload)}</a>")
         if data is None:
-            lines.append(f"<tr><td>{html.escape(workload)}</td>"
-                         f"<td colspan='6' class='note'>{html.escape(problem)}</td></tr>")
+            lines.append(f"<tr><td>{escape(workload)}</td>"
+                         f"<td colspan='6' class='note'>{escape(problem)}</td></tr>")
             continue
         g, fit = data.goal, data.fit
         lines.append(
             f"<tr><td>{link}</td><td>{len(data.batch_sizes)} ({data.batch_sizes[0]:,}–"
             f"{data.batch_sizes[-1]:,})</td><td>{sum(data.trial_counts.values()):,}</td>"
-            f"<td>{html.escape(g.metric)} {'>' if g.maximize else '<'} {g.goal!r}</td>"
+            f"<td>{_goal(g)}</td>"
             f"<td>{_cell(fit, 'perfect_scaling_end')}</td>"
             f"<td>{_cell(fit, 'max_useful_batch_size')}</td><td>{_cell(fit, 'b_crit')}</td></tr>")
     lines.append("</table><p class='note'>Fits are curvekit's own definitions (see "
@@ -202,17 +198,107 @@ def _figures(store: Store, folder: Path, progress: Progress | None) -> None:
                 warnings.simplefilter("ignore")
                 spec, _ = figure_spec(number, store)
         except FigureError as exc:
-            items.append(f"<li>{html.escape(title)} <span class='note'>"
-                         f"{html.escape(str(exc))}</span></li>")
+            items.append(f"<li>{escape(title)} <span class='note'>"
+                         f"{escape(str(exc))}</span></li>")
             continue
         name = f"figure-{number:02d}.html"
         (folder / name).write_text(_page(title, "<div class='chart' id='chart-figure'></div>",
                                          depth=1, specs=[("chart-figure", spec)]))
-        items.append(f"<li><a href='{name}'>{html.escape(title)}</a></li>")
+        items.append(f"<li><a href='{name}'>{escape(title)}</a></li>")
         if progress is not None:
             progress("figures", i, len(FIGURES))
     (folder / "index.html").write_text(_page("Figures of the paper",
                                              "<ul>" + "".join(items) + "</ul>", depth=1))
+
+
+# Names of the folders a run works in, beside the report: the whole site is built in the
+# first and moved into place; the previous report waits in the second until it has been.
+# The pid tells the next run whether the run that made a folder is still alive.
+_WORK = re.compile(r"^\.(?P<name>.+)\.curvekit-(?P<kind>tmp|old)-(?P<pid>\d+)-[0-9a-f]{8}$")
+_SITE_ENTRIES = frozenset({MARKER, "index.html", "assets", "workloads", "figures"})
+
+
+def _work_folder(out: Path, kind: str) -> Path:
+    return out.parent / f".{out.name}.curvekit-{kind}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by another user
+        return True
+    return True
+
+
+def _remove_stale(out: Path) -> list[Path]:
+    """Remove the work folders earlier runs for ``out`` left when killed; return them.
+
+    Only a real folder (no link) named as :func:`_work_folder` names them, made by a process
+    that is gone, and empty or holding curvekit's marker file, is touched. A previous report
+    left aside by a run killed while swapping goes back in place if ``out`` is missing.
+    """
+    removed: list[Path] = []
+    if not out.parent.is_dir():
+        return removed
+    for entry in sorted(out.parent.iterdir()):
+        match = _WORK.match(entry.name)
+        if (match is None or match["name"] != out.name or _alive(int(match["pid"]))
+                or entry.is_symlink() or not entry.is_dir()):
+            continue
+        marker = entry / MARKER
+        if marker.is_file() and marker.read_text(errors="replace").startswith("curvekit"):
+            if match["kind"] == "old" and not out.exists():
+                entry.rename(out)
+                continue
+            shutil.rmtree(entry)
+        elif not any(entry.iterdir()):
+            entry.rmdir()  # killed before its marker was written
+        else:
+            continue
+        removed.append(entry)
+    return removed
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return path == folder or path.is_relative_to(folder)
+
+
+def check_out(store: Store, out: Path) -> None:
+    """Raise a :class:`CurvekitError` unless ``out`` may be replaced by a new report.
+
+    The report replaces its folder as a whole, so the folder may not hold the working
+    directory, the store or anything but an earlier report, nor lie inside the store.
+    """
+    if out.is_symlink():
+        raise CurvekitError(f"report folder {out} is a symbolic link; pass the folder it "
+                            f"points to ({out.resolve()}) or a new folder")
+    real = out.resolve()
+    cwd = Path.cwd().resolve()
+    if _inside(cwd, real):
+        raise CurvekitError(
+            f"report folder {out} contains the working directory {cwd}; the report replaces "
+            "that folder as a whole, so run curvekit from elsewhere or choose another --out")
+    stores = store.path.parent if store.path.parent.name == "stores" else store.path
+    if _inside(store.path, real) or _inside(real, stores):
+        raise CurvekitError(
+            f"report folder {out} {'lies inside' if _inside(real, stores) else 'contains'} "
+            f"the store {store.path}; choose a folder outside the store, e.g. ./report")
+    if out.exists() and not out.is_dir():
+        raise CurvekitError(f"report folder {out} exists and is a file; choose a new folder")
+    if out.is_dir():
+        entries = {p.name for p in out.iterdir()}
+        if entries and MARKER not in entries:
+            raise CurvekitError(f"report folder {out} exists and is not a curvekit report; "
+                                "choose an empty or new folder")
+        if extra := sorted(entries - _SITE_ENTRIES):
+            raise CurvekitError(
+                f"report folder {out} holds files a report does not write "
+                f"({', '.join(repr(e) for e in extra[:5])}); move them out of it or choose "
+                "another folder, since a new report replaces the folder as a whole")
 
 
 def report(store: Store, out: str | os.PathLike[str], *, bootstrap: int = 200,
@@ -222,24 +308,28 @@ def report(store: Store, out: str | os.PathLike[str], *, bootstrap: int = 200,
 
     ``bootstrap`` resamples per fit (0: no intervals); ``figures=False`` leaves out the
     gallery of the paper's figures; ``workloads`` limits the workload pages.
+
+    The site is built complete beside ``out`` and only then swapped in; ``out`` must be new,
+    empty or an earlier report (see :func:`check_out`). Work folders that killed runs left
+    beside ``out`` are removed first.
     """
     import vl_convert as vlc
 
-    out = Path(out)
+    out = Path(os.path.abspath(out))
     names = list(workloads) if workloads is not None else store.workloads()
     for name in names:
         store.split_workload(name)  # an unknown name fails before any work
-    if out.exists() and any(out.iterdir()) and not (out / MARKER).exists():
-        raise CurvekitError(f"{out} exists and is not a curvekit report; choose an empty or "
-                            "new folder")
-    staging = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
+    check_out(store, out)
+    _remove_stale(out)
+    staging = _work_folder(out, "tmp")
     try:
-        for sub in ("assets", "workloads", "figures"):
-            (staging / sub).mkdir(parents=True)
+        staging.mkdir(parents=True)
         (staging / MARKER).write_text(f"curvekit {__version__}\n")
+        for sub in ("assets", "workloads", "figures"):
+            (staging / sub).mkdir()
         (staging / "assets" / "vega.js").write_text(vlc.javascript_bundle())  # type: ignore[call-arg]
-        (staging / "assets" / "style.css").write_text(_STYLE)
-        (staging / "assets" / "report.js").write_text(_SCRIPT)
+        (staging / "assets" / "style.css").write_text(_STYLE + EMBED_CSS)
+        (staging / "assets" / "report.js").write_text(EMBED_JS)
         rows: list[tuple[WorkloadData | None, str, str]] = []
 
         def page(workload: str) -> tuple[WorkloadData | None, str, str]:
@@ -247,8 +337,7 @@ def report(store: Store, out: str | os.PathLike[str], *, bootstrap: int = 200,
                 data = workload_data(store, workload, bootstrap=bootstrap)
             except CurvekitError as exc:
                 return None, workload, str(exc)
-            (staging / "workloads" / f"{_slug(workload)}.html").write_text(
-                _workload_page(data))
+            (staging / _page_file(workload)).write_text(_workload_page(data))
             return data, workload, ""
 
         # Two workloads at a time: DuckDB and the fits' numerics release the GIL.
@@ -263,10 +352,24 @@ def report(store: Store, out: str | os.PathLike[str], *, bootstrap: int = 200,
         else:
             (staging / "figures" / "index.html").write_text(
                 _page("Figures of the paper", "<p>Not drawn in this report.</p>", depth=1))
-        if out.exists():
-            shutil.rmtree(out)
-        staging.rename(out)
+        _swap(staging, out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return out
+
+
+def _swap(staging: Path, out: Path) -> None:
+    """Put the complete site ``staging`` in the place of ``out``; the old report is deleted
+    only once the new one is in place (a kill in between leaves both, named for cleanup)."""
+    if not out.exists():
+        staging.rename(out)
+        return
+    old = _work_folder(out, "old")
+    out.rename(old)
+    try:
+        staging.rename(out)
+    except BaseException:
+        old.rename(out)
+        raise
+    shutil.rmtree(old, ignore_errors=True)

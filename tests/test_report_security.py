@@ -1,0 +1,592 @@
+"""Hostile names in a store never become markup or script, in the report or in HTML plots;
+the report's folder is replaced only when safe, and killed runs leave nothing behind."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import math
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+from collections.abc import Iterator
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from curvekit.cli import main
+from curvekit.errors import CurvekitError
+from curvekit.figures.page import (
+    csp,
+    escape,
+    href,
+    json_script,
+    page_name,
+    sha256_source,
+    standalone_page,
+    workload_of_page,
+)
+from curvekit.ingest.add import add
+from curvekit.release.archive import StudyKey, StudyRecord, TrialRecord
+from curvekit.report.site import MARKER, report
+from curvekit.store.store import Store
+from curvekit.store.update import WorkloadData, add_workload
+
+HOSTILE = ["x'><img src=x onerror=alert(1)>", "</script><script>alert(1)</script>",
+           '"onmouseover=alert(1) x="', "javascript:alert(1)"]
+CSV_WORKLOAD = "my_data/mlp/sgd"  # its metric and metaparameter names are hostile
+TWINS = ["a--b/m/sgd", "a/b--m/sgd"]  # one page between them, once
+ATTRIBUTES = {"lang", "charset", "http-equiv", "content", "rel", "href", "src", "type",
+              "class", "id", "data-chart", "colspan"}
+REPORT_TAGS = {"html", "head", "meta", "title", "link", "script", "body", "header", "a",
+               "span", "main", "h1", "table", "tr", "th", "td", "p", "div", "ul", "li"}
+
+
+# -- a store full of hostile names ------------------------------------------------------------
+
+def _hostile_workload(name: str, metric: str, parameter: str) -> WorkloadData:
+    base_dir, model, optimizer = name.rsplit("/", 2)
+    studies, records, rows = [], [], {}
+    for bs in (16, 64):
+        key = StudyKey(base_dir, model, optimizer, bs)
+        studies.append(StudyRecord(key, base_dir, False, 400, {}, {"source": name}, "m.toml"))
+        for t in range(3):
+            records.append(TrialRecord(key, t, "COMPLETE", 400,
+                                       {"learning_rate": 0.1 * (t + 1), "momentum": 0.9,
+                                        parameter: 1.0 + t}, f"{name}-{bs}-{t}.csv"))
+            steps = list(range(0, 401, 100))
+            err = [(1.0 - s / 500) ** (1 + math.log2(bs) / 4 + t / 10) for s in steps]
+            rows[(key, t)] = pa.table({"step": pa.array(steps, pa.int64()), metric: err})
+    return WorkloadData(studies, records, rows, {"format": "test", "note": name})
+
+
+def _csv_logs(folder: Path) -> Path:
+    """CSV logs whose metric columns and metaparameters are named to attack a page."""
+    folder.mkdir(parents=True)
+    entries = []
+    for bs in (16, 64):
+        for t in range(2):
+            lines = [f"step,val/{HOSTILE[0]},{HOSTILE[1]}"]
+            lines += [f"{s},{(1 - s / 500) ** (1 + bs / 64 + t / 10)!r},0.5"
+                      for s in range(0, 401, 100)]
+            (folder / f"bs{bs}_{t}.csv").write_text("\n".join(lines) + "\n")
+            entries.append(f'[[runs]]\nrun = "bs{bs}_{t}.csv"\nbatch_size = {bs}\n'
+                           f'parameters = {{ learning_rate = {0.1 * (t + 1)!r}, '
+                           f'momentum = 0.9, "p_{HOSTILE[0]}" = 1.0 }}\n')
+    (folder / "m.toml").write_text("[workload]\n" + "".join(entries))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def hostile_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("hostile")
+    home = tmp / "home"
+    logs = _csv_logs(tmp / "logs")
+    add(logs, name=CSV_WORKLOAD, manifest=logs / "m.toml", home=home)
+    for i, name in enumerate(HOSTILE):
+        # The store quotes parameter names badly when they hold '"'; names elsewhere may.
+        add_workload(home, _hostile_workload(f"{name}/m{i}/sgd", f"val/{name}",
+                                             f"p_{name}".replace('"', "")))
+    for twin in TWINS:
+        add_workload(home, _hostile_workload(twin, "valid/error", "warmup"))
+    return home
+
+
+@pytest.fixture(scope="module")
+def hostile_site(hostile_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("hostile-site") / "report"
+    return report(Store.open(hostile_home), out, bootstrap=0, figures=False)
+
+
+# -- what a parser sees -----------------------------------------------------------------------
+
+class _Elements(HTMLParser):
+    """Every start tag with its attributes, the text, and the contents of each script."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, list[tuple[str, str | None]]]] = []
+        self.text: list[str] = []
+        self.scripts: list[tuple[dict[str, str | None], str]] = []
+        self._script: dict[str, str | None] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, attrs))
+        if tag == "script":
+            self._script = dict(attrs)
+            self.scripts.append((self._script, ""))
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "script":
+            self._script = None
+
+    def handle_data(self, data: str) -> None:
+        if self._script is not None:
+            attrs, text = self.scripts[-1]
+            self.scripts[-1] = (attrs, text + data)
+        else:
+            self.text.append(data)
+
+
+def _parse(text: str) -> _Elements:
+    parser = _Elements()
+    parser.feed(text)
+    parser.close()
+    return parser
+
+
+def _assert_no_markup_from_names(page: str, allowed_tags: set[str]) -> _Elements:
+    parsed = _parse(page)
+    for tag, attrs in parsed.tags:
+        assert tag in allowed_tags, (tag, attrs)
+        for name, value in attrs:
+            assert name in ATTRIBUTES, (tag, name, value)
+            if name in ("href", "src"):
+                assert value is not None
+                assert urllib.parse.urlsplit(value).scheme in ("", "data"), value
+                assert not value.lower().startswith(("javascript", "data:text")), value
+    return parsed
+
+
+def _csp_of(parsed: _Elements) -> str:
+    policies = [dict(a)["content"] for t, a in parsed.tags
+                if t == "meta" and dict(a).get("http-equiv") == "Content-Security-Policy"]
+    assert len(policies) == 1
+    tags = [(t, dict(a).get("http-equiv")) for t, a in parsed.tags]
+    first_script = [t for t, _ in tags].index("script")
+    # in force before anything runs
+    assert tags.index(("meta", "Content-Security-Policy")) < first_script
+    return str(policies[0])
+
+
+def test_report_pages_hold_names_as_text_only(hostile_site: Path, hostile_home: Path) -> None:
+    workloads = Store.open(hostile_home).workloads()
+    assert len(workloads) == len(HOSTILE) + 3
+    index = _assert_no_markup_from_names((hostile_site / "index.html").read_text(),
+                                         REPORT_TAGS)
+    links = [dict(a)["href"] for t, a in index.tags if t == "a"]
+    for workload in workloads:
+        assert workload in index.text  # the name is shown, as text
+        link = href(f"workloads/{page_name(workload)}.html")
+        assert link in links
+        target = hostile_site / urllib.parse.unquote(link)
+        assert target.is_file() and target.parent == hostile_site / "workloads"
+    for page in sorted(hostile_site.rglob("*.html")):
+        parsed = _assert_no_markup_from_names(page.read_text(), REPORT_TAGS)
+        assert _csp_of(parsed) == csp()
+        for attrs, body in parsed.scripts:  # only the bundled files and JSON islands
+            if attrs.get("type") == "application/json":
+                json.loads(body)
+                assert not re.search(r"[<>&\u2028\u2029]", body)
+            else:
+                assert attrs["src"] in ("assets/vega.js", "assets/report.js",
+                                        "../assets/vega.js", "../assets/report.js")
+                assert body == ""
+
+
+def test_workload_page_charts_carry_the_names_as_data(hostile_site: Path) -> None:
+    workload = f"{HOSTILE[1]}/m1/sgd"
+    page = hostile_site / "workloads" / f"{page_name(workload)}.html"
+    parsed = _parse(page.read_text())
+    assert parsed.text.count(workload) == 2  # the title and the heading, as text
+    specs = {a["data-chart"]: json.loads(b) for a, b in parsed.scripts
+             if a.get("type") == "application/json"}
+    assert list(specs) == ["chart-steps", "chart-optimal", "chart-scatter", "chart-best"]
+    steps = specs["chart-steps"]
+    assert any(HOSTILE[1] in option for option in steps["params"][0]["bind"]["options"])
+    assert specs["chart-best"]["layer"][0]["encoding"]["y"]["title"] == f"Best val/{HOSTILE[1]}"
+
+
+def test_page_names_are_injective(hostile_site: Path) -> None:
+    names = {page_name(w) for w in TWINS}
+    assert len(names) == 2
+    for twin in TWINS:
+        page = (hostile_site / "workloads" / f"{page_name(twin)}.html").read_text()
+        assert f"<h1>{twin}</h1>" in page
+
+
+def test_html_plot_holds_names_as_data_and_runs_only_its_own_scripts(
+        hostile_home: Path, tmp_path: Path) -> None:
+    out = tmp_path / "p.html"
+    workload = f"{HOSTILE[0]}/m0/sgd"
+    result = CliRunner().invoke(main, [
+        "plot", "steps-to-result", workload, "--metric", f"val/{HOSTILE[0]}", "--goal", "0.5",
+        "--home", str(hostile_home), "--out", str(out), "--format", "html"])
+    assert result.exit_code == 0, result.output
+    parsed = _assert_no_markup_from_names(
+        out.read_text(), {"html", "head", "meta", "title", "link", "style", "script", "body",
+                          "div"})
+    policy = _csp_of(parsed)
+    assert "'unsafe-inline'" not in policy and "'unsafe-eval'" not in policy
+    code = [body for attrs, body in parsed.scripts if attrs.get("type") is None]
+    assert len(code) == 2  # the bundled libraries and the embedding script, nothing else
+    for body in code:
+        assert sha256_source(body) in policy
+    (island,) = [b for a, b in parsed.scripts if a.get("type") == "application/json"]
+    spec = json.loads(island)
+    assert spec["title"] == f"{workload}, val/{HOSTILE[0]} < 0.5"
+    assert spec["title"] in parsed.text  # the page's <title>, as text
+
+
+def test_csv_metric_and_metaparameter_names_plot_safely(hostile_home: Path,
+                                                         tmp_path: Path) -> None:
+    out = tmp_path / "m.html"
+    result = CliRunner().invoke(main, [
+        "plot", "metaparameters", CSV_WORKLOAD, "--metric", f"val/{HOSTILE[0]}", "--goal",
+        "0.9", "--parameter", f"p_{HOSTILE[0]}", "--home", str(hostile_home), "--out",
+        str(out), "--format", "html"])
+    assert result.exit_code == 0, result.output
+    parsed = _assert_no_markup_from_names(
+        out.read_text(), {"html", "head", "meta", "title", "link", "style", "script", "body",
+                          "div"})
+    (island,) = [b for a, b in parsed.scripts if a.get("type") == "application/json"]
+    spec = json.loads(island)
+    assert spec["layer"][0]["encoding"]["y"]["axis"]["title"] == f"p_{HOSTILE[0]}"
+
+
+# -- the escaping helpers, for any text --------------------------------------------------------
+
+@settings(max_examples=50, deadline=None)
+@given(st.text())
+def test_escaped_text_parses_back_as_the_text(text: str) -> None:
+    parsed = _parse(f"<p>{escape(text)}</p>")
+    assert [t for t, _ in parsed.tags] == ["p"]
+    assert "".join(parsed.text) == text
+    attr = _parse(f'<a title="{escape(text)}">x</a>')
+    assert attr.tags == [("a", [("title", text)])]
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(),
+                    lambda inner: st.lists(inner, max_size=3)
+                    | st.dictionaries(st.text(max_size=8), inner, max_size=3), max_leaves=8))
+def test_json_islands_hold_any_value(value: object) -> None:
+    island = json_script("c", value)
+    parsed = _parse(island)
+    assert [t for t, _ in parsed.tags] == ["script"] and parsed.text == []
+    ((attrs, body),) = parsed.scripts
+    assert attrs == {"type": "application/json", "data-chart": "c"}
+    assert json.loads(body) == value
+    assert not re.search(r"[<>&\u2028\u2029]", body)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.text(min_size=1), st.text(min_size=1))
+def test_page_names_are_distinct_safe_file_names(a: str, b: str) -> None:
+    for name in (a, b):
+        page = page_name(name)
+        assert re.fullmatch(r"[A-Za-z0-9_+\-~%][A-Za-z0-9_.+\-~%]*(![0-9a-f]{32})?", page)
+        assert len(page.encode()) <= 160
+        if "!" not in page:
+            assert workload_of_page(page) == name
+        assert urllib.parse.unquote(href(page)) == page
+    if a != b:
+        assert page_name(a) != page_name(b)
+
+
+def test_long_names_are_shortened_by_hash() -> None:
+    long = "x" * 300
+    assert page_name(long) != page_name(long + "y")
+    assert page_name(long).startswith("x" * 120 + "!")
+    with pytest.raises(ValueError, match="shortened"):
+        workload_of_page(page_name(long))
+
+
+def test_standalone_page_refuses_a_bundle_that_ends_its_tag() -> None:
+    with pytest.raises(ValueError, match="</script"):
+        standalone_page({}, "t", "var a = '</SCRIPT>';")
+
+
+# -- the output folder ------------------------------------------------------------------------
+
+ONE = [f"{HOSTILE[3]}/m3/sgd"]
+
+
+def _report(home: Path, out: Path | str) -> Path:
+    return report(Store.open(home), out, bootstrap=0, figures=False, workloads=ONE)
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file()}
+
+
+def test_report_out_dot_inside_a_report_is_refused(
+        hostile_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    site = _report(hostile_home, tmp_path / "site")
+    before = _tree(site)
+    for cwd, out in ((site, "."), (site / "workloads", ".."), (site / "workloads", str(site))):
+        monkeypatch.chdir(cwd)
+        result = CliRunner().invoke(main, ["report", "--home", str(hostile_home), "--out",
+                                           out, "--no-figures", "--bootstrap", "0", "--quiet",
+                                           "--workload", ONE[0]])
+        assert result.exit_code == 1, result.output
+        assert result.output.startswith("Error: ") and "working directory" in result.output
+        assert _tree(site) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["site"]
+
+
+def test_report_out_in_or_around_the_store_is_refused(hostile_home: Path) -> None:
+    store = Store.open(hostile_home)
+    for out in (hostile_home, store.path, store.path / "report", store.path.parent / "r",
+                store.path / "measurements"):
+        with pytest.raises(CurvekitError, match="the store"):
+            _report(hostile_home, out)
+    assert Store.open(hostile_home).workloads() == store.workloads()
+
+
+def test_report_out_with_foreign_files_is_refused(hostile_home: Path, tmp_path: Path) -> None:
+    site = _report(hostile_home, tmp_path / "site")
+    (site / "notes.txt").write_text("keep me")
+    with pytest.raises(CurvekitError, match=r"'notes\.txt'"):
+        _report(hostile_home, site)
+    assert (site / "notes.txt").read_text() == "keep me"
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(CurvekitError, match="is a file"):
+        _report(hostile_home, tmp_path / "file")
+    (tmp_path / "link").symlink_to(site)
+    with pytest.raises(CurvekitError, match="symbolic link"):
+        _report(hostile_home, tmp_path / "link")
+    assert (site / "notes.txt").read_text() == "keep me"
+
+
+def test_a_new_report_replaces_the_old_one_completely(hostile_home: Path,
+                                                      tmp_path: Path) -> None:
+    site = _report(hostile_home, tmp_path / "site")
+    (site / "workloads" / "stale.html").write_text("from an older report")
+    _report(hostile_home, site)
+    assert not (site / "workloads" / "stale.html").exists()
+    assert (site / MARKER).is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["site"]
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_stale_work_folders_are_removed_and_only_those(hostile_home: Path,
+                                                       tmp_path: Path) -> None:
+    dead = _dead_pid()
+    stale = tmp_path / f".site.curvekit-tmp-{dead}-0123abcd"
+    (stale / "workloads").mkdir(parents=True)
+    (stale / MARKER).write_text("curvekit 1\n")
+    empty = tmp_path / f".site.curvekit-tmp-{dead}-4567abcd"
+    empty.mkdir()
+    keep = {  # folder name: whether it holds curvekit's marker
+        f".site.curvekit-tmp-{os.getppid()}-89abcdef": True,  # a run still going
+        f".site.curvekit-tmp-{dead}-89abcdef": False,  # not curvekit's: no marker
+        f".other.curvekit-tmp-{dead}-89abcdef": True,  # another report's
+        f".site.curvekit-tmp-{dead}-zzzz": True,  # a name curvekit never makes
+    }
+    for name, marker in keep.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "mine.txt").write_text("keep")
+        if marker:
+            (tmp_path / name / MARKER).write_text("curvekit 1\n")
+    (tmp_path / f".site.curvekit-tmp-{dead}-fedcba98").symlink_to(tmp_path / "elsewhere")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / MARKER).write_text("curvekit 1\n")
+    _report(hostile_home, tmp_path / "site")
+    assert not stale.exists() and not empty.exists()
+    for name in keep:
+        assert (tmp_path / name / "mine.txt").read_text() == "keep", name
+    assert (tmp_path / "elsewhere" / MARKER).exists()
+
+
+def test_a_report_left_aside_by_a_killed_swap_comes_back(hostile_home: Path,
+                                                         tmp_path: Path) -> None:
+    site = _report(hostile_home, tmp_path / "site")
+    aside = tmp_path / f".site.curvekit-old-{_dead_pid()}-0123abcd"
+    site.rename(aside)
+    store = Store.open(hostile_home)
+    from curvekit.report.site import _remove_stale
+
+    assert _remove_stale(site) == [] and (site / MARKER).is_file() and not aside.exists()
+    assert store.workloads()
+
+
+_SLOW_REPORT = """
+import sys, time
+import curvekit.report.site as site
+from curvekit.store.store import Store
+def slow(*args, **kwargs):
+    time.sleep(120)
+site.workload_data = slow
+site.report(Store.open(sys.argv[1]), sys.argv[2], bootstrap=0, figures=False)
+"""
+
+
+def test_a_killed_report_leaves_litter_the_next_run_removes(hostile_home: Path,
+                                                            tmp_path: Path) -> None:
+    site = _report(hostile_home, tmp_path / "site")
+    before = _tree(site)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    child = subprocess.Popen([sys.executable, "-c", _SLOW_REPORT, str(hostile_home),
+                              str(site)], env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while not list(tmp_path.glob(f".site.curvekit-tmp-*/{MARKER}")):
+            assert time.monotonic() < deadline and child.poll() is None
+            time.sleep(0.1)
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    litter = list(tmp_path.glob(".site.curvekit-tmp-*"))
+    assert len(litter) == 1 and _tree(site) == before  # killed: the old report untouched
+    _report(hostile_home, site)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["site"]
+
+
+# -- a real browser ---------------------------------------------------------------------------
+
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update",
+                  "--disable-sync"]
+
+
+def _chromium() -> str | None:
+    import shutil
+
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        if path := shutil.which(name):
+            return path
+    return None
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def browser(hostile_site: Path, hostile_home: Path, tmp_path_factory: pytest.TempPathFactory
+            ) -> Iterator[tuple[object, str]]:
+    sync_api = pytest.importorskip("playwright.sync_api",
+                                   reason="needs playwright (pip install playwright)")
+    executable = _chromium()
+    if executable is None:
+        pytest.skip("no Chromium on this machine: install it (apt install chromium) to run "
+                    "the browser tests")
+    plot = hostile_site.parent / "plot.html"  # served beside the report
+    result = CliRunner().invoke(main, [
+        "plot", "steps-to-result", f"{HOSTILE[0]}/m0/sgd", "--metric", f"val/{HOSTILE[0]}",
+        "--goal", "0.5", "--home", str(hostile_home), "--out", str(plot), "--format", "html"])
+    assert result.exit_code == 0, result.output
+    handler = functools.partial(_QuietHandler, directory=str(hostile_site.parent))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with sync_api.sync_playwright() as p:
+            chrome = p.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS)
+            yield chrome, f"http://127.0.0.1:{server.server_port}"
+            chrome.close()
+    finally:
+        server.shutdown()
+
+
+_INJECTED = """() => {
+  const all = [...document.querySelectorAll('*')];
+  return {
+    images: document.querySelectorAll('img, iframe, object, embed').length,
+    handlers: all.filter(e => [...e.attributes].some(a => a.name.startsWith('on'))).length,
+    scripts: [...document.scripts].filter(s => !s.src && s.type !== 'application/json')
+      .length,
+    charts: document.querySelectorAll('.chart').length,
+    rendered: document.querySelectorAll(".chart[data-rendered='true']").length,
+  };
+}"""
+
+
+def _visit(chrome: object, url: str, *, charts: bool = True
+           ) -> tuple[dict[str, int], list[str], list[str], object]:
+    page = chrome.new_page()  # type: ignore[attr-defined]
+    dialogs: list[str] = []
+    errors: list[str] = []
+
+    def dialog(d: object) -> None:  # an alert() that ran: recorded, then dismissed
+        dialogs.append(d.message)  # type: ignore[attr-defined]
+        d.dismiss()  # type: ignore[attr-defined]
+
+    page.on("dialog", dialog)
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(url)
+    drawn = page.locator(".chart")
+    for i in range(drawn.count() if charts else 0):
+        drawn.nth(i).locator("svg.marks").wait_for(timeout=15_000)
+    page.wait_for_timeout(200)
+    return page.evaluate(_INJECTED), dialogs, errors, page
+
+
+BROWSED = ["report/index.html", "plot.html",
+           *(f"report/workloads/{page_name(w)}.html" for w in
+             [CSV_WORKLOAD, *(f"{h}/m{i}/sgd" for i, h in enumerate(HOSTILE)), *TWINS])]
+
+
+@pytest.mark.parametrize("rel", BROWSED)
+def test_browser_runs_nothing_a_name_says(browser: tuple[object, str], rel: str) -> None:
+    chrome, base = browser
+    found, dialogs, errors, page = _visit(chrome, f"{base}/{href(rel)}")
+    assert dialogs == [] and errors == [], (dialogs, errors)
+    assert found["images"] == 0 and found["handlers"] == 0, found
+    assert found["rendered"] == found["charts"], found
+    if rel.startswith("report/workloads/"):
+        assert found["charts"] == 4 and found["scripts"] == 0
+    page.close()  # type: ignore[attr-defined]
+
+
+def test_hovering_shows_hostile_names_as_text(browser: tuple[object, str]) -> None:
+    chrome, base = browser
+    workload = f"{HOSTILE[0]}/m0/sgd"
+    found, dialogs, errors, page = _visit(
+        chrome, f"{base}/{href(f'report/workloads/{page_name(workload)}.html')}")
+    assert found["rendered"] == 4
+    point = page.locator("#chart-steps svg g.mark-symbol path").first  # type: ignore[attr-defined]
+    point.hover(force=True)
+    tooltip = page.locator("#vg-tooltip-element")  # type: ignore[attr-defined]
+    tooltip.wait_for(state="visible", timeout=5_000)
+    assert HOSTILE[0] in tooltip.inner_text()
+    assert tooltip.locator("img").count() == 0
+    options = page.locator("#chart-steps select option").all_inner_texts()  # type: ignore[attr-defined]
+    assert any(HOSTILE[0] in o for o in options)
+    assert page.evaluate(_INJECTED)["images"] == 0  # type: ignore[attr-defined]
+    assert dialogs == [] and errors == []
+    page.close()  # type: ignore[attr-defined]
+
+
+def test_pages_open_from_the_file_system_under_their_policy(browser: tuple[object, str],
+                                                            hostile_site: Path) -> None:
+    chrome, _ = browser
+    workload = f"{HOSTILE[1]}/m1/sgd"
+    for path in (hostile_site / "index.html",
+                 hostile_site / "workloads" / f"{page_name(workload)}.html"):
+        found, dialogs, errors, page = _visit(chrome, path.as_uri())
+        assert dialogs == [] and errors == [] and found["images"] == 0
+        assert found["rendered"] == found["charts"]
+        page.close()  # type: ignore[attr-defined]
+
+
+def test_the_policy_blocks_an_injected_handler(browser: tuple[object, str],
+                                               tmp_path: Path) -> None:
+    """Were a name ever to slip through, the page's policy would still stop it."""
+    chrome, _ = browser
+    page_file = tmp_path / "p.html"
+    page_file.write_text(standalone_page({"mark": "point"}, "t", "window.x = 1;").replace(
+        "<body>", "<body><img src=x onerror=alert(1)><script>alert(2)</script>"))
+    found, dialogs, errors, page = _visit(chrome, page_file.as_uri(), charts=False)
+    assert dialogs == [] and found["images"] == 1
+    assert any("Content Security Policy" in e for e in errors)
+    page.close()  # type: ignore[attr-defined]
