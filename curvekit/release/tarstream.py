@@ -144,7 +144,10 @@ def _file_end(raw: IO[bytes]) -> int | None:
 
 
 def _escaped(raw: bytes) -> str:
-    return raw.decode("utf-8", "backslashreplace")
+    """``raw`` as printable text: bad UTF-8 bytes as ``\\xff``, control characters escaped."""
+    text = raw.decode("utf-8", "backslashreplace")
+    return text if text.isprintable() else "".join(
+        c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _number(field: bytes, what: str, offset: int, member: str | None = None) -> int:
@@ -171,14 +174,14 @@ def _name(raw: bytes, offset: int) -> str:
     if len(raw) > MAX_NAME:
         shown = _escaped(raw[:200]) + "…"
         raise ArchiveError(
-            f"member name at byte {offset} is {len(raw):,} bytes long ({shown!r}); names "
+            f"member name at byte {offset} is {len(raw):,} bytes long ('{shown}'); names "
             f"longer than {MAX_NAME:,} bytes are refused", member=shown)
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
         shown = _escaped(raw)
         raise ArchiveError(
-            f"member name {shown!r} (at byte {offset}) is not valid UTF-8; the release names "
+            f"member name '{shown}' (at byte {offset}) is not valid UTF-8; the release names "
             "its members in UTF-8: re-create the archive with UTF-8 names", member=shown,
         ) from None
 
