@@ -93,7 +93,7 @@ class _Buffer:
     def read(self, n: int) -> bytes:
         # Callers pass bounded, non-negative sizes (checked in iter_members): the position
         # only ever moves forward, so no header can be read twice.
-        assert 0 <= n
+        assert n >= 0
         end = self._pos + n
         if end <= len(self._buf):
             out = self._buf[self._pos:end]
@@ -114,7 +114,7 @@ class _Buffer:
 
     def skip(self, n: int) -> int:
         """Discard ``n`` bytes (fewer at the end of the stream) holding at most one chunk."""
-        assert 0 <= n
+        assert n >= 0
         take = min(n, len(self._buf) - self._pos)
         self._pos += take
         left = n - take
