@@ -23,13 +23,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import curvekit
 from curvekit.errors import ArchiveError, IngestError
+from curvekit.fetch import fetch
+from curvekit.ingest.add import add
 from curvekit.release.archive import CsvRecord, StudyKey, member_limit, read_archive
 from curvekit.release.convert import convert
 from curvekit.release.csvparse import CsvBatcher
 from curvekit.release.synthetic import tiny_archive
 from curvekit.release.tarstream import MAX_MEMBER, iter_members
+from curvekit.store.store import open_store
 from tests.conftest import ROOT, metadata_json, small_members, snapshot, write_archive
 
 STUDY = f"{ROOT}/mnist/fc_1024/sgd/8"
@@ -122,7 +124,7 @@ def home(tmp_path: Path) -> Path:
 
 def _fetch(home: Path, path: Path, manifest: Any) -> Any:
     sha = hashlib.sha256(path.read_bytes()).hexdigest()
-    return curvekit.fetch(home=home, archive=path, manifest=manifest, sha256=sha, force=True)
+    return fetch(home=home, archive=path, manifest=manifest, sha256=sha, force=True)
 
 
 def _refused_by_both(home: Path, path: Path, manifest: Any, needles: list[str],
@@ -132,7 +134,7 @@ def _refused_by_both(home: Path, path: Path, manifest: Any, needles: list[str],
     with _deadline(20), pytest.raises(ArchiveError) as fetched:
         _fetch(home, path, manifest)
     with _deadline(20), pytest.raises(IngestError) as added:
-        curvekit.add(path, name="mine/fc_1024/sgd", home=home)
+        add(path, name="mine/fc_1024/sgd", home=home)
     cause = added.value.__cause__
     assert isinstance(cause, ArchiveError)
     for exc in (fetched.value, cause):
@@ -189,7 +191,7 @@ def test_size_beyond_the_rest_of_a_plain_tar(tmp_path: Path, home: Path) -> None
     path = tmp_path / "plain.tar"
     path.write_bytes(_good() + _header(CSV_9.encode(), 1 << 20) + b"step\n" + bytes(1024))
     with pytest.raises(IngestError, match="only 1,029 follow its header") as info:
-        curvekit.add(path, name="mine/fc_1024/sgd", home=home)
+        add(path, name="mine/fc_1024/sgd", home=home)
     assert CSV_9 in str(info.value)
     assert snapshot(home) == before
 
@@ -355,7 +357,7 @@ ROWS = {1: [(0, 0.9), (100, 0.5), (200, 0.25)], 2: [(0, 0.8), (100, 0.4), (200, 
 
 
 def _rows(home: Path, workload: str = "mnist/fc_1024/sgd") -> dict[int, list[tuple[int, float]]]:
-    frame = curvekit.open(home).measurements(workload, batch_size=8)
+    frame = open_store(home).measurements(workload, batch_size=8)
     assert isinstance(frame, pl.DataFrame)
     out: dict[int, list[tuple[int, float]]] = {}
     for trial, step, value in frame.select("trial_id", "step",
@@ -375,7 +377,7 @@ def test_lone_cr_and_blank_line_keep_rows_in_their_trials(tmp_path: Path, home: 
     path = write_archive(tmp_path / "cr.tar.bz2", members)
     _fetch(home, path, manifest)
     assert _rows(home) == ROWS
-    curvekit.add(path, name="mine/fc_1024/sgd", home=home)
+    add(path, name="mine/fc_1024/sgd", home=home)
     assert _rows(home, "mine/fc_1024/sgd") == ROWS
 
 
