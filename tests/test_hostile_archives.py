@@ -435,3 +435,19 @@ def test_batched_rows_stay_in_their_file(files: list[tuple[bytes, list[tuple[int
     assert got == want
     assert batcher.rows == {(key, t): len(rows) for t, (_, rows) in enumerate(files)}
 
+
+
+def test_oversized_file_in_a_release_folder_is_refused_unread(tmp_path: Path,
+                                                              home: Path) -> None:
+    before = snapshot(home)
+    for name, data in small_members().items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(data)
+    big = tmp_path / STUDY / "2" / "measurements.csv"
+    with open(big, "r+b") as fh:
+        fh.truncate(65 << 20)  # sparse: claims 65 MiB, costs no disk
+    with _deadline(20), pytest.raises(IngestError, match="more than the 67,108,864 bytes") \
+            as info:
+        add(tmp_path / ROOT, name="mine/fc_1024/sgd", home=home)
+    assert str(big) in str(info.value)
+    assert snapshot(home) == before
