@@ -36,6 +36,7 @@ from curvekit.release.archive import (
     StudyRecord,
     TrialRecord,
     _records,
+    member_limit,
     open_decompressed,
     parse_member_name,
     parse_study,
@@ -89,6 +90,11 @@ def _folder_records(source: Path) -> Iterator[Record]:
         if parsed is None:
             continue
         kind, key, trial = parsed
+        limit, size = member_limit(member), path.stat().st_size
+        if limit is not None and size > limit:  # the archive reader's limits, for folders too
+            raise ArchiveError(f"{path}: {size:,} bytes, more than the {limit:,} bytes allowed "
+                               f"for a {kind}; this is not the release's file",
+                               member=str(path))
         data = path.read_bytes()
         if kind == "study.json":
             yield parse_study(data, key, str(path))

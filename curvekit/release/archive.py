@@ -11,6 +11,12 @@ The archive is a bzip2-compressed tar. :func:`read_archive` decompresses it in a
 Member names are only ever *parsed* into keys; nothing is written to a path taken from the
 archive. Links, devices, absolute paths and ``..`` components are refused.
 
+Nothing a member claims is trusted. A member the layout uses may be at most
+:data:`MEMBER_LIMITS` bytes for its kind (checked against the tar header before its data is
+read); every other member is skipped without being held in memory. JSON nested too deep,
+non-finite or fractional numbers where an integer belongs, and integers beyond 64 bits are
+refused naming the member and the field.
+
 >>> from curvekit.release.archive import parse_member_name
 >>> kind, key, trial = parse_member_name(
 ...     "batch_science/mnist_subsets/mnist_6875/simple_cnn/sgd/64/7/metadata.json")
@@ -24,7 +30,9 @@ import bz2
 import contextlib
 import io
 import json
+import math
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -34,14 +42,16 @@ from typing import IO, Any, Literal, NamedTuple, cast
 
 from curvekit.errors import ArchiveError
 from curvekit.release.manifest import STATUSES
-from curvekit.release.tarstream import iter_members
+from curvekit.release.tarstream import MemberType, iter_members
 
 __all__ = [
+    "MEMBER_LIMITS",
     "CsvRecord",
     "Decompressor",
     "StudyKey",
     "StudyRecord",
     "TrialRecord",
+    "member_limit",
     "open_decompressed",
     "parse_member_name",
     "read_archive",
@@ -49,6 +59,17 @@ __all__ = [
 
 Decompressor = Literal["auto", "lbzip2", "indexed_bzip2", "python"]
 _FILES = {"study.json": 4, "metadata.json": 5, "measurements.csv": 5}
+MEMBER_LIMITS: dict[str, int] = {
+    "study.json": 1 << 20,
+    "metadata.json": 1 << 20,
+    "measurements.csv": 64 << 20,
+}
+"""Largest size accepted per member kind, in bytes. The release's JSON files are a few
+hundred bytes and a trial's ``measurements.csv`` a few hundred rows (tens of kilobytes; its
+71.6 million measurements over 194,399 trials average 368 rows), so 1 MiB and 64 MiB are
+far above any real member while bounding what one member can make curvekit hold."""
+_INT64_MAX = (1 << 63) - 1
+_DIGITS = re.compile(r"[0-9]{1,18}")  # ASCII digits only; 18 of them always fit in int64
 _STUDY_FIELDS = frozenset({"batch_size", "dataset", "model", "optimizer", "early_stopping",
                            "train_steps", "parameter_configs"})
 
@@ -110,10 +131,11 @@ Record = StudyRecord | TrialRecord | CsvRecord
 
 
 def _int_component(text: str, what: str, member: str) -> int:
-    if not text.isdigit():
+    # str.isdigit() would accept '²' or '٣'; int() would accept '1_000' and ' 1'.
+    if not _DIGITS.fullmatch(text):
         raise ArchiveError(
-            f"{member}: {what} directory {text!r} is not a non-negative integer; "
-            "the release names batch-size and trial directories by integers",
+            f"{member}: {what} directory {text!r} is not a non-negative integer of at most "
+            "18 digits; the release names batch-size and trial directories by integers",
             member=member,
         )
     return int(text)
@@ -154,10 +176,30 @@ def parse_member_name(name: str) -> tuple[str, StudyKey, int | None] | None:
     return kind, key, trial
 
 
+def member_limit(name: str) -> int | None:
+    """The most bytes a member named ``name`` may hold, or None if the layout never reads it.
+
+    >>> member_limit("batch_science/mnist/fc_1024/sgd/8/1/measurements.csv") == 64 << 20
+    True
+    >>> member_limit("batch_science/README.md") is None
+    True
+    """
+    return MEMBER_LIMITS.get(name.rpartition("/")[2])
+
+
+def _tar_limit(name: str, kind: MemberType) -> int | None:
+    return member_limit(name) if kind == "file" else None
+
+
 def _load_json(data: bytes, member: str) -> dict[str, Any]:
     try:
         obj = json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except RecursionError:
+        # The C scanner stops at the interpreter's recursion limit, long before memory runs
+        # out; the release's JSON is two or three levels deep.
+        raise ArchiveError(f"{member}: JSON nested too deeply to be a release file",
+                           member=member) from None
+    except ValueError as exc:  # malformed, not UTF-8, or an integer of over 4,300 digits
         raise ArchiveError(f"{member}: malformed JSON: {exc}", member=member) from exc
     if not isinstance(obj, dict):
         raise ArchiveError(f"{member}: expected a JSON object, got {type(obj).__name__}",
@@ -176,11 +218,39 @@ def _field(obj: dict[str, Any], name: str, kind: type | tuple[type, ...], member
 
 
 def _as_int(value: Any, name: str, member: str) -> int:
-    # JSON writers sometimes emit integral floats (200000.0); anything else is an error.
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+    # JSON writers sometimes emit integral floats (200000.0); anything else is an error:
+    # NaN, Infinity and 1e400 (which json reads as inf) included.
+    if isinstance(value, bool) or not isinstance(value, int | float) or (
+            isinstance(value, float) and not (math.isfinite(value) and value.is_integer())):
         raise ArchiveError(f"{member}: field {name!r} = {value!r} is not an integer",
                            member=member)
+    if not 0 <= value <= _INT64_MAX:
+        raise ArchiveError(f"{member}: field {name!r} = {value!r} is outside 0 … 2**63 - 1",
+                           member=member)
     return int(value)
+
+
+def _check_numbers(value: Any, name: str, member: str) -> None:
+    """Refuse integers the store cannot hold (beyond int64) and non-finite floats in
+    metaparameters, which would otherwise fail (or silently turn into strings) when the
+    store is written, far from the member at fault."""
+    todo = [(name, value)]
+    while todo:  # iterative: depth is already bounded by the JSON parser, but stay flat
+        where, item = todo.pop()
+        if isinstance(item, bool) or item is None or isinstance(item, str):
+            continue
+        if isinstance(item, int):
+            if not -_INT64_MAX - 1 <= item <= _INT64_MAX:
+                raise ArchiveError(f"{member}: field {where!r} = {item} does not fit in a "
+                                   "64-bit integer", member=member)
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                raise ArchiveError(f"{member}: field {where!r} = {item!r} is not a finite "
+                                   "number", member=member)
+        elif isinstance(item, dict):
+            todo.extend((f"{where}.{k}", v) for k, v in item.items())
+        elif isinstance(item, list):
+            todo.extend((f"{where}[{i}]", v) for i, v in enumerate(item))
 
 
 def parse_study(data: bytes, key: StudyKey, member: str) -> StudyRecord:
@@ -191,6 +261,7 @@ def parse_study(data: bytes, key: StudyKey, member: str) -> StudyRecord:
             f"{member}: batch_size {obj['batch_size']!r} disagrees with its directory "
             f"{key.batch_size}", member=member)
     configs = _field(obj, "parameter_configs", dict, member)
+    _check_numbers(configs, "parameter_configs", member)
     return StudyRecord(
         key=key,
         dataset=str(obj.get("dataset", key.base_dir)),
@@ -210,6 +281,8 @@ def parse_trial(data: bytes, key: StudyKey, trial_id: int, member: str) -> Trial
     if tid != trial_id:
         raise ArchiveError(f"{member}: trial_id {tid} disagrees with its directory {trial_id}",
                            member=member)
+    parameters = _field(obj, "parameters", dict, member)
+    _check_numbers(parameters, "parameters", member)
     status = _field(obj, "status", str, member)
     if status not in STATUSES:
         raise ArchiveError(
@@ -220,7 +293,7 @@ def parse_trial(data: bytes, key: StudyKey, trial_id: int, member: str) -> Trial
         trial_id=trial_id,
         status=status,
         steps=_as_int(_field(obj, "steps", (int, float), member), "steps", member),
-        parameters=_field(obj, "parameters", dict, member),
+        parameters=parameters,
         member=member,
     )
 
@@ -325,7 +398,7 @@ def open_decompressed(path: str | os.PathLike[str], *, decompressor: Decompresso
 
 def _records(stream: IO[bytes]) -> Iterator[Record]:
     root: str | None = None
-    for member in iter_members(stream):
+    for member in iter_members(stream, limit=_tar_limit):
         name = member.name
         if member.type == "link":
             raise ArchiveError(f"unsafe member {name!r}: a link (to {member.linkname!r}); "

@@ -4,8 +4,15 @@ Parsing hundreds of thousands of tiny CSV files one by one is dominated by per-c
 overhead. :class:`CsvBatcher` concatenates the bodies of files with the same header into one
 buffer, parses it with pyarrow in a worker thread (pyarrow releases the GIL), and cuts the
 result back into per-trial rows by counting each file's lines. If anything about a batch is
-irregular (blank lines, a bad value), the batch is re-parsed file by file, so an error
-always names the member and the problem.
+irregular (a quote, a bad value), the batch is re-parsed file by file, so an error always
+names the member and the problem.
+
+Cutting by line counts is exact only if every line of a batch is one row. So each file is
+first brought to one form on its own terms: a UTF-8 byte-order mark dropped, CRLF and lone
+CR line ends turned into LF, blank lines removed, and exactly one LF at its end. The batch is
+then parsed without quote handling (a quoted newline could otherwise join two lines into one
+row): a quote makes its cell unreadable as a number, and the batch falls back to the per-file
+path, which understands quotes. Either way, no row can move from one trial to another.
 
 >>> from curvekit.release.archive import CsvRecord, StudyKey
 >>> key = StudyKey("mnist", "fc_1024", "sgd", 8)
@@ -20,6 +27,7 @@ always names the member and the problem.
 from __future__ import annotations
 
 import csv
+import re
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -32,8 +40,10 @@ import pyarrow.csv as pacsv
 from curvekit.errors import ArchiveError
 from curvekit.release.archive import CsvRecord, StudyKey
 
-__all__ = ["CsvBatcher", "parse_header"]
+__all__ = ["CsvBatcher", "normalize", "parse_header"]
 
+_BOM = b"\xef\xbb\xbf"
+_BLANK_LINES = re.compile(rb"\n{2,}")
 Sink = Callable[[StudyKey, pa.Table], None]
 # Parsed tables per study, and the row count of every file by (study, trial id).
 _Parsed = tuple[list[tuple[StudyKey, pa.Table]], dict[tuple[StudyKey, int], int]]
@@ -66,12 +76,34 @@ def _convert_options(names: list[str]) -> pacsv.ConvertOptions:
     )
 
 
-def _parse(header: bytes, names: list[str], body: bytes) -> pa.Table:
+def _parse(names: list[str], body: bytes, *, quoting: bool) -> pa.Table:
+    # The header is parsed once per group by parse_header; pyarrow sees data lines only.
     return pacsv.read_csv(
-        pa.py_buffer(header + b"\n" + body),
-        read_options=pacsv.ReadOptions(use_threads=False, block_size=1 << 26),
+        pa.py_buffer(body),
+        read_options=pacsv.ReadOptions(use_threads=False, block_size=1 << 26,
+                                       column_names=names),
+        parse_options=pacsv.ParseOptions(quote_char='"' if quoting else False),
         convert_options=_convert_options(names),
     )
+
+
+def normalize(data: bytes) -> bytes:
+    """One file's bytes with LF line ends, no BOM, no blank lines and one final LF.
+
+    >>> normalize(b"\\xef\\xbb\\xbfstep,x\\r\\n0,1\\r\\r2,3\\r4,5")
+    b'step,x\\n0,1\\n2,3\\n4,5\\n'
+    """
+    if data.startswith(_BOM):
+        data = data[3:]
+    if b"\r" in data:
+        data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    if data.startswith(b"\n"):
+        data = data.lstrip(b"\n")
+    if b"\n\n" in data:
+        data = _BLANK_LINES.sub(b"\n", data)
+    if data and not data.endswith(b"\n"):
+        data += b"\n"
+    return data
 
 
 def _step_column(table: pa.Table, member: str) -> pa.Array:
@@ -118,9 +150,7 @@ class CsvBatcher:
 
     def add(self, record: CsvRecord) -> None:
         """Queue one file; parse its group's batch when the batch is big enough."""
-        data = record.data
-        head, _sep, body = data.partition(b"\n")
-        head = head.rstrip(b"\r")
+        head, _sep, body = normalize(record.data).partition(b"\n")
         if not head.strip():
             raise ArchiveError(f"{record.member}: empty measurements.csv (not even a header)",
                                member=record.member)
@@ -128,9 +158,7 @@ class CsvBatcher:
         if group is None:
             group = self._groups[head] = _Group(head, parse_header(head, record.member))
             self.metrics.update(n for n in group.names if n != "step")
-        if body and not body.endswith(b"\n"):
-            body += b"\n"
-        lines = body.count(b"\n")
+        lines = body.count(b"\n")  # one row per line: normalize() made that so
         group.bodies.append(body)
         group.files.append((record.key, record.trial_id, lines, record.member))
         group.size += len(body)
@@ -165,8 +193,8 @@ def _parse_group(group: _Group) -> _Parsed:
     if not expected:
         return [], {(key, trial): 0 for key, trial, _, _ in group.files}
     try:
-        table = _parse(group.header, group.names, b"".join(group.bodies))
-        if table.num_rows != expected:  # blank lines: let the slow path count them
+        table = _parse(group.names, b"".join(group.bodies), quoting=False)
+        if table.num_rows != expected:  # pragma: no cover - normalize() makes them equal
             return _parse_files(group)
         steps = _step_column(table, "")
     except (pa.ArrowInvalid, ArchiveError):
@@ -204,7 +232,7 @@ def _parse_files(group: _Group) -> _Parsed:
     metrics = [n for n in group.names if n != "step"]
     for body, (key, trial, _, member) in zip(group.bodies, group.files, strict=True):
         try:
-            table = _parse(group.header, group.names, body)
+            table = _parse(group.names, body, quoting=True)
         except pa.ArrowInvalid as exc:
             raise ArchiveError(f"{member}: {exc}", member=member) from exc
         rows[(key, trial)] = table.num_rows
