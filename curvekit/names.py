@@ -46,6 +46,7 @@ from curvekit.errors import CurvekitError, IngestError
 __all__ = [
     "MAX_BASE_DIR_PARTS",
     "MAX_FOLDER_BYTES",
+    "MAX_HOME_BYTES",
     "MAX_NAME_CHARS",
     "check_home_path",
     "check_name",
@@ -59,6 +60,9 @@ MAX_BASE_DIR_PARTS = 8
 """Most ``/``-separated folders in a ``base_dir`` (the release uses at most 2)."""
 MAX_NAME_CHARS = 255
 """Longest metric or metaparameter name, in characters."""
+MAX_HOME_BYTES = 3072
+"""Longest curvekit home path, in bytes: the store's folders below it take up to about
+1,000 more bytes of the 4,096 that Linux allows a path."""
 
 _SEPARATORS = {"\u2028", "\u2029"}
 _PARTITIONS = ("base_dir", "model", "optimizer")
@@ -160,8 +164,9 @@ def check_home_path(path: str | os.PathLike[str], error: ErrorType) -> Path:
     """``path`` if DuckDB and polars can read a store under it, else ``error`` saying why.
 
     Refused: a NUL character (no file system allows it), bytes that are not UTF-8 (DuckDB
-    takes paths as UTF-8 text), and a folder named with ``=`` (``step=7``): readers of hive
-    partitions would take it for a column of every table.
+    takes paths as UTF-8 text), a folder named with ``=`` (``step=7``: readers of hive
+    partitions would take it for a column of every table), a folder name longer than
+    :data:`MAX_FOLDER_BYTES` bytes and a path longer than :data:`MAX_HOME_BYTES` bytes.
 
     >>> check_home_path("/tmp/my data/o'brien", CurvekitError).name
     "o'brien"
@@ -177,6 +182,17 @@ def check_home_path(path: str | os.PathLike[str], error: ErrorType) -> Path:
         raise error(f"{where} {text!r} is not valid UTF-8 (at position {exc.start}); choose "
                     "a folder whose name is UTF-8 text (--home or CURVEKIT_HOME)") from None
     out = Path(text).expanduser()
+    size = len(os.fsencode(out))
+    if size > MAX_HOME_BYTES:
+        raise error(f"{where} {text[:60]!r}... is {size} bytes long, more than the "
+                    f"{MAX_HOME_BYTES} bytes that leave room for the store's folders below it "
+                    "within the system's path limit; choose a shorter path (--home or "
+                    "CURVEKIT_HOME)")
+    long = next((p for p in out.parts if len(p.encode()) > MAX_FOLDER_BYTES), None)
+    if long is not None:
+        raise error(f"{where} has a folder name of {len(long.encode())} bytes ({long[:40]!r}"
+                    f"...), more than the {MAX_FOLDER_BYTES} bytes file systems allow; choose "
+                    "a shorter path (--home or CURVEKIT_HOME)")
     try:
         folders = [out, out.resolve()]
     except (OSError, RuntimeError):  # a symlink loop: the store's opening reports it
