@@ -15,6 +15,9 @@ from pathlib import Path
 
 import platformdirs
 
+from curvekit.errors import StoreError
+from curvekit.names import check_home_path
+
 __all__ = ["ENV_HOME", "downloads_dir", "resolve_home"]
 
 ENV_HOME = "CURVEKIT_HOME"
@@ -28,12 +31,13 @@ def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
     >>> resolve_home("~/data/curvekit").name
     'curvekit'
     """
+    # DuckDB and polars read the store by path: refuse a path they would misread.
     if home is not None:
-        return Path(home).expanduser()
+        return check_home_path(home, StoreError)
     env = os.environ.get(ENV_HOME)
     if env:
-        return Path(env).expanduser()
-    return Path(platformdirs.user_data_dir("curvekit", appauthor=False))
+        return check_home_path(env, StoreError)
+    return check_home_path(platformdirs.user_data_dir("curvekit", appauthor=False), StoreError)
 
 
 def downloads_dir(home: Path) -> Path:

@@ -41,6 +41,7 @@ import polars as pl
 
 from curvekit.errors import QueryError
 from curvekit.release.manifest import STATUSES
+from curvekit.store.sql import quote_identifier
 
 if TYPE_CHECKING:
     from curvekit.store.store import Store
@@ -49,10 +50,6 @@ __all__ = ["Subset", "best_measurement", "steps_to_result", "trial_hits", "trial
 
 Subset = tuple[str, float]
 """(parameter, value): the loaded trials whose parameter equals value (e.g. a label smoothing)."""
-
-
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def _loaded_trials(store: Store, workload: str, trials: int | None,
@@ -76,8 +73,8 @@ def _loaded_trials(store: Store, workload: str, trials: int | None,
     params: list[object] = list(statuses)
     if subset is not None:
         name = subset[0]
-        column = (f"coalesce({_quote(name)}, 0)" if name in store.parameter_columns(workload)
-                  else "0")
+        column = (f"coalesce({quote_identifier(name)}, 0)"
+                  if name in store.parameter_columns(workload) else "0")
         loaded = loaded.replace(" as rank from", f" as rank, {column} as subset_value from", 1)
     keep = []
     if trials is not None:
@@ -102,7 +99,7 @@ def _loaded_rows(store: Store, workload: str, metric: str, *, maximize: bool,
     """
     store.check_metric(workload, metric)
     loaded, trial_params = _loaded_trials(store, workload, trials, statuses, subset)
-    col = _quote(metric)
+    col = quote_identifier(metric)
     where: list[str] = []
     params: list[object] = []
     if step_budget is not None:
@@ -177,9 +174,10 @@ def _lr_momentum(names: Sequence[str], prefix: str = "") -> tuple[str, str]:
 def _with_parameters(store: Store, workload: str, rows: str, params: list[object],
                      metric: str) -> pl.DataFrame:
     names = store.parameter_columns(workload)
-    extra = "".join(f", t.{_quote(n)}" for n in names)
+    extra = "".join(f", t.{quote_identifier(n)}" for n in names)
     lr, momentum = _lr_momentum(names, "t.")
-    sql = (f"select w.batch_size, w.step, w.trial_id, w.value as {_quote(metric)}{extra}, "
+    sql = (f"select w.batch_size, w.step, w.trial_id, "
+           f"w.value as {quote_identifier(metric)}{extra}, "
            f"{lr} / (1 - {momentum}) as effective_learning_rate "
            f"from ({rows}) w join {store.source('trials', workload)} t "
            f"on w.batch_size = t.batch_size and w.trial_id = t.trial_id order by w.batch_size")

@@ -37,6 +37,7 @@ from curvekit.ingest import manifest as manifest_
 from curvekit.ingest.metrics import apply_map, parse_overrides
 from curvekit.ingest.runs import RunLog
 from curvekit.ingest.status import decide
+from curvekit.names import check_name, split_workload
 from curvekit.release.archive import StudyKey, StudyRecord, TrialRecord
 from curvekit.store.update import AddResult, WorkloadData, add_workload
 
@@ -50,7 +51,6 @@ PARAM_ALIASES = {"lr": "learning_rate", "learning-rate": "learning_rate"}
 # Partition columns of the store: a parameter of that name (e.g. an "optimizer" hparam)
 # is kept as param_<name>, the way the store keeps parameters named like its fixed columns.
 _PARTITION_NAMES = frozenset({"base_dir", "model", "optimizer"})
-_NAME_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 _TAR = re.compile(r"\.(tar(\.(bz2|gz|xz))?|tgz|tbz2?|txz)$", re.IGNORECASE)
 
 Reader = Callable[[Path, tuple[str, ...]], list[RunLog]]
@@ -138,11 +138,29 @@ def _check_name(name: str | None, source: Path) -> tuple[str, str, str]:
         raise IngestError("the workload needs a name: pass --name base_dir/model/optimizer "
                           "(e.g. my_data/resnet_20/momentum), or set name in the manifest's "
                           "[workload] table", path=str(source))
-    parts = name.strip("/").split("/")
-    if len(parts) < 3 or not all(_NAME_PART.match(p) for p in parts):
-        raise IngestError(f"workload name {name!r} must be base_dir/model/optimizer, each part "
-                          "letters, digits, '_', '-', '.' or '+' (e.g. my_data/resnet_20/sgd)")
-    return "/".join(parts[:-2]), parts[-2], parts[-1]
+    return split_workload(name.strip("/"), fix="pass another --name (or set name in the "
+                          "manifest's [workload] table)")
+
+
+def check_names(data: WorkloadData) -> WorkloadData:
+    """``data`` if its workload, metric and metaparameter names follow :mod:`curvekit.names`
+    (the one rule of every source), else :class:`IngestError` naming the file at fault."""
+    split_workload(data.workload, fix="pass another --name")
+    for trial in data.trials:
+        for param in trial.parameters:
+            check_name(param, "metaparameter", fix="rename it in the log, or give the run's "
+                       "parameters in a manifest ([[runs]] parameters = {...})",
+                       error=_error_at(trial.member))
+    members = {(t.key, t.trial_id): t.member for t in data.trials}
+    for study_trial, table in data.measurements.items():
+        for column in table.column_names:
+            check_name(column, "metric", fix="rename it with --map 'OLD=NEW' (or [metrics] "
+                       "in the manifest)", error=_error_at(members.get(study_trial)))
+    return data
+
+
+def _error_at(path: str | None) -> Callable[[str], IngestError]:
+    return lambda message: IngestError(message, path=path)
 
 
 def _specs_for(runs: Sequence[RunLog], specs: Sequence[manifest_.RunSpec], where: str
@@ -278,18 +296,22 @@ def build(source: str | os.PathLike[str] | None = None, *, name: str | None = No
     overrides = dict(man.metrics)
     overrides.update(metric_map if isinstance(metric_map, Mapping)
                      else parse_overrides(list(metric_map or [])))
+    for old, new in overrides.items():  # new names follow the one rule; "" drops a column
+        if new.removeprefix("1-"):
+            check_name(new.removeprefix("1-"), "metric",
+                       fix=f"give another name in --map '{old}=NEW'")
     if fmt == "release":
         from curvekit.ingest.release import build_release
 
-        return build_release(src, name=name or man.name, overrides=overrides,
-                             manifest=man)
+        return check_names(build_release(src, name=name or man.name, overrides=overrides,
+                                         manifest=man))
     wl_name = _check_name(name or man.name, src)
     renames = tuple(old for old, new in overrides.items() if new == "step")
     runs = _readers()[fmt](src, renames)
     if not runs:
         raise IngestError(f"no {fmt} runs found here; check the path, or pass --format",
                           path=str(src))
-    return _assemble(runs, wl_name, fmt, src, man, overrides)
+    return check_names(_assemble(runs, wl_name, fmt, src, man, overrides))
 
 
 def _assemble(runs: list[RunLog], name: tuple[str, str, str], fmt: str, src: Path,

@@ -16,12 +16,14 @@ from __future__ import annotations
 import json
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
 from curvekit.errors import IngestError
+from curvekit.names import check_name, split_workload
 from curvekit.release.manifest import STATUSES
 
 __all__ = ["EXAMPLE", "RunManifest", "RunSpec", "load_run_manifest", "parse_manifest"]
@@ -121,6 +123,11 @@ def _fail(path: str, where: str, problem: str) -> IngestError:
     return IngestError(f"{where}: {problem}", path=path)
 
 
+def _failing(path: str, where: str) -> Callable[[str], IngestError]:
+    """An error factory for :mod:`curvekit.names` checks, pointing at ``where``."""
+    return lambda problem: _fail(path, where, problem)
+
+
 def _int(value: Any, path: str, where: str, *, minimum: int = 0) -> int:
     if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value) \
             or value < minimum:
@@ -153,6 +160,9 @@ def _run(entry: Any, path: str, where: str) -> RunSpec:
         raise _fail(path, f"{where}.status",
                     f"{status!r} is not one of {', '.join(STATUSES)}")
     params = _table(entry.get("parameters", {}), path, f"{where}.parameters")
+    for key in params:
+        check_name(key, "metaparameter", fix="rename it in the manifest",
+                   error=_failing(path, f"{where}.parameters"))
     return RunSpec(
         pattern=entry["run"], where=where,
         batch_size=None if entry.get("batch_size") is None
@@ -179,6 +189,9 @@ def parse_manifest(obj: Any, path: str) -> RunManifest:
     for old, new in metrics.items():
         if not isinstance(new, str):
             raise _fail(path, f"[metrics].{old}", f"{new!r} is not a column name (a string)")
+        if new.removeprefix("1-"):  # an empty name drops the column
+            check_name(new.removeprefix("1-"), "metric", fix="choose another name",
+                       error=_failing(path, f"[metrics].{old}"))
     runs = top.get("runs", [])
     if not isinstance(runs, list):
         raise _fail(path, "runs", "expected a list of run entries ([[runs]] in TOML)")
@@ -187,6 +200,9 @@ def parse_manifest(obj: Any, path: str) -> RunManifest:
     for key in ("name", "dataset", "source"):
         if key in wl and not isinstance(wl[key], str):
             raise _fail(path, f"[workload].{key}", f"{wl[key]!r} is not a string")
+    if wl.get("name"):
+        split_workload(wl["name"].strip("/"), fix="fix name in the manifest (or pass --name)",
+                       error=_failing(path, "[workload].name"))
     return RunManifest(
         path=path, name=wl.get("name"), dataset=wl.get("dataset"), train_steps=budget,
         early_stopping=bool(wl.get("early_stopping", False)),

@@ -29,6 +29,7 @@ Since MLflow 3 the file store must be allowed explicitly to *write* one
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ import pyarrow.csv as pacsv
 from curvekit.errors import IngestError
 from curvekit.ingest.runs import RunLog, merge_rows
 from curvekit.ingest.yamlish import read_flat_yaml, scalar
+from curvekit.names import check_name
 
 __all__ = ["read_mlflow_runs"]
 
@@ -113,6 +115,10 @@ def _metric(path: Path, key: str) -> pl.DataFrame:
     return merge_rows(frame, str(path), lambda row: row + 1)
 
 
+def _at(path: Path) -> Callable[[str], IngestError]:
+    return lambda message: IngestError(message, path=str(path))
+
+
 def _read_run(folder: Path) -> RunLog | None:
     meta = read_flat_yaml(folder / "meta.yaml")
     if meta.get("lifecycle_stage") == "deleted":
@@ -127,10 +133,16 @@ def _read_run(folder: Path) -> RunLog | None:
     if params_dir.is_dir():
         for p in sorted(params_dir.rglob("*")):
             if p.is_file():
-                params[p.relative_to(params_dir).as_posix()] = scalar(
+                key = check_name(p.relative_to(params_dir).as_posix(), "metaparameter",
+                                 fix="rename the params file",
+                                 error=_at(p))
+                params[key] = scalar(
                     p.read_text(errors="replace"))
     metrics_dir = folder / "metrics"
-    frames = [_metric(p, p.relative_to(metrics_dir).as_posix())
+    # A file name is the metric's name: checked before it becomes a column (the one rule).
+    frames = [_metric(p, check_name(p.relative_to(metrics_dir).as_posix(), "metric",
+                                    fix="rename the metrics file",
+                                    error=_at(p)))
               for p in sorted(metrics_dir.rglob("*")) if p.is_file()]
     frame: pl.DataFrame
     if frames:

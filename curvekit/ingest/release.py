@@ -30,6 +30,7 @@ from curvekit._version import __version__
 from curvekit.errors import ArchiveError, IngestError
 from curvekit.ingest.manifest import RunManifest
 from curvekit.ingest.metrics import apply_map
+from curvekit.names import split_workload
 from curvekit.release.archive import (
     CsvRecord,
     StudyKey,
@@ -166,10 +167,9 @@ def build_release(source: Path, *, name: str | None, overrides: Mapping[str, str
             raise IngestError(f"holds {len(workloads)} workloads ({', '.join(workloads)}); "
                               "pass --name with the one to add", path=str(source))
         chosen = name
-    target = (name or chosen).strip("/").split("/")
-    if len(target) < 3:
-        raise IngestError(f"workload name {name!r} must be base_dir/model/optimizer")
-    base_dir, model, optimizer = "/".join(target[:-2]), target[-2], target[-1]
+    base_dir, model, optimizer = split_workload(
+        (name or chosen).strip("/"), fix="pass --name base_dir/model/optimizer",
+        error=lambda m: IngestError(m, path=str(source)))
 
     def renamed(key: StudyKey) -> StudyKey:
         return StudyKey(base_dir, model, optimizer, key.batch_size)

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from curvekit.errors import RunError
+from curvekit.names import split_workload
 from curvekit.release.archive import StudyKey
 from curvekit.runner.names import (
     OPTIMIZERS,
@@ -146,15 +147,15 @@ class Sweep:
         """
         dataset, model = canonical_dataset(dataset), canonical_model(model)
         base_dir = (base_dir or dataset_directory(dataset)).strip("/")
-        if not base_dir or any(p in ("", ".", "..") for p in base_dir.split("/")):
-            raise RunError(f"workload name {base_dir!r}: give a data-set directory such as "
-                           "'digits' or 'my_runs/digits'")
         opts = tuple(dict.fromkeys(optimizers))
         for opt in opts:
             if opt not in OPTIMIZERS:
                 raise RunError(f"unknown optimizer {opt!r}; choose from {', '.join(OPTIMIZERS)}")
         if not opts:
             raise RunError("give at least one optimizer")
+        # The store's one name rule, before anything runs (the optimizers are known names).
+        split_workload(f"{base_dir}/{model_directory(model)}/{opts[0]}", error=RunError,
+                       fix="give a data-set directory such as 'digits' or 'my_runs/digits'")
         sizes = tuple(sorted(set(int(b) for b in batch_sizes)))
         if not sizes or sizes[0] < 1:
             raise RunError(f"batch sizes must be positive integers, got {list(batch_sizes)}")

@@ -38,8 +38,8 @@ def info(store: Store) -> pl.DataFrame:
     trials = con.sql(
         "select base_dir || '/' || model || '/' || optimizer as workload, "
         "count(distinct batch_size) as studies, "
-        + ", ".join(f"count(*) filter (where status = '{s}') as {s.lower()}" for s in STATUSES)
-        + ", count(*) as trials from trials group by all").pl()
+        + ", ".join(f"count(*) filter (where status = ?) as {s.lower()}" for s in STATUSES)
+        + ", count(*) as trials from trials group by all", params=list(STATUSES)).pl()
     studies = con.sql(
         "select base_dir || '/' || model || '/' || optimizer as workload, "
         "list(batch_size order by batch_size) as batch_sizes from studies group by all").pl()

@@ -6,6 +6,8 @@
 >>> tmp = pathlib.Path(tempfile.mkdtemp())
 >>> _ = convert(tmp / "a.tar.bz2", tmp, manifest=tiny_archive(tmp / "a.tar.bz2"))
 >>> store = Store.open(tmp)
+>>> store.query("select count(*) from trials where status = ?", ["COMPLETE"]).item() > 0
+True
 >>> "lm1b/lstm/nesterov_momentum" in store.workloads()
 True
 >>> store.sql("select count(*) as n from studies").item() > 0
@@ -43,6 +45,7 @@ from curvekit.store.layout import (
     store_link,
     workload_dir,
 )
+from curvekit.store.sql import mentions
 
 __all__ = ["Store", "open_store"]
 
@@ -67,6 +70,8 @@ class Store:
     # per-workload facts read from footers and trials are computed once per opened store.
     _facts: dict[tuple[str, str], list[str]] = field(default_factory=dict, repr=False,
                                                       compare=False)
+    _sources: dict[tuple[str, str], str] = field(default_factory=dict, repr=False,
+                                                 compare=False)
 
     @classmethod
     def open(cls, home: str | os.PathLike[str] | None = None) -> Store:
@@ -125,24 +130,46 @@ class Store:
         # Binding a view lists every file of its table: done once, and only for SQL that
         # names the views (the measurements read one workload's folder directly).
         # A converted release has one schema per table; added workloads bring their own
-        # columns, and the views then match columns by name.
-        union = ", union_by_name=true" if self.metadata.get("added") else ""
-        for table in TABLES:
-            self._con.execute(f"create view {table} as select * from read_parquet("
-                              f"'{self.glob(table)}', hive_partitioning=true{union})")
+        # columns, and the views then match columns by name. Paths reach DuckDB through
+        # its relation API, as values: a quote in the home path cannot change the SQL.
+        union = bool(self.metadata.get("added"))
+        with self._lock:
+            for table in TABLES:
+                files = self._files(table, self.path / table, "**/*.parquet")
+                self._con.read_parquet(files, hive_partitioning=True,
+                                       union_by_name=union).create_view(table)
         return self._con
+
+    def _files(self, table: str, folder: Path, pattern: str) -> list[str]:
+        """The Parquet files of ``table`` under ``folder``, listed here rather than by a
+        DuckDB glob, which would read ``*``, ``?`` and ``[`` of the home path as patterns."""
+        files = sorted(str(p) for p in folder.glob(pattern))
+        if not files:
+            raise StoreError(f"the store at {self.path} has no {table} files in {folder}; "
+                             "run `curvekit verify`, or `curvekit fetch --force` to rebuild it")
+        return files
 
     def source(self, table: str, workload: str) -> str:
         """SQL reading one workload's files of ``table`` (all partition columns included).
 
         Naming the workload's folder spares DuckDB from listing every file of the store,
-        which costs more than the query itself for small workloads.
+        which costs more than the query itself for small workloads. The result is the name
+        of a view over that folder's files, made once per workload and table.
         """
         base_dir, model, optimizer = self.split_workload(workload)
-        folder = self.path / workload_dir(table, base_dir, model, optimizer)
-        pattern = folder / ("*/*.parquet" if table == "measurements" else "*.parquet")
-        escaped = str(pattern).replace("'", "''")
-        return f"read_parquet('{escaped}', hive_partitioning=true)"
+        if table not in TABLES:
+            raise StoreError(f"unknown table {table!r}; tables are {', '.join(TABLES)}")
+        with self._lock:
+            view = self._sources.get((table, workload))
+            if view is None:
+                folder = self.path / workload_dir(table, base_dir, model, optimizer)
+                files = self._files(table, folder,
+                                    "*/*.parquet" if table == "measurements" else "*.parquet")
+                # The view's name is curvekit's own counter, never the workload's name.
+                view = f"_{table}_{len(self._sources)}"
+                self._con.read_parquet(files, hive_partitioning=True).create_view(view)
+                self._sources[(table, workload)] = view
+        return view
 
     @contextmanager
     def one_thread_per_query(self) -> Iterator[None]:
@@ -174,7 +201,13 @@ class Store:
         return cursor
 
     def query(self, sql: str, params: Sequence[object] | None = None) -> pl.DataFrame:
-        """Run parameterised SQL over the views and return a polars DataFrame."""
+        """Run parameterised SQL over the views and return a polars DataFrame.
+
+        The views ``studies``, ``trials`` and ``measurements`` are there whenever ``sql``
+        names one of them. Pass values as ``params`` (``?`` in ``sql``), never inside it.
+        """
+        if mentions(sql, TABLES):
+            self._views  # noqa: B018 - the views are made once, when SQL first names them
         try:
             frame: pl.DataFrame = self._cursor().sql(sql, params=list(params or [])).pl()
         except duckdb.Error as exc:
@@ -188,7 +221,6 @@ class Store:
         --------
         >>> store.sql("select distinct status from trials order by 1")  # doctest: +SKIP
         """
-        self._views  # noqa: B018 - create the views before the first query that names them
         return self.query(query)
 
     # -- workloads -----------------------------------------------------------------------
@@ -245,14 +277,14 @@ class Store:
     def _parameter_columns(self, workload: str) -> list[str]:
         base_dir, model, optimizer = self.split_workload(workload)
         folder = self.path / workload_dir("trials", base_dir, model, optimizer)
-        # An added workload's trials file holds its own metaparameters only: read its schema.
-        names = sorted({n for path in folder.glob("*.parquet")
-                        for n in pq.read_schema(path).names if n not in _FIXED})
-        if not names:
-            return []
-        counts = self.query("select " + ", ".join(f'count("{n}")' for n in names)
-                            + f" from {self.source('trials', workload)}")
-        return [n for n, c in zip(names, counts.row(0), strict=True) if c]
+        # An added workload's trials file holds its own metaparameters only. Read from the
+        # files (no SQL), so a parameter's name is only ever data.
+        seen: set[str] = set()
+        for path in folder.glob("*.parquet"):
+            table = pq.ParquetFile(path).read()  # the file alone: no partitions parsed
+            seen |= {n for n in table.column_names if n not in _FIXED
+                     and table.column(n).null_count < table.num_rows}
+        return sorted(seen)
 
     # -- tables --------------------------------------------------------------------------
 
@@ -281,9 +313,15 @@ class Store:
         """
         base_dir, model, optimizer = self.split_workload(workload)
         folder = self.path / workload_dir("measurements", base_dir, model, optimizer)
-        pattern = (str(folder / "*" / "*.parquet") if batch_size is None
-                   else str(folder / f"batch_size={int(batch_size)}" / "*.parquet"))
-        frame = pl.scan_parquet(pattern, hive_partitioning=True).select(
+        pattern = ("*/*.parquet" if batch_size is None
+                   else f"batch_size={int(batch_size)}/*.parquet")
+        files = sorted(str(p) for p in folder.glob(pattern))
+        if not files:
+            have = sorted(int(p.name.split("=", 1)[1]) for p in folder.glob("batch_size=*"))
+            raise QueryError(f"{workload} has no measurements at batch size {batch_size}; its "
+                             f"batch sizes are {', '.join(map(str, have)) or '(none)'}")
+        # A list of files, not a glob: '*', '?' and '[' in the home path are plain characters.
+        frame = pl.scan_parquet(files, hive_partitioning=True, glob=False).select(
             "batch_size", "trial_id", "step", *self.metrics(workload))
         return frame if lazy else frame.sort("batch_size", "trial_id", "step").collect()
 

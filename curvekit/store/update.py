@@ -47,6 +47,7 @@ import pyarrow.compute as pc
 from curvekit._version import __version__
 from curvekit.errors import StoreError
 from curvekit.home import resolve_home
+from curvekit.names import check_name, split_workload
 from curvekit.release.archive import StudyKey, StudyRecord, TrialRecord
 from curvekit.release.manifest import STATUSES, load_manifest
 from curvekit.store.layout import (
@@ -112,6 +113,9 @@ def validate(data: WorkloadData) -> dict[tuple[StudyKey, int], pa.Table]:
     """
     name = data.workload
     _split(name)  # a well-formed base_dir/model/optimizer
+    for t in data.trials:  # the one name rule (curvekit.names), whatever built ``data``
+        for param in t.parameters:
+            check_name(param, "metaparameter", fix=f"rename it ({t.member})", error=StoreError)
     keys = [s.key for s in data.studies]
     if len(set(keys)) != len(keys):
         raise StoreError(f"{name}: two studies have the same batch size")
@@ -148,11 +152,7 @@ def validate(data: WorkloadData) -> dict[tuple[StudyKey, int], pa.Table]:
 
 
 def _split(name: str) -> tuple[str, str, str]:
-    parts = name.rsplit("/", 2)
-    if len(parts) != 3 or not all(p and p == p.strip() for p in parts):
-        raise StoreError(f"workload name {name!r} must be base_dir/model/optimizer, "
-                         "e.g. my_data/mlp_256/momentum")
-    return parts[0], parts[1], parts[2]
+    return split_workload(name, fix="choose another name", error=StoreError)
 
 
 def _canonical(table: pa.Table, trial: int, member: str) -> pa.Table:
@@ -178,6 +178,7 @@ def _canonical(table: pa.Table, trial: int, member: str) -> pa.Table:
         "step": pa.array(steps),
     }
     for metric in metrics:
+        check_name(metric, "metric", fix=f"rename it ({member})", error=StoreError)
         if metric in _RESERVED:
             raise StoreError(f"{member}: {metric!r} is a reserved column name; rename the "
                              "metric")

@@ -1,0 +1,206 @@
+"""The one rule for names that enter the store: workloads, metrics and metaparameters.
+
+Every import source (``curvekit add`` for each log format and the release layout, the run
+manifest, ``curvekit run``) and the store's own writer check names with these functions,
+so a name that one door accepts, every door accepts. The store treats names as data: they
+become Parquet column names and percent-encoded folder names, never SQL.
+
+A **name** (of a metric, a metaparameter, or one part of a workload) is refused when it is
+
+* empty, or not text;
+* not valid Unicode text (a lone surrogate, which is how Python spells bytes that are not
+  UTF-8 in a file name);
+* holding a control character (Unicode category Cc, e.g. a newline, a tab or NUL) or a
+  line or paragraph separator (U+2028, U+2029);
+* longer than :data:`MAX_NAME_CHARS` characters (metrics and metaparameters).
+
+A **workload** ``base_dir/model/optimizer`` (``base_dir`` may hold ``/``, as the release's
+``mnist_subsets/mnist_6875``) is refused, on top of that, when a part
+
+* starts or ends with whitespace, is ``.`` or ``..``, or is empty (``a//b``);
+* makes ``base_dir`` deeper than :data:`MAX_BASE_DIR_PARTS` folders;
+* gives a partition folder (``base_dir=<percent-encoded>``) longer than
+  :data:`MAX_FOLDER_BYTES` bytes, the file-name limit of common file systems (a CJK
+  character costs 9 bytes there, an ASCII letter 1).
+
+>>> split_workload("mnist_subsets/mnist_6875/simple_cnn_base/sgd")
+('mnist_subsets/mnist_6875', 'simple_cnn_base', 'sgd')
+>>> check_name("val/classification_error", "metric")
+'val/classification_error'
+>>> check_name("lr\\n", "metaparameter")  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+curvekit.errors.IngestError: metaparameter name 'lr\\n' holds a control character (U+000A ...
+"""
+
+from __future__ import annotations
+
+import os
+import unicodedata
+from collections.abc import Callable
+from pathlib import Path
+from urllib.parse import quote
+
+from curvekit.errors import CurvekitError, IngestError
+
+__all__ = [
+    "MAX_BASE_DIR_PARTS",
+    "MAX_FOLDER_BYTES",
+    "MAX_HOME_BYTES",
+    "MAX_NAME_CHARS",
+    "check_home_path",
+    "check_name",
+    "name_problem",
+    "split_workload",
+]
+
+MAX_FOLDER_BYTES = 255
+"""Longest partition folder name (``base_dir=...``, percent-encoded), in bytes."""
+MAX_BASE_DIR_PARTS = 8
+"""Most ``/``-separated folders in a ``base_dir`` (the release uses at most 2)."""
+MAX_NAME_CHARS = 255
+"""Longest metric or metaparameter name, in characters."""
+MAX_HOME_BYTES = 3072
+"""Longest curvekit home path, in bytes: the store's folders below it take up to about
+1,000 more bytes of the 4,096 that Linux allows a path."""
+
+_SEPARATORS = {"\u2028", "\u2029"}
+_PARTITIONS = ("base_dir", "model", "optimizer")
+
+ErrorType = Callable[[str], CurvekitError]
+
+
+def name_problem(value: object) -> str | None:
+    """What is wrong with ``value`` as a name under the rules every name follows, or None.
+
+    >>> name_problem("learning_rate") is None
+    True
+    >>> name_problem("")
+    'is empty'
+    """
+    if not isinstance(value, str):
+        return f"is {type(value).__name__}, not text"
+    if not value:
+        return "is empty"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return (f"is not valid UTF-8 text (U+{ord(value[exc.start]):04X} at position "
+                f"{exc.start}, bytes a file name or log could not decode)")
+    for i, char in enumerate(value):
+        if char in _SEPARATORS or unicodedata.category(char) == "Cc":
+            return f"holds a control character (U+{ord(char):04X} at position {i})"
+    return None
+
+
+def check_name(value: object, what: str, *, fix: str = "rename it",
+               error: ErrorType = IngestError) -> str:
+    """``value`` if it is a valid metric or metaparameter name, else ``error`` saying why.
+
+    ``what`` names the kind of name in the message ("metric", "metaparameter"); ``fix`` says
+    how to rename it for the source at hand (e.g. "map it with --map 'OLD=NEW'").
+    """
+    problem = name_problem(value)
+    if problem is None and isinstance(value, str) and len(value) > MAX_NAME_CHARS:
+        problem = f"is {len(value)} characters long, more than {MAX_NAME_CHARS}"
+    if problem is not None:
+        raise error(f"{what} name {value!r} {problem}; {fix}")
+    assert isinstance(value, str)
+    return value
+
+
+def _folder_problem(folder: str) -> str | None:
+    """What is wrong with one folder of a workload name (a part, or a piece of base_dir)."""
+    if not folder:
+        return "has an empty folder (as in 'a//b' or a leading '/')"
+    problem = name_problem(folder)
+    if problem is not None:
+        return problem
+    if folder != folder.strip():
+        return "starts or ends with whitespace"
+    if folder in (".", ".."):
+        return f"is {folder!r}, which names a folder, not a workload"
+    return None
+
+
+def split_workload(name: object, *, fix: str = "pass another --name",
+                   error: ErrorType = IngestError) -> tuple[str, str, str]:
+    """(base_dir, model, optimizer) of a valid workload name, else ``error`` saying why.
+
+    >>> split_workload("my_data/resnet 20/momentum")
+    ('my_data', 'resnet 20', 'momentum')
+    >>> split_workload("my_data/../sgd")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    curvekit.errors.IngestError: workload name 'my_data/../sgd': model '..' is '..', which ...
+    """
+    problem = name_problem(name)
+    if problem is not None:
+        raise error(f"workload name {name!r} {problem}; {fix}")
+    assert isinstance(name, str)
+    parts = name.rsplit("/", 2)
+    if len(parts) != 3:
+        raise error(f"workload name {name!r} must be base_dir/model/optimizer (e.g. "
+                    f"my_data/resnet_20/momentum); {fix}")
+    folders = parts[0].split("/")
+    if len(folders) > MAX_BASE_DIR_PARTS:
+        raise error(f"workload name {name!r}: base_dir has {len(folders)} folders, more than "
+                    f"{MAX_BASE_DIR_PARTS}; {fix}")
+    for column, part in zip(_PARTITIONS, parts, strict=True):
+        for folder in folders if column == "base_dir" else [part]:
+            problem = _folder_problem(folder)
+            if problem is not None:
+                raise error(f"workload name {name!r}: {column} {folder!r} {problem}; {fix}")
+        # base_dir's '/' is percent-encoded too: each part is one folder of the store
+        size = len(f"{column}={quote(part, safe='')}".encode())
+        if size > MAX_FOLDER_BYTES:
+            raise error(f"workload name {name!r}: {column} makes a {size}-byte folder name "
+                        f"({column}=<percent-encoded>), more than the {MAX_FOLDER_BYTES} "
+                        f"bytes file systems allow; {fix} with a shorter {column}")
+    return parts[0], parts[1], parts[2]
+
+
+def check_home_path(path: str | os.PathLike[str], error: ErrorType) -> Path:
+    """``path`` if DuckDB and polars can read a store under it, else ``error`` saying why.
+
+    Refused: a NUL character (no file system allows it), bytes that are not UTF-8 (DuckDB
+    takes paths as UTF-8 text), a folder named with ``=`` (``step=7``: readers of hive
+    partitions would take it for a column of every table), a folder name longer than
+    :data:`MAX_FOLDER_BYTES` bytes and a path longer than :data:`MAX_HOME_BYTES` bytes.
+
+    >>> check_home_path("/tmp/my data/o'brien", CurvekitError).name
+    "o'brien"
+    """
+    text = os.fspath(path)
+    where = "the curvekit home"
+    if "\0" in text:
+        raise error(f"{where} {text!r} holds a NUL character; choose another folder "
+                    "(--home or CURVEKIT_HOME)")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise error(f"{where} {text!r} is not valid UTF-8 (at position {exc.start}); choose "
+                    "a folder whose name is UTF-8 text (--home or CURVEKIT_HOME)") from None
+    out = Path(text).expanduser()
+    size = len(os.fsencode(out))
+    if size > MAX_HOME_BYTES:
+        raise error(f"{where} {text[:60]!r}... is {size} bytes long, more than the "
+                    f"{MAX_HOME_BYTES} bytes that leave room for the store's folders below it "
+                    "within the system's path limit; choose a shorter path (--home or "
+                    "CURVEKIT_HOME)")
+    long = next((p for p in out.parts if len(p.encode()) > MAX_FOLDER_BYTES), None)
+    if long is not None:
+        raise error(f"{where} has a folder name of {len(long.encode())} bytes ({long[:40]!r}"
+                    f"...), more than the {MAX_FOLDER_BYTES} bytes file systems allow; choose "
+                    "a shorter path (--home or CURVEKIT_HOME)")
+    try:
+        folders = [out, out.resolve()]
+    except (OSError, RuntimeError):  # a symlink loop: the store's opening reports it
+        folders = [out]
+    for folder in folders:
+        hive = [p for p in folder.parts if "=" in p]
+        if hive:
+            raise error(f"{where} {str(folder)!r} has a folder named with '=' ({hive[0]!r}), "
+                        "which Parquet readers take for a partition column of every table; "
+                        "choose a folder without '=' (--home or CURVEKIT_HOME)")
+    return out

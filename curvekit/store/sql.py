@@ -1,0 +1,54 @@
+"""The only ways text from outside reaches curvekit's SQL.
+
+Values (goals, statuses, budgets) and file paths are passed to DuckDB as parameters or
+through its relation API, never pasted. Names of columns (metrics, metaparameters) must be
+identifiers in SQL: :func:`quote_identifier` is the one function that writes them.
+
+>>> quote_identifier('val/error')
+'"val/error"'
+>>> quote_identifier('0") from x; --')
+'"0"") from x; --"'
+>>> mentions("select * from Trials t", {"trials"})
+True
+>>> mentions("select 'trials' as name, \\"trials_x\\" from y", {"trials"})
+False
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+import duckdb
+
+__all__ = ["mentions", "quote_identifier"]
+
+
+def quote_identifier(name: str) -> str:
+    """``name`` as a DuckDB identifier: in double quotes, with its double quotes doubled.
+
+    Whatever ``name`` holds, the result is one identifier, so a name can never end the
+    identifier and start SQL of its own.
+    """
+    return '"' + name.replace('"', '""') + '"'
+
+
+def mentions(sql: str, names: Collection[str]) -> bool:
+    """Whether ``sql`` uses one of ``names`` (lower case) as an identifier.
+
+    DuckDB's own tokenizer reads the text, so names inside strings and comments do not
+    count; identifiers are compared case-insensitively, as DuckDB resolves them. SQL that
+    does not tokenize counts as mentioning them (its error is DuckDB's to report).
+    """
+    try:
+        tokens = duckdb.tokenize(sql)
+    except duckdb.Error:
+        return True
+    ends = [start for start, _ in tokens[1:]] + [len(sql)]
+    for (start, kind), end in zip(tokens, ends, strict=True):
+        if kind == duckdb.token_type.identifier:
+            word = sql[start:end].strip().rstrip(",;()").strip()
+            if word.startswith('"') and word.endswith('"') and len(word) >= 2:
+                word = word[1:-1].replace('""', '"')
+            if word.lower() in names:
+                return True
+    return False
