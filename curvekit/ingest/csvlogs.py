@@ -309,8 +309,9 @@ def epochs_to_steps(frame: pl.DataFrame, steps_per_epoch: int, path: str | None 
 
     A product beyond int64 is refused rather than left to wrap around.
     """
-    last = frame.get_column("epoch").max() if frame.height else None
-    if last is not None and (int(last) + 1) * steps_per_epoch > INT64_MAX:  # type: ignore[arg-type]
+    top = frame.get_column("epoch").max() if frame.height else None
+    last = int(top) if isinstance(top, int) else 0  # merge_rows made the epochs Int64
+    if (last + 1) * steps_per_epoch > INT64_MAX:
         raise IngestError(f"epoch {last} times {steps_per_epoch} steps per epoch is beyond "
                           f"2**63 - 1 = {INT64_MAX}, the largest step the store holds; check "
                           "the epoch column and steps_per_epoch", path=path)
