@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -205,8 +206,20 @@ def add(source: Path | None, name: str | None, fmt: str, manifest: Path | None,
         return
     if source is None and manifest is None:
         raise click.UsageError("give SOURCE (the logs), --manifest, or --example-manifest")
-    result = add_(source, name=name, format=fmt, manifest=manifest, metric_map=list(mapping),
-                  replace=replace, home=home)
+    from curvekit.ingest.runs import IngestWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", IngestWarning)
+        try:
+            result = add_(source, name=name, format=fmt, manifest=manifest,
+                          metric_map=list(mapping), replace=replace, home=home)
+        finally:  # what the logs hold is worth knowing even when the import is refused
+            for warning in caught:
+                if issubclass(warning.category, IngestWarning):
+                    click.echo(f"Warning: {warning.message}", err=True)
+                else:
+                    warnings.showwarning(warning.message, warning.category, warning.filename,
+                                         warning.lineno)
     counts = (f"{result.studies} studies, {result.trials} trials, "
               f"{result.measurements:,} measurements")
     if result.changed:

@@ -22,6 +22,7 @@ store is touched. Importing the same runs again changes nothing.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -34,8 +35,8 @@ from curvekit._version import __version__
 from curvekit.errors import IngestError
 from curvekit.ingest import FORMATS, csvlogs
 from curvekit.ingest import manifest as manifest_
-from curvekit.ingest.metrics import apply_map, parse_overrides
-from curvekit.ingest.runs import RunLog
+from curvekit.ingest.metrics import RESERVED, apply_map, fold, is_reserved, parse_overrides
+from curvekit.ingest.runs import INT64_MAX, MAX_COLUMNS, RunLog
 from curvekit.ingest.status import decide
 from curvekit.names import check_name, split_workload
 from curvekit.release.archive import StudyKey, StudyRecord, TrialRecord
@@ -48,9 +49,10 @@ BATCH_SIZE_PARAMS = ("batch_size", "batchsize", "batch-size", "train_batch_size"
                      "global_batch_size")
 BUDGET_PARAMS = ("train_steps", "max_steps", "total_steps", "num_steps")
 PARAM_ALIASES = {"lr": "learning_rate", "learning-rate": "learning_rate"}
-# Partition columns of the store: a parameter of that name (e.g. an "optimizer" hparam)
-# is kept as param_<name>, the way the store keeps parameters named like its fixed columns.
-_PARTITION_NAMES = frozenset({"base_dir", "model", "optimizer"})
+# A parameter named like a column of the store or of a query's answer (an "optimizer"
+# hparam, in any case) is kept as param_<name>, the way the store keeps parameters named like
+# its fixed columns; see metrics.RESERVED.
+PARAM_PREFIX = "param_"
 _TAR = re.compile(r"\.(tar(\.(bz2|gz|xz))?|tgz|tbz2?|txz)$", re.IGNORECASE)
 
 Reader = Callable[[Path, tuple[str, ...]], list[RunLog]]
@@ -70,8 +72,8 @@ def _readers() -> dict[str, Reader]:
 # ---------------------------------------------------------------------- format detection
 def _csv_header(path: Path) -> str:
     try:
-        with open(path, "rb") as fh:
-            return fh.readline().decode("utf-8", errors="replace")
+        with open(path, "rb") as fh:  # bounded: a header of a million columns is no reason
+            return fh.readline(csvlogs.MAX_HEADER_BYTES).decode("utf-8-sig", errors="replace")
     except OSError:
         return ""
 
@@ -185,13 +187,18 @@ def _specs_for(runs: Sequence[RunLog], specs: Sequence[manifest_.RunSpec], where
     return out
 
 
+def _count(value: Any) -> bool:
+    """True for a number that can be a count in the store: finite, whole, within int64."""
+    return isinstance(value, int | float) and not isinstance(value, bool) \
+        and math.isfinite(value) and value == int(value) and abs(value) <= INT64_MAX
+
+
 def _native_batch_size(run: RunLog) -> int | None:
     for name in BATCH_SIZE_PARAMS:
         value = run.params.get(name)
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, int | float) \
-                or value != int(value) or value < 1:
+        if not _count(value) or value < 1:
             raise IngestError(f"run {run.key!r}: its {name} parameter {value!r} is not a "
                               "positive integer; fix it, or give batch_size in the manifest",
                               path=run.path)
@@ -199,21 +206,96 @@ def _native_batch_size(run: RunLog) -> int | None:
     return None
 
 
-def _parameters(run: RunLog, specs: Iterable[manifest_.RunSpec]) -> dict[str, Any]:
+def _parameters(run: RunLog, specs: Iterable[manifest_.RunSpec], manifest: str
+                ) -> dict[str, tuple[Any, str, str]]:
     """The log's parameters updated by the manifest's; batch-size names left out (the batch
-    size is the study), ``lr`` stored as ``learning_rate``, partition names prefixed."""
-    merged = dict(run.params)
+    size is the study), ``lr`` stored as ``learning_rate``, reserved names prefixed.
+
+    Returns stored name -> (value, name as given, where it was given). Two names that
+    become one column (``optimizer`` beside ``param_optimizer``; ``LR`` beside ``lr``) and
+    integers beyond int64 are refused: the first would lose a value, the second cannot be
+    stored.
+    """
+    merged: dict[str, tuple[Any, str]] = {k: (v, run.path) for k, v in run.params.items()}
     for spec in specs:
-        merged.update(spec.parameters)
-    out: dict[str, Any] = {}
-    for key, value in merged.items():
-        if key in BATCH_SIZE_PARAMS:
+        merged.update({k: (v, f"{manifest}, {spec.where}") for k, v in spec.parameters.items()})
+    out: dict[str, tuple[Any, str, str]] = {}
+    seen: dict[str, str] = {}
+    for given, (value, where) in merged.items():
+        if given in BATCH_SIZE_PARAMS:
             continue
+        key = given
         alias = PARAM_ALIASES.get(key)
         if alias is not None and alias not in merged:
             key = alias
-        out[f"param_{key}" if key in _PARTITION_NAMES else key] = value
+        if is_reserved(key):
+            key = PARAM_PREFIX + key
+        if isinstance(value, int) and not isinstance(value, bool) \
+                and not -INT64_MAX - 1 <= value <= INT64_MAX:
+            raise IngestError(
+                f"run {run.key!r}: metaparameter {given!r} is {value}, beyond what the store "
+                f"holds as an integer (-2**63 ... 2**63 - 1); write it as a float "
+                f"({float(value):.6g}) or as a string (\"{value}\") where it is given",
+                path=where)
+        other = seen.get(fold(key))
+        if other is not None:
+            first = out[other]
+            raise IngestError(
+                f"run {run.key!r}: metaparameters {first[1]!r} (from {first[2]}) and {given!r} "
+                f"(from {where}) would both be stored as the column {other!r}"
+                f"{' (names differ only in case, and queries ignore case)' if other != key else ''}"
+                f"; rename one of them where it is given (a name in {', '.join(sorted(RESERVED))}"
+                f" is stored as {PARAM_PREFIX}<name>)", path=where)
+        seen[fold(key)] = key
+        out[key] = (value, given, where)
     return dict(sorted(out.items()))
+
+
+def _check_columns(metrics: Iterable[tuple[str, str, str]],
+                   parameters: Iterable[tuple[str, str, str]]) -> None:
+    """Refuse a workload whose columns would clash: the one place where the metric and
+    metaparameter columns of all runs meet.
+
+    ``metrics`` and ``parameters`` hold (stored name, name as logged, file) for each run.
+    Two metric columns that differ only in case are one column to DuckDB; a parameter named
+    like a metric shadows it in query answers; a byte-order mark (U+FEFF) is invisible,
+    so ``\ufeffloss`` beside ``loss`` looks like one name twice. (Metrics named like the
+    store's own columns are refused when each run's names are mapped, in ``apply_map``.)
+    """
+    seen: dict[str, dict[str, tuple[str, str, str]]] = {"metric": {}, "metaparameter": {}}
+    for kind, items in (("metric", metrics), ("metaparameter", parameters)):
+        mine = seen[kind]
+        for stored, given, where in items:
+            if "\ufeff" in stored:
+                raise IngestError(
+                    f"{kind} {given!r} has a byte-order mark (U+FEFF) in its name, an "
+                    "invisible character that makes two names look alike; remove it from the "
+                    "log" + (f", or rename the metric with --map '{given}=<new name>'"
+                             if kind == "metric" else ""), path=where)
+            key = fold(stored)
+            other, other_kind = mine.get(key), kind
+            if other is not None and other[0] == stored:
+                continue  # the same column again, from another run
+            if other is None and kind == "metaparameter":
+                other, other_kind = seen["metric"].get(key), "metric"
+            if other is not None:
+                fix = (f"rename one with --map '{given}=<another name>' (or the manifest's "
+                       "[metrics] table)" if kind == "metric" else
+                       "rename the metaparameter where it is given")
+                why = ("names that differ only in case are one column to queries"
+                       if other_kind == kind else
+                       "a metaparameter named like a metric shadows it in query answers")
+                raise IngestError(
+                    f"{kind} {given!r} (column {stored!r}, from {where}) and {other_kind} "
+                    f"{other[1]!r} (column {other[0]!r}, from {other[2]}) would clash: {why}; "
+                    f"{fix}", path=where)
+            mine[key] = (stored, given, where)
+            if kind == "metric" and len(mine) > MAX_COLUMNS:
+                raise IngestError(
+                    f"the runs have more than {MAX_COLUMNS:,} metric columns together; "
+                    f"curvekit stores at most {MAX_COLUMNS:,} per workload: drop the ones you "
+                    "do not need with --map 'NAME=' (or the manifest's [metrics] table)",
+                    path=where)
 
 
 def _derived_configs(trials: Sequence[TrialRecord]) -> dict[str, Any]:
@@ -239,6 +321,14 @@ def _budget(man: manifest_.RunManifest, batch_size: int, runs: Sequence[RunLog],
     given = man.train_steps_for(batch_size)
     if given is not None:
         return given
+    for r in runs:
+        for n in BUDGET_PARAMS:
+            v = r.params.get(n)
+            if isinstance(v, int | float) and not isinstance(v, bool) and not (
+                    math.isfinite(v) and abs(v) <= INT64_MAX):
+                raise IngestError(f"run {r.key!r}: its {n} parameter {v!r} is not a step count "
+                                  f"(a whole number up to 2**63 - 1); fix it, or give "
+                                  "train_steps in the manifest's [workload] table", path=r.path)
     native = [int(v) for r in runs for n in BUDGET_PARAMS
               if isinstance(v := r.params.get(n), int | float) and not isinstance(v, bool)
               and v > 0]
@@ -321,6 +411,8 @@ def _assemble(runs: list[RunLog], name: tuple[str, str, str], fmt: str, src: Pat
     prepared: dict[int, list[tuple[RunLog, list[manifest_.RunSpec], pl.DataFrame,
                                    dict[str, str]]]] = {}
     renames = {old for old, new in overrides.items() if new == "step"}
+    params: dict[str, dict[str, tuple[Any, str, str]]] = {}
+    metric_names: list[tuple[str, str, str]] = []
     for run in runs:
         mine = specs[run.key]
         batch_size = next((s.batch_size for s in reversed(mine) if s.batch_size), None) \
@@ -341,7 +433,7 @@ def _assemble(runs: list[RunLog], name: tuple[str, str, str], fmt: str, src: Pat
                     "the log counts epochs (an epoch column, no step column); give "
                     "steps_per_epoch (or train_examples) in the manifest's [workload] table "
                     "so that epochs can become steps", path=run.path)
-            frame = csvlogs.epochs_to_steps(frame, per_epoch)
+            frame = csvlogs.epochs_to_steps(frame, per_epoch, run.path)
         mapped = apply_map(frame, "step", run.path,
                            {k: v for k, v in overrides.items() if k not in renames})
         metrics = [c for c in mapped.frame.columns if c != "step"]
@@ -349,6 +441,10 @@ def _assemble(runs: list[RunLog], name: tuple[str, str, str], fmt: str, src: Pat
         if metrics:
             out = out.filter(pl.any_horizontal(pl.col(c).is_not_null() for c in metrics))
         prepared.setdefault(batch_size, []).append((run, mine, out, mapped.sources))
+        params[run.key] = _parameters(run, mine, where)
+        metric_names.extend((new, old, run.path) for new, old in mapped.sources.items())
+    _check_columns(metric_names, ((stored, given, at) for p in params.values()
+                                  for stored, (_, given, at) in p.items()))
     base_dir, model, optimizer = name
     studies, trials, measurements = [], [], {}
     origin_runs: dict[str, str] = {}
@@ -366,8 +462,8 @@ def _assemble(runs: list[RunLog], name: tuple[str, str, str], fmt: str, src: Pat
             status = decide(frame, sources, budget,
                             next((s.status for s in reversed(mine) if s.status), None))
             tid = ids[run.key]
-            study_trials.append(TrialRecord(key, tid, status, last, _parameters(run, mine),
-                                            run.path))
+            values = {k: v[0] for k, v in params[run.key].items()}
+            study_trials.append(TrialRecord(key, tid, status, last, values, run.path))
             measurements[(key, tid)] = frame.to_arrow()
             origin_runs[f"{batch_size}/{tid}"] = run.key
         study_trials.sort(key=lambda t: t.trial_id)

@@ -32,6 +32,8 @@ from __future__ import annotations
 import csv
 import math
 import os
+import warnings
+from collections import Counter
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -39,14 +41,25 @@ from typing import Any
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from curvekit.errors import IngestError
-from curvekit.ingest.runs import RunLog, data_line, merge_rows
+from curvekit.ingest.runs import (
+    INT64_MAX,
+    MAX_COLUMNS,
+    IngestWarning,
+    RunLog,
+    data_line,
+    exact_integers,
+    merge_rows,
+    overflow_warning,
+)
 from curvekit.ingest.yamlish import read_flat_yaml
 
-__all__ = ["STEP_COLUMNS", "TIME_COLUMNS", "epochs_to_steps", "frame_from_table", "log_files",
-           "read_csv_run", "read_csv_runs", "read_table_bytes", "skip_folder", "steps_per_epoch"]
+__all__ = ["AXIS_COLUMNS", "MAX_HEADER_BYTES", "STEP_COLUMNS", "TIME_COLUMNS", "epochs_to_steps",
+           "frame_from_table", "log_files", "read_csv_run", "read_csv_runs", "read_header_line",
+           "read_table_bytes", "skip_folder", "steps_per_epoch"]
 
 # Training-step columns, most specific first: W&B's "_step" counts log calls, so a history
 # that also has Lightning's "trainer/global_step" is placed by the latter.
@@ -55,24 +68,58 @@ STEP_COLUMNS = ("step", "global_step", "trainer/global_step", "_step", "Step", "
 # Empty cells are missing, and "NA": Keras's CSVLogger writes it for a metric an epoch lacks.
 MISSING = ("", "NA")
 TIME_COLUMNS = frozenset({"_runtime", "_timestamp", "timestamp", "wall_time", "Wall time"})
+# Columns that may hold the time axis: read as text and converted to int64 exactly.
+AXIS_COLUMNS = frozenset({*STEP_COLUMNS, "epoch"})
+MAX_HEADER_BYTES = 4 << 20
+"""The longest header line read: 10,000 names of up to 400 bytes each. A longer one is
+refused before the rest of the file is read."""
 
 
 def _header(data: bytes, path: str) -> list[str]:
+    """The column names of a CSV log's first line (linear in its length; at most
+    :data:`~curvekit.ingest.runs.MAX_COLUMNS` of them)."""
     first = data.split(b"\n", 1)[0].rstrip(b"\r")
     if not first.strip():
         raise IngestError("empty file or empty first line; a CSV log starts with a header "
                           "line naming its columns", path=path, line=1)
+    if first.count(b",") >= MAX_COLUMNS:  # an upper bound: a quoted name may hold a comma
+        _check_width(len(next(csv.reader([first.decode("utf-8-sig", errors="replace")]))),
+                     path)
     try:
         names = next(csv.reader([first.decode("utf-8-sig")]))
     except (UnicodeDecodeError, csv.Error) as exc:
         raise IngestError(f"unreadable header: {exc}", path=path, line=1) from exc
     names = [n.strip() for n in names]
-    dupes = sorted({n for n in names if names.count(n) > 1})
+    dupes = sorted(n for n, count in Counter(names).items() if count > 1)
     if dupes or "" in names:
+        shown = dupes or names[:20]
         raise IngestError(f"the header has {'repeated' if dupes else 'empty'} column names "
-                          f"{dupes or names!r}; give every column a distinct name",
+                          f"{shown!r}; give every column a distinct name",
                           path=path, line=1)
     return names
+
+
+def _check_width(columns: int, path: str, *, at_least: bool = False) -> None:
+    if columns > MAX_COLUMNS:
+        raise IngestError(
+            f"the header has {'at least ' if at_least else ''}{columns:,} columns; curvekit "
+            f"reads at most {MAX_COLUMNS:,} per log (one per metric); leave the columns you "
+            "do not need out of the file", path=path, line=1)
+
+
+def read_header_line(path: Path) -> bytes:
+    """The first line of ``path``, read alone and at most :data:`MAX_HEADER_BYTES` long, so
+    that a file with a million columns is refused without reading the rest of it."""
+    try:
+        with open(path, "rb") as fh:
+            first = fh.readline(MAX_HEADER_BYTES + 1)
+    except OSError as exc:
+        raise IngestError(f"cannot read: {exc.strerror}", path=str(path)) from exc
+    if len(first) > MAX_HEADER_BYTES:
+        _check_width(first.count(b",") + 1, str(path), at_least=True)
+        raise IngestError(f"the header line is longer than {MAX_HEADER_BYTES >> 20} MiB; a CSV "
+                          "log starts with one line naming its columns", path=str(path), line=1)
+    return first
 
 
 def _locate_bad_value(data: bytes, names: list[str], path: str, detail: str) -> IngestError:
@@ -97,19 +144,43 @@ def _locate_bad_value(data: bytes, names: list[str], path: str, detail: str) -> 
     return IngestError(f"unreadable CSV: {detail}", path=path)
 
 
-def read_table_bytes(data: bytes, path: str, names: list[str] | None = None) -> pa.Table:
-    """Parse CSV bytes with every column as float64 (empty cells missing)."""
+def read_table_bytes(data: bytes, path: str, names: list[str] | None = None, *,
+                     text: Iterable[str] = ()) -> pa.Table:
+    """Parse CSV bytes with every column as float64 (empty cells missing), except the
+    columns in ``text``, kept as strings (the time axis, converted exactly later)."""
     names = names if names is not None else _header(data, path)
+    as_text = set(text)
     try:
-        return pacsv.read_csv(
+        table = pacsv.read_csv(
             pa.py_buffer(data),
             read_options=pacsv.ReadOptions(use_threads=False, block_size=max(1 << 20,
                                                                              len(data) + 1)),
             convert_options=pacsv.ConvertOptions(
-                column_types={n: pa.float64() for n in names}, null_values=list(MISSING),
-                strings_can_be_null=False, quoted_strings_can_be_null=False))
+                column_types={n: pa.string() if n in as_text else pa.float64()
+                              for n in names},
+                null_values=list(MISSING),
+                strings_can_be_null=True, quoted_strings_can_be_null=False))
     except pa.ArrowInvalid as exc:
         raise _locate_bad_value(data, names, path, str(exc)) from exc
+    _warn_overflow(table, data, names, path)
+    return table
+
+
+def _warn_overflow(table: pa.Table, data: bytes, names: list[str], path: str) -> None:
+    """Warn once for the file when a cell such as ``1e400`` became infinity silently."""
+    infinite = [i for i, column in enumerate(table.columns)
+                if pa.types.is_floating(column.type) and pc.any(pc.is_inf(column)).as_py()]
+    if not infinite:
+        return  # the common case: no infinity at all, no second look at the text
+    cells: dict[int, list[str]] = {i: [] for i in infinite}
+    text = data.decode("utf-8-sig", errors="replace").splitlines()
+    for row in csv.reader(text[1:]):
+        for i in infinite:
+            if i < len(row):
+                cells[i].append(row[i])
+    message = overflow_warning(path, [(names[i], cells[i]) for i in infinite])
+    if message is not None:
+        warnings.warn(message, IngestWarning, stacklevel=2)
 
 
 def _step_column(names: list[str], path: str, renames: Iterable[str]) -> str | None:
@@ -125,8 +196,14 @@ def _step_column(names: list[str], path: str, renames: Iterable[str]) -> str | N
 def frame_from_table(table: pa.Table, path: str, data: bytes | None = None, *,
                      step_renames: Iterable[str] = (), drop: Iterable[str] = ()
                      ) -> tuple[pl.DataFrame, bool]:
-    """One row per step (or per epoch) of a parsed log; returns (frame, by_epoch)."""
+    """One row per step (or per epoch) of a parsed log; returns (frame, by_epoch).
+
+    Columns read as text (see :func:`read_table_bytes`) become int64 exactly when they are
+    the time axis, float64 otherwise.
+    """
     names = table.column_names
+    if len(names) > MAX_COLUMNS:
+        _check_width(len(names), path)
     step = _step_column(names, path, step_renames)
     by_epoch = False
     if step is None:
@@ -139,13 +216,31 @@ def frame_from_table(table: pa.Table, path: str, data: bytes | None = None, *,
     axis = "epoch" if by_epoch else "step"
     skip = set(TIME_COLUMNS) | set(drop) | ({"epoch"} if not by_epoch else set()) | {"_step"}
     keep = [n for n in names if n == step or n not in skip]
+    line_of = data_line(data) if data is not None else (lambda row: row + 1)
+    for i, name in enumerate(names):
+        column = table.column(i)
+        if name == step:
+            table = table.set_column(i, name, exact_integers(column, axis, path, line_of,
+                                                             MISSING))
+        elif pa.types.is_string(column.type):  # checked even when left out, as before
+            table = table.set_column(i, name, _floats(column, data, path))
     frame = pl.from_arrow(table.select(keep))
     assert isinstance(frame, pl.DataFrame)
     if axis in frame.columns and axis != step:
         frame = frame.drop(axis)  # e.g. a stray "step" metric beside "global_step"
     frame = frame.rename({step: axis})
-    line_of = data_line(data) if data is not None else (lambda row: row + 1)
     return merge_rows(frame, path, line_of, axis), by_epoch
+
+
+def _floats(column: pa.ChunkedArray, data: bytes | None, path: str) -> pa.ChunkedArray:
+    """A step-like column that is not the time axis (``global_step`` beside ``step``): a
+    metric, as float64 like the others."""
+    try:
+        return pc.cast(column, pa.float64())
+    except pa.ArrowInvalid as exc:
+        if data is None:
+            raise IngestError(f"unreadable column: {exc}", path=path) from exc
+        raise _locate_bad_value(data, _header(data, path), path, str(exc)) from exc
 
 
 def _params(path: Path) -> dict[str, Any]:
@@ -162,12 +257,13 @@ def read_csv_run(path: Path, key: str, *, step_renames: Iterable[str] = (),
     ``drop_private`` leaves out columns whose name starts with ``_`` other than ``_step``
     (the bookkeeping columns of a Weights & Biases history).
     """
+    names = _header(read_header_line(path), str(path))  # a huge header stops here
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise IngestError(f"cannot read: {exc.strerror}", path=str(path)) from exc
-    names = _header(data, str(path))
-    table = read_table_bytes(data, str(path), names)
+    axes = AXIS_COLUMNS | set(step_renames)
+    table = read_table_bytes(data, str(path), names, text=[n for n in names if n in axes])
     drop = [n for n in names if n.startswith("_") and n != "_step"] if drop_private else []
     frame, by_epoch = frame_from_table(table, str(path), data, step_renames=step_renames,
                                        drop=drop)
@@ -207,8 +303,18 @@ def read_csv_runs(source: Path, *, step_renames: Iterable[str] = ()) -> list[Run
         return list(pool.map(lambda f: read_csv_run(f[0], f[1], step_renames=renames), files))
 
 
-def epochs_to_steps(frame: pl.DataFrame, steps_per_epoch: int) -> pl.DataFrame:
-    """Keras logs a row at the end of each 0-based epoch: step = (epoch + 1) * steps."""
+def epochs_to_steps(frame: pl.DataFrame, steps_per_epoch: int, path: str | None = None
+                    ) -> pl.DataFrame:
+    """Keras logs a row at the end of each 0-based epoch: step = (epoch + 1) * steps.
+
+    A product beyond int64 is refused rather than left to wrap around.
+    """
+    top = frame.get_column("epoch").max() if frame.height else None
+    last = int(top) if isinstance(top, int) else 0  # merge_rows made the epochs Int64
+    if (last + 1) * steps_per_epoch > INT64_MAX:
+        raise IngestError(f"epoch {last} times {steps_per_epoch} steps per epoch is beyond "
+                          f"2**63 - 1 = {INT64_MAX}, the largest step the store holds; check "
+                          "the epoch column and steps_per_epoch", path=path)
     return frame.with_columns(((pl.col("epoch") + 1) * steps_per_epoch).alias("epoch")
                               ).rename({"epoch": "step"})
 

@@ -14,6 +14,7 @@ several entries takes the keys of each, later entries winning.
 from __future__ import annotations
 
 import json
+import math
 import re
 import tomllib
 from collections.abc import Callable
@@ -129,9 +130,12 @@ def _failing(path: str, where: str) -> Callable[[str], IngestError]:
 
 
 def _int(value: Any, path: str, where: str, *, minimum: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value) \
-            or value < minimum:
-        raise _fail(path, where, f"{value!r} is not an integer >= {minimum}")
+    # nan, inf (TOML spells both) and integers beyond int64 are no count the store can hold
+    if isinstance(value, bool) or not isinstance(value, int | float) \
+            or not math.isfinite(value) or value != int(value) or value < minimum \
+            or value > 2**63 - 1:
+        raise _fail(path, where, f"{value!r} is not an integer >= {minimum} (and at most "
+                    "2**63 - 1)")
     return int(value)
 
 

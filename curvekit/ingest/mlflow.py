@@ -29,6 +29,7 @@ Since MLflow 3 the file store must be allowed explicitly to *write* one
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -36,10 +37,18 @@ from typing import Any
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from curvekit.errors import IngestError
-from curvekit.ingest.runs import RunLog, merge_rows
+from curvekit.ingest.runs import (
+    IngestWarning,
+    LineOf,
+    RunLog,
+    exact_integers,
+    merge_rows,
+    overflow_warning,
+)
 from curvekit.ingest.yamlish import read_flat_yaml, scalar
 from curvekit.names import check_name
 
@@ -74,7 +83,7 @@ def _metric(path: Path, key: str) -> pl.DataFrame:
     except OSError as exc:
         raise IngestError(f"cannot read: {exc.strerror}", path=str(path)) from exc
     if not data.strip():
-        return pl.DataFrame(schema={"step": pl.Float64, key: pl.Float64})
+        return pl.DataFrame(schema={"step": pl.Int64, key: pl.Float64})
     width = len(data.split(b"\n", 1)[0].split())
     if width not in (2, 3, 4, 5):
         raise IngestError("not an MLflow metric file: lines must be 'timestamp value step'",
@@ -86,8 +95,9 @@ def _metric(path: Path, key: str) -> pl.DataFrame:
             read_options=pacsv.ReadOptions(column_names=names, use_threads=False),
             parse_options=pacsv.ParseOptions(delimiter=" "),
             convert_options=pacsv.ConvertOptions(
+                # the step as text, made int64 exactly below: a float rounds above 2**53
                 column_types={"timestamp": pa.float64(), "value": pa.float64(),
-                              "step": pa.float64()}, include_columns=names[:3],
+                              "step": pa.string()}, include_columns=names[:3],
                 # "nan" and "inf" are values (a diverged run), not missing ones
                 null_values=[], strings_can_be_null=False))
     except pa.ArrowInvalid as exc:
@@ -102,17 +112,32 @@ def _metric(path: Path, key: str) -> pl.DataFrame:
                 raise IngestError(f"{len(cells)} fields where the first line has {width}",
                                   path=str(path), line=number) from exc
         raise IngestError(f"unreadable metric file: {exc}", path=str(path)) from exc
+    line_of: LineOf = lambda row: row + 1  # noqa: E731 - one line per point, no header
+    if "step" in table.column_names:
+        table = table.set_column(table.column_names.index("step"), "step",
+                                 exact_integers(table.column("step"), "step", str(path),
+                                                line_of))
+    message = overflow_warning(str(path), [(key, _values(data, 1))]) \
+        if pc.any(pc.is_inf(table.column("value"))).as_py() else None
+    if message is not None:
+        warnings.warn(message, IngestWarning, stacklevel=2)
     frame = pl.from_arrow(table)
     assert isinstance(frame, pl.DataFrame)
     if "step" not in frame.columns:
-        frame = frame.with_columns(pl.lit(0.0).alias("step"))
+        frame = frame.with_columns(pl.lit(0, dtype=pl.Int64).alias("step"))
     if frame.height > 1 and bool((frame.get_column("step") == 0).all()):
         raise IngestError(
             f"all {frame.height} points of metric {key!r} are at step 0 (logged without a "
             "step); curvekit needs the training step of each evaluation: log it with "
             "mlflow.log_metric(key, value, step=...)", path=str(path), line=2)
     frame = frame.rename({"value": key}).select("step", key)
-    return merge_rows(frame, str(path), lambda row: row + 1)
+    return merge_rows(frame, str(path), line_of)
+
+
+def _values(data: bytes, field: int) -> list[str | None]:
+    """Field ``field`` of each line of a metric file, as text."""
+    cells = [line.split() for line in data.decode(errors="replace").splitlines()]
+    return [c[field] if len(c) > field else None for c in cells if c]
 
 
 def _at(path: Path) -> Callable[[str], IngestError]:

@@ -17,17 +17,37 @@ metric at one step are an error, never silently resolved.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from curvekit.errors import IngestError
 
-__all__ = ["RunLog", "data_line", "merge_rows"]
+__all__ = ["INT64_MAX", "MAX_COLUMNS", "IngestWarning", "RunLog", "data_line", "exact_integers",
+           "merge_rows", "overflow_warning"]
+
+MAX_COLUMNS = 10_000
+"""The most columns one log may have, and the most metric columns one workload may have.
+
+Every metric is a column of the workload's Parquet files and of the store's views, and
+each query binds them all: a logger writes a few dozen metrics, and a model that logs
+per-layer statistics (a ResNet-50's ~160 layers, a few statistics each) stays well below
+10,000. Beyond that the input is far more likely a wrong file (or a hostile one) than a
+training curve, and ``add`` refuses it after reading the header alone."""
+
+INT64_MAX = 2**63 - 1
+"""The largest step (and integer metaparameter) the store holds: steps are int64 end to end."""
+
+
+class IngestWarning(UserWarning):
+    """An import went through, but something in a log deserves a look (a value too large
+    for a 64-bit float, stored as infinity). ``curvekit add`` prints it as ``Warning: ...``."""
 
 LineOf = Callable[[int], int]
 """Maps a 0-based data row of a table to the 1-based line (or record) of its file."""
@@ -84,13 +104,108 @@ def data_line(data: bytes) -> LineOf:
     return line_of
 
 
+def _exact_integer(text: str) -> int | None:
+    """The integer ``text`` spells exactly (``100``, ``100.0``, ``1e3``), else None.
+
+    Decimal arithmetic, never a float: ``9007199254740993`` stays itself. The exponent is
+    checked before converting, so ``1e999999999`` costs nothing.
+    """
+    stripped = text.strip()
+    if len(stripped) <= 20:
+        try:
+            return int(stripped)
+        except ValueError:
+            pass
+    try:
+        number = Decimal(stripped)
+    except InvalidOperation:
+        return None
+    if not number.is_finite():
+        return None
+    if number.adjusted() >= 19:  # |number| >= 10**19 > 2**63: beyond int64 whatever it is
+        return INT64_MAX + 1 if number > 0 else -INT64_MAX - 2
+    if number != number.to_integral_value():
+        return None
+    return int(number)
+
+
+def exact_integers(column: pa.Array | pa.ChunkedArray, axis: str, path: str,
+                   line_of: LineOf, missing: Iterable[str] = ("",)) -> pa.Array:
+    """A step (or epoch) column read as text, as exact int64; nulls (and ``missing``
+    spellings) stay null for :func:`merge_rows` to report.
+
+    Refuses, naming the line and the value, what is not an integer (``1.5``, ``nan``,
+    ``inf``) or lies beyond int64 (``1e400``, ``9223372036854775808``): a float would round
+    steps above 2**53, and a wrapped cast would store 2**63 as -2**63.
+
+    >>> exact_integers(pa.array(["9007199254740993", "1e3", None]), "step", "x.csv",
+    ...                lambda row: row + 2).to_pylist()
+    [9007199254740993, 1000, None]
+    """
+    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if pa.types.is_integer(array.type) or pa.types.is_null(array.type):
+        return array.cast(pa.int64()) if not pa.types.is_unsigned_integer(array.type) \
+            else _unsigned(array, axis, path, line_of)
+    try:  # the common case, digits only: Arrow parses and range-checks them exactly
+        return pc.cast(array, pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    skip = frozenset(missing)
+    values: list[int | None] = []
+    for row, text in enumerate(array.to_pylist()):
+        if text is None or text.strip() in skip:
+            values.append(None)
+            continue
+        value = _exact_integer(str(text))
+        shown = _shown(str(text))
+        if value is None:
+            raise IngestError(f"{axis} {shown} is not a non-negative integer",
+                              path=path, line=line_of(row))
+        if not -INT64_MAX - 1 <= value <= INT64_MAX:
+            raise IngestError(f"{axis} {shown} is beyond 2**63 - 1 = {INT64_MAX}, the "
+                              f"largest {axis} the store holds (64-bit integers); check the "
+                              "column", path=path, line=line_of(row))
+        values.append(value)
+    return pa.array(values, pa.int64())
+
+
+def _shown(text: str) -> str:
+    """A cell for a message: a number as written, anything else quoted (and cut short)."""
+    stripped = text.strip()
+    try:
+        float(stripped)
+    except ValueError:
+        return repr(stripped[:40] + ("..." if len(stripped) > 40 else ""))
+    return stripped[:40] + ("..." if len(stripped) > 40 else "")
+
+
+def _unsigned(array: pa.Array, axis: str, path: str, line_of: LineOf) -> pa.Array:
+    too_big = pc.greater(array, pa.scalar(INT64_MAX, array.type)).fill_null(False)
+    if pc.any(too_big).as_py():
+        row = int(np.flatnonzero(too_big.to_numpy(zero_copy_only=False))[0])
+        raise IngestError(f"{axis} {array[row].as_py()} is beyond 2**63 - 1 = {INT64_MAX}, the "
+                          f"largest {axis} the store holds", path=path, line=line_of(row))
+    return array.cast(pa.int64())
+
+
 def _axis_checks(frame: pl.DataFrame, axis: str, path: str, line_of: LineOf) -> np.ndarray:
-    """The axis column as int64, refusing empty, fractional, negative or infinite values."""
+    """The axis column as int64, refusing empty, fractional, negative, infinite or too large
+    values. Integer columns are checked as integers: never through a float, which would
+    round steps above 2**53."""
     values = frame.get_column(axis)
     if values.null_count():
         row = int(values.is_null().arg_true()[0])
         raise IngestError(f"no {axis} value on this row; every row needs its {axis}",
                           path=path, line=line_of(row))
+    if values.dtype.is_integer():
+        ints = exact_integers(values.to_arrow(), axis, path, line_of).to_numpy(
+            zero_copy_only=False)
+        ok = ints >= 0
+        if not ok.all():
+            row = int(np.flatnonzero(~ok)[0])
+            raise IngestError(f"{axis} {values[row]!r} is not a non-negative integer",
+                              path=path, line=line_of(row))
+        return np.asarray(ints, dtype=np.int64)
     raw = values.cast(pl.Float64).to_numpy()
     with np.errstate(invalid="ignore"):
         ok = np.isfinite(raw) & (raw == np.floor(raw)) & (raw >= 0)
@@ -98,7 +213,46 @@ def _axis_checks(frame: pl.DataFrame, axis: str, path: str, line_of: LineOf) -> 
         row = int(np.flatnonzero(~ok)[0])
         raise IngestError(f"{axis} {values[row]!r} is not a non-negative integer",
                           path=path, line=line_of(row))
+    big = raw >= 2.0**63  # float64(2**63 - 1) rounds up to 2**63, which int64 cannot hold
+    if big.any():
+        row = int(np.flatnonzero(big)[0])
+        raise IngestError(f"{axis} {values[row]!r} is beyond 2**63 - 1 = {INT64_MAX}, the "
+                          f"largest {axis} the store holds", path=path, line=line_of(row))
     return raw.astype(np.int64)
+
+
+_INF_SPELLINGS = frozenset({"inf", "+inf", "-inf", "infinity", "+infinity", "-infinity"})
+
+
+def overflow_warning(path: str, columns: Iterable[tuple[str, Iterable[str | None]]]
+                     ) -> str | None:
+    """The warning for cells that parsed as infinity without spelling it (``1e400``).
+
+    ``columns`` gives, for each column holding an infinite value, its cells as text. A
+    literal ``inf`` is a value (a diverged run); ``1e400`` is a number too large for a
+    64-bit float that became one silently. Returns None when there is none.
+
+    >>> overflow_warning("r.csv", [("loss", ["1.5", "inf", "1e400", "-2e999"])])
+    "r.csv: values too large for a 64-bit float were stored as infinity: 2 in column 'loss' \
+(e.g. '1e400'); check the log"
+    """
+    found = []
+    for name, cells in columns:
+        bad = []
+        for cell in cells:
+            if cell is None or cell.strip().lower() in _INF_SPELLINGS:
+                continue
+            try:
+                if np.isinf(float(cell)):
+                    bad.append(cell.strip())
+            except ValueError:
+                continue
+        if bad:
+            found.append(f"{len(bad)} in column {name!r} (e.g. {bad[0]!r})")
+    if not found:
+        return None
+    return (f"{path}: values too large for a 64-bit float were stored as infinity: "
+            f"{', '.join(found)}; check the log")
 
 
 def merge_rows(frame: pl.DataFrame, path: str, line_of: LineOf, axis: str = "step"

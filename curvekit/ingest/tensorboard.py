@@ -51,7 +51,7 @@ import polars as pl
 
 from curvekit.errors import IngestError
 from curvekit.ingest.csvlogs import skip_folder
-from curvekit.ingest.runs import RunLog
+from curvekit.ingest.runs import MAX_COLUMNS, RunLog
 from curvekit.ingest.yamlish import read_flat_yaml
 
 __all__ = ["masked_crc32c", "read_event_file", "read_tensorboard_runs", "record"]
@@ -464,5 +464,9 @@ def read_tensorboard_runs(source: Path) -> list[RunLog]:
         params = dict(s.hparams)
         if (folder / "hparams.yaml").is_file():  # Lightning's TensorBoardLogger writes one
             params = {**read_flat_yaml(folder / "hparams.yaml"), **params}
+        if len(s.tags) > MAX_COLUMNS:
+            raise IngestError(f"the run logs {len(s.tags):,} scalar tags; curvekit reads at "
+                              f"most {MAX_COLUMNS:,} per run (one column per metric)",
+                              path=str(folder))
         runs.append(RunLog(key, str(folder), _frame(s), params))
     return runs

@@ -26,8 +26,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from curvekit.errors import IngestError
-from curvekit.ingest.csvlogs import frame_from_table, log_files, read_csv_run
-from curvekit.ingest.runs import RunLog
+from curvekit.ingest.csvlogs import AXIS_COLUMNS, frame_from_table, log_files, read_csv_run
+from curvekit.ingest.runs import MAX_COLUMNS, RunLog
 
 __all__ = ["read_parquet_run", "read_wandb_runs"]
 
@@ -35,7 +35,13 @@ __all__ = ["read_parquet_run", "read_wandb_runs"]
 def read_parquet_run(path: Path, key: str, *, step_renames: Iterable[str] = ()) -> RunLog:
     """One run from a Parquet history: numeric columns, ``_``-columns other than ``_step``
     left out."""
+    axes = AXIS_COLUMNS | set(step_renames)
     try:
+        width = len(pq.read_schema(path))  # the footer alone: refuse a huge file unread
+        if width > MAX_COLUMNS:
+            raise IngestError(f"the history has {width:,} columns; curvekit reads at most "
+                              f"{MAX_COLUMNS:,} per log (one per metric); leave the columns "
+                              "you do not need out of the export", path=str(path))
         table = pq.read_table(path)
     except (OSError, pa.ArrowException) as exc:
         raise IngestError(f"not a readable Parquet file: {exc}", path=str(path)) from exc
@@ -44,8 +50,11 @@ def read_parquet_run(path: Path, key: str, *, step_renames: Iterable[str] = ()) 
         if name.startswith("_") and name != "_step":
             continue
         kind = column.type
-        if pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind):
-            keep[name] = column if name == "_step" else column.cast(pa.float64())
+        if pa.types.is_integer(kind) and name in axes:
+            keep[name] = column  # a step column stays an exact integer
+        elif pa.types.is_integer(kind) or pa.types.is_floating(kind) \
+                or pa.types.is_boolean(kind):
+            keep[name] = column.cast(pa.float64())
     frame, by_epoch = frame_from_table(pa.table(keep), str(path), None,
                                        step_renames=step_renames)
     stem = key[: -len(".parquet")] if key.endswith(".parquet") else key

@@ -137,6 +137,14 @@ def validate(data: WorkloadData) -> dict[tuple[StudyKey, int], pa.Table]:
                              f"{', '.join(STATUSES)}")
         if t.trial_id < 0:
             raise StoreError(f"{t.member}: trial id {t.trial_id} is negative")
+        for pname, value in t.parameters.items():
+            # Python ints are unbounded; the trials table holds int64 (2**70 would crash
+            # the writer, or worse, wrap)
+            if isinstance(value, int) and not isinstance(value, bool) \
+                    and not -(2**63) <= value < 2**63:
+                raise StoreError(f"{t.member}: metaparameter {pname!r} is {value}, beyond a "
+                                 "64-bit integer (-2**63 ... 2**63 - 1); store it as a float "
+                                 "or a string")
     missing = set(trial_keys) - set(data.measurements)
     extra = set(data.measurements) - set(trial_keys)
     for key, trial in sorted(missing):
@@ -163,6 +171,10 @@ def _canonical(table: pa.Table, trial: int, member: str) -> pa.Table:
         raise StoreError(f"{member}: 'step' is {step.type}, expected integers")
     if step.null_count:
         raise StoreError(f"{member}: 'step' has empty values")
+    if pa.types.is_unsigned_integer(step.type) and len(step) \
+            and pc.max(step).as_py() > 2**63 - 1:
+        raise StoreError(f"{member}: step {pc.max(step).as_py()} is beyond 2**63 - 1, the "
+                         "largest step the store holds (int64)")
     steps = step.to_numpy().astype(np.int64)
     if len(steps) > 1 and not bool(np.all(np.diff(steps) > 0)):
         i = int(np.argmax(np.diff(steps) <= 0))

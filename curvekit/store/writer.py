@@ -293,8 +293,9 @@ def _concat(tables: list[pa.Table]) -> pa.Table:
 def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """Give ``table`` exactly ``schema``'s columns and order, nulls where it has none."""
     n = table.num_rows
-    columns = [table.column(f.name) if f.name in table.column_names
-               else pa.nulls(n, f.type) for f in schema]
+    have = set(table.column_names)  # a set: one lookup per column, linear in the width
+    columns = [table.column(f.name) if f.name in have else pa.nulls(n, f.type)
+               for f in schema]
     return pa.Table.from_arrays(columns, schema=schema)
 
 
