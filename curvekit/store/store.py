@@ -17,6 +17,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import re
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -28,6 +29,7 @@ from urllib.parse import unquote
 
 import duckdb
 import polars as pl
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from curvekit.errors import QueryError, StoreError
@@ -43,6 +45,7 @@ from curvekit.store.layout import (
     store_link,
     workload_dir,
 )
+from curvekit.store.snapshots import Lease, acquire, repair_hint
 
 __all__ = ["Store", "open_store"]
 
@@ -68,28 +71,98 @@ class Store:
     _facts: dict[tuple[str, str], list[str]] = field(default_factory=dict, repr=False,
                                                       compare=False)
 
+    _lease: Lease = field(default_factory=lambda: Lease(None), repr=False, compare=False)
+
     @classmethod
     def open(cls, home: str | os.PathLike[str] | None = None) -> Store:
-        """Open the current store of a curvekit home (or a store folder itself)."""
+        """Open the current store of a curvekit home (or a store folder itself).
+
+        The store holds a lease on the snapshot it opened: a ``fetch --force``, ``add`` or
+        ``remove`` that swaps in a new snapshot meanwhile leaves this one readable until
+        :meth:`close` (or the end of the process). Use it as a context manager to close it.
+        """
         base = resolve_home(home)
-        for candidate in (store_link(base), base):
-            meta_path = candidate / METADATA_FILE
-            if meta_path.is_file():
-                break
-        else:
-            raise StoreError(
-                f"no curvekit store at {base}; run `curvekit fetch` (or `curvekit fetch "
-                "--archive PATH` with an archive you already have) to create it")
+        # A writer may swap the link and retire the snapshot between our resolving the link
+        # and taking the lease: then the lease says so, and we look again.
+        for _ in range(100):
+            for candidate in (store_link(base), base):
+                if (candidate / METADATA_FILE).is_file():
+                    break
+            else:
+                raise StoreError(
+                    f"no curvekit store at {base}; run `curvekit fetch` (or `curvekit fetch "
+                    "--archive PATH` with an archive you already have) to create it")
+            path = candidate.resolve()
+            lease = acquire(path)
+            if lease is None:
+                continue
+            meta_path = path / METADATA_FILE
+            try:
+                metadata = json.loads(meta_path.read_text())
+            except (OSError, json.JSONDecodeError) as exc:
+                lease.release()
+                raise StoreError(f"{meta_path} is unreadable ({exc}); run `curvekit fetch "
+                                 "--force` to rebuild the store") from exc
+            if metadata.get("store_format") != STORE_FORMAT:
+                lease.release()
+                raise StoreError(
+                    f"{candidate} has store format {metadata.get('store_format')!r}, this "
+                    f"curvekit reads format {STORE_FORMAT}; run `curvekit fetch --force` to "
+                    "rebuild it")
+            return cls(path, metadata, _lease=lease)
+        raise StoreError(f"the store at {base} was replaced 100 times while it was being "
+                         "opened; try again when no other curvekit process is writing it")
+
+    def close(self) -> None:
+        """Release the store's lease and its DuckDB connection; idempotent.
+
+        A store that is never closed releases its lease when it is garbage-collected or the
+        process ends.
+        """
+        self._lease.release()
+        con = self.__dict__.get("_con")
+        if con is not None:
+            con.close()
+
+    def _check_open(self) -> None:
+        if self._lease.closed:
+            raise StoreError(f"the store at {self.path} was closed; open it again with "
+                             "curvekit.open()")
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def reading(self, what: str | None = None) -> Iterator[None]:
+        """Turn a failure to read the store's files into a :class:`StoreError`.
+
+        The message names the file when the reader does (else ``what`` or the store's
+        folder) and says how to repair it. Errors of a query itself pass through.
+        """
         try:
-            metadata = json.loads(meta_path.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise StoreError(f"{meta_path} is unreadable ({exc}); run `curvekit fetch "
-                             "--force` to rebuild the store") from exc
-        if metadata.get("store_format") != STORE_FORMAT:
-            raise StoreError(
-                f"{candidate} has store format {metadata.get('store_format')!r}, this curvekit "
-                f"reads format {STORE_FORMAT}; run `curvekit fetch --force` to rebuild it")
-        return cls(candidate.resolve(), metadata)
+            yield
+        except (duckdb.IOException, duckdb.InvalidInputException, pl.exceptions.ComputeError,
+                pa.ArrowException, OSError) as exc:
+            error = self._unreadable(exc, what)
+            if error is None:
+                raise
+            raise error from exc
+
+    def _unreadable(self, exc: BaseException, what: str | None) -> StoreError | None:
+        text = str(exc)
+        root = str(self.path)
+        if isinstance(exc, duckdb.InvalidInputException) and not (
+                root in text or "parquet" in text.lower() or "magic" in text.lower()):
+            return None  # a bad query input, not a bad file
+        found = re.search(re.escape(root) + r"/[^'\"\s]+", text)
+        name = found.group(0) if found else (what or f"a file under {root}")
+        reason = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+        hint = repair_hint(self.metadata, name)
+        return StoreError(f"cannot read {name}: {reason}. The store is damaged or incomplete: "
+                          f"`curvekit verify` lists every damaged file; to repair, {hint}")
 
     # -- files ---------------------------------------------------------------------------
 
@@ -128,7 +201,7 @@ class Store:
         # columns, and the views then match columns by name.
         union = ", union_by_name=true" if self.metadata.get("added") else ""
         for table in TABLES:
-            self._con.execute(f"create view {table} as select * from read_parquet("
+            self._con.execute(f"create or replace view {table} as select * from read_parquet("
                               f"'{self.glob(table)}', hive_partitioning=true{union})")
         return self._con
 
@@ -163,10 +236,13 @@ class Store:
 
     def connect(self) -> duckdb.DuckDBPyConnection:
         """A new DuckDB cursor with views ``studies``, ``trials`` and ``measurements``."""
-        return self._views.cursor()
+        self._check_open()
+        with self.reading("the store's tables"):
+            return self._views.cursor()
 
     def _cursor(self) -> duckdb.DuckDBPyConnection:
         """This thread's cursor: threads query in parallel, each on its own cursor."""
+        self._check_open()
         cursor: duckdb.DuckDBPyConnection | None = getattr(self._local, "cursor", None)
         if cursor is None:
             with self._lock:
@@ -176,7 +252,8 @@ class Store:
     def query(self, sql: str, params: Sequence[object] | None = None) -> pl.DataFrame:
         """Run parameterised SQL over the views and return a polars DataFrame."""
         try:
-            frame: pl.DataFrame = self._cursor().sql(sql, params=list(params or [])).pl()
+            with self.reading():
+                frame: pl.DataFrame = self._cursor().sql(sql, params=list(params or [])).pl()
         except duckdb.Error as exc:
             raise QueryError(f"{exc}\nin the query:\n{sql}") from exc
         return frame
@@ -188,7 +265,8 @@ class Store:
         --------
         >>> store.sql("select distinct status from trials order by 1")  # doctest: +SKIP
         """
-        self._views  # noqa: B018 - create the views before the first query that names them
+        with self.reading("the store's tables"):
+            self._views  # noqa: B018 - create the views before the first query that names them
         return self.query(query)
 
     # -- workloads -----------------------------------------------------------------------
@@ -226,7 +304,8 @@ class Store:
         root = self.path / workload_dir("measurements", base_dir, model, optimizer)
         seen: set[str] = set()
         for path in root.glob("batch_size=*/*.parquet"):
-            seen |= metrics_with_values(pq.ParquetFile(path).metadata)
+            with self.reading(str(path)):
+                seen |= metrics_with_values(pq.ParquetFile(path).metadata)
         return sorted(seen)
 
     def check_metric(self, workload: str, metric: str) -> None:
@@ -246,8 +325,9 @@ class Store:
         base_dir, model, optimizer = self.split_workload(workload)
         folder = self.path / workload_dir("trials", base_dir, model, optimizer)
         # An added workload's trials file holds its own metaparameters only: read its schema.
-        names = sorted({n for path in folder.glob("*.parquet")
-                        for n in pq.read_schema(path).names if n not in _FIXED})
+        with self.reading(str(folder)):
+            names = sorted({n for path in folder.glob("*.parquet")
+                            for n in pq.read_schema(path).names if n not in _FIXED})
         if not names:
             return []
         counts = self.query("select " + ", ".join(f'count("{n}")' for n in names)
@@ -285,7 +365,10 @@ class Store:
                    else str(folder / f"batch_size={int(batch_size)}" / "*.parquet"))
         frame = pl.scan_parquet(pattern, hive_partitioning=True).select(
             "batch_size", "trial_id", "step", *self.metrics(workload))
-        return frame if lazy else frame.sort("batch_size", "trial_id", "step").collect()
+        if lazy:
+            return frame
+        with self.reading(str(folder)):
+            return frame.sort("batch_size", "trial_id", "step").collect()
 
     # -- the paper's measurements (curvekit.measure) -------------------------------------
 
