@@ -159,7 +159,7 @@ class Store:
             return None  # a bad query input, not a bad file
         found = re.search(re.escape(root) + r"/[^'\"\s]+", text)
         name = found.group(0) if found else (what or f"a file under {root}")
-        reason = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+        reason = text.strip().splitlines()[0].rstrip(".") if text.strip() else type(exc).__name__
         hint = repair_hint(self.metadata, name)
         return StoreError(f"cannot read {name}: {reason}. The store is damaged or incomplete: "
                           f"`curvekit verify` lists every damaged file; to repair, {hint}")
@@ -325,9 +325,11 @@ class Store:
         base_dir, model, optimizer = self.split_workload(workload)
         folder = self.path / workload_dir("trials", base_dir, model, optimizer)
         # An added workload's trials file holds its own metaparameters only: read its schema.
-        with self.reading(str(folder)):
-            names = sorted({n for path in folder.glob("*.parquet")
-                            for n in pq.read_schema(path).names if n not in _FIXED})
+        found: set[str] = set()
+        for path in folder.glob("*.parquet"):
+            with self.reading(str(path)):
+                found.update(pq.read_schema(path).names)
+        names = sorted(found - _FIXED)
         if not names:
             return []
         counts = self.query("select " + ", ".join(f'count("{n}")' for n in names)
