@@ -136,7 +136,10 @@ def publish(staging: Path, home: Path, name: str) -> Path:
     tmp.symlink_to(Path("stores") / name)
     os.replace(tmp, link)
     if previous is not None and previous != final.resolve() and previous.exists():
-        retire(previous)
+        # the new store is in place: failing to remove the old one now is no failure, the
+        # next writer tries again
+        with contextlib.suppress(OSError):
+            retire(previous)
     return final
 
 
