@@ -17,12 +17,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from curvekit.cli import main
-from curvekit.errors import StoreError
+from curvekit.errors import CurvekitError, StoreError
 from curvekit.release.convert import convert
 from curvekit.release.synthetic import tiny_archive
-from curvekit.store.catalog import verify
+from curvekit.store.catalog import info, verify
 from curvekit.store.snapshots import FILES_FILE, LEASE_FILE, file_digest
 from curvekit.store.store import Store
 from curvekit.store.update import add_workload
@@ -70,6 +72,39 @@ def test_one_flipped_bit_is_named_by_verify_with_the_repair(home: Path) -> None:
     result = invoke("verify", "--home", home)
     assert result.exit_code == 1
     assert MEAS in result.output and "curvekit fetch --force" in result.output
+
+
+@pytest.fixture(scope="module")
+def shared_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("flips")
+    convert(tmp / "tiny.tar.bz2", tmp / "home", manifest=tiny_archive(tmp / "tiny.tar.bz2"))
+    return tmp / "home"
+
+
+@settings(max_examples=8, deadline=None)
+@given(data=st.data())
+def test_any_flipped_bit_is_caught_and_no_query_crashes(shared_home: Path,
+                                                        data: st.DataObject) -> None:
+    snap = current(shared_home)
+    files = sorted(json.loads((snap / FILES_FILE).read_text())["files"])
+    rel = data.draw(st.sampled_from(files))
+    original = (snap / rel).read_bytes()
+    at = data.draw(st.integers(0, len(original) - 1))
+    bit = data.draw(st.integers(0, 7))
+    damaged = bytearray(original)
+    damaged[at] ^= 1 << bit
+    (snap / rel).write_bytes(bytes(damaged))
+    try:
+        with Store.open(shared_home) as store:
+            assert any(p.startswith(rel) for p in verify(store).problems)
+        with Store.open(shared_home) as store:
+            try:
+                store.best_measurement(WORKLOAD, METRIC)
+                info(store)
+            except CurvekitError:
+                pass  # a clear error, or (in the data pages) different numbers: never a crash
+    finally:
+        (snap / rel).write_bytes(original)
 
 
 @pytest.mark.parametrize("victim", [MEAS, TRIALS])

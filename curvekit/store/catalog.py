@@ -41,7 +41,7 @@ def info(store: Store) -> pl.DataFrame:
     (read from the Parquet footers, so no data is scanned).
     """
     con = store.connect()
-    with store.reading("the store's tables"):
+    with store.reading("the store's tables", fixed_sql=True):
         return _info(store, con)
 
 
@@ -114,7 +114,7 @@ def verify(store: Store, manifest: Manifest | None = None) -> VerifyReport:
     good = {t: [p for p in sorted((store.path / t).rglob("*.parquet"))
                 if p.relative_to(store.path).as_posix() not in bad] for t in TABLES}
     con = duckdb.connect()
-    with store.reading("the store's tables"):
+    with store.reading("the store's tables", fixed_sql=True):
         have, expected_rows, study_keys = _trial_counts(con, good)
         _check_trials(con, good, bad, problems)
     total = 0
@@ -126,9 +126,9 @@ def verify(store: Store, manifest: Manifest | None = None) -> VerifyReport:
                         "conversion; run `curvekit fetch --force` to rebuild the store")
     try:
         manifest = manifest or store.manifest()
-    except CurvekitError as exc:
-        problems.append(f"{MANIFEST_FILE}: {exc}; run `curvekit fetch --force` to rebuild "
-                        "the store")
+    except (CurvekitError, OSError, ValueError) as exc:  # a damaged manifest is a finding
+        problems.append(f"{MANIFEST_FILE}: unreadable ({exc}); run `curvekit fetch --force` "
+                        "to rebuild the store")
         manifest = None
     if manifest is not None:
         _check_manifest(manifest, have, expected_rows, study_keys, problems)

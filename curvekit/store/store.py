@@ -49,6 +49,10 @@ from curvekit.store.snapshots import Lease, acquire, repair_hint
 
 __all__ = ["Store", "open_store"]
 
+# What DuckDB's Parquet reader says about a damaged file (its errors are not all typed).
+_DAMAGED = re.compile(r"corrupt|thrift|tprotocol|magic bytes|payload value|decompress"
+                      r"|parquet file|don't know what type", re.IGNORECASE)
+_QUERY_ERRORS = (duckdb.BinderException, duckdb.ParserException, duckdb.CatalogException)
 _FIXED = {"base_dir", "model", "optimizer", "batch_size", "trial_id", "status", "steps",
           "n_measurements"}
 
@@ -136,30 +140,38 @@ class Store:
         self.close()
 
     @contextmanager
-    def reading(self, what: str | None = None) -> Iterator[None]:
+    def reading(self, what: str | None = None, *, fixed_sql: bool = False) -> Iterator[None]:
         """Turn a failure to read the store's files into a :class:`StoreError`.
 
         The message names the file when the reader does (else ``what`` or the store's
-        folder) and says how to repair it. Errors of a query itself pass through.
+        folder) and says how to repair it. Errors of a query itself pass through, unless
+        ``fixed_sql`` says the block runs only curvekit's own queries: then every DuckDB
+        error there comes from the files.
         """
         try:
             yield
-        except (duckdb.IOException, duckdb.InvalidInputException, pl.exceptions.ComputeError,
-                pa.ArrowException, OSError) as exc:
-            error = self._unreadable(exc, what)
+        except (duckdb.Error, pl.exceptions.ComputeError, pa.ArrowException, OSError,
+                ValueError) as exc:
+            error = self._unreadable(exc, what, fixed_sql)
             if error is None:
                 raise
             raise error from exc
 
-    def _unreadable(self, exc: BaseException, what: str | None) -> StoreError | None:
+    def _unreadable(self, exc: BaseException, what: str | None,
+                    fixed_sql: bool = False) -> StoreError | None:
         text = str(exc)
         root = str(self.path)
-        if isinstance(exc, duckdb.InvalidInputException) and not (
-                root in text or "parquet" in text.lower() or "magic" in text.lower()):
-            return None  # a bad query input, not a bad file
+        # DuckDB quotes the query after the first line: only the first line is the error
+        first = text.strip().splitlines()[0] if text.strip() else ""
+        if not fixed_sql and (isinstance(exc, _QUERY_ERRORS) or (
+                isinstance(exc, duckdb.Error) and not (root in first or _DAMAGED.search(first)))):
+            return None  # an error of the query itself, not of a file
+        if (isinstance(exc, ValueError) and not isinstance(exc, pa.ArrowException)
+                and what is None):
+            return None  # only a footer read (which names its file) turns these into damage
         found = re.search(re.escape(root) + r"/[^'\"\s]+", text)
         name = found.group(0) if found else (what or f"a file under {root}")
-        reason = text.strip().splitlines()[0].rstrip(".") if text.strip() else type(exc).__name__
+        reason = first.rstrip(".") or type(exc).__name__
         hint = repair_hint(self.metadata, name)
         return StoreError(f"cannot read {name}: {reason}. The store is damaged or incomplete: "
                           f"`curvekit verify` lists every damaged file; to repair, {hint}")
@@ -251,8 +263,10 @@ class Store:
 
     def query(self, sql: str, params: Sequence[object] | None = None) -> pl.DataFrame:
         """Run parameterised SQL over the views and return a polars DataFrame."""
+        # DuckDB does not always name the file it failed on: name what the query reads
+        read = ", ".join(re.findall(r"read_parquet\('([^']+)'", sql)) or None
         try:
-            with self.reading():
+            with self.reading(read):
                 frame: pl.DataFrame = self._cursor().sql(sql, params=list(params or [])).pl()
         except duckdb.Error as exc:
             raise QueryError(f"{exc}\nin the query:\n{sql}") from exc
