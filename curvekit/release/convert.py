@@ -36,7 +36,13 @@ from curvekit.release.csvparse import CsvBatcher
 from curvekit.release.manifest import Manifest
 from curvekit.store.layout import MANIFEST_FILE, METADATA_FILE, STORE_FORMAT
 from curvekit.store.update import carry_added
-from curvekit.store.writer import StoreBuilder, lock_home, new_staging, publish
+from curvekit.store.writer import (
+    StoreBuilder,
+    conversion_room,
+    lock_home,
+    new_staging,
+    publish,
+)
 
 __all__ = ["ConvertProgress", "convert"]
 ConvertProgress = Callable[[int, int | None], None]
@@ -82,7 +88,8 @@ def convert(
     expected = None
     if manifest is not None:
         expected = manifest.totals["trials"] * 2 + manifest.totals["studies"]
-    with lock_home(home):
+    with lock_home(home, action=f"converting {archive.name}",
+                   needed=lambda: conversion_room(archive, home)):
         staging = new_staging(home)
         try:
             builder = StoreBuilder(staging, memory_limit=memory_limit, threads=threads)

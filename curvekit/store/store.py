@@ -19,6 +19,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import re
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -30,6 +31,7 @@ from urllib.parse import unquote
 
 import duckdb
 import polars as pl
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from curvekit.errors import QueryError, StoreError
@@ -45,10 +47,15 @@ from curvekit.store.layout import (
     store_link,
     workload_dir,
 )
+from curvekit.store.snapshots import Lease, acquire, repair_hint
 from curvekit.store.sql import mentions
 
 __all__ = ["Store", "open_store"]
 
+# What DuckDB's Parquet reader says about a damaged file (its errors are not all typed).
+_DAMAGED = re.compile(r"corrupt|thrift|tprotocol|magic bytes|payload value|decompress"
+                      r"|parquet file|don't know what type", re.IGNORECASE)
+_QUERY_ERRORS = (duckdb.BinderException, duckdb.ParserException, duckdb.CatalogException)
 _FIXED = {"base_dir", "model", "optimizer", "batch_size", "trial_id", "status", "steps",
           "n_measurements"}
 
@@ -73,28 +80,106 @@ class Store:
     _sources: dict[tuple[str, str], str] = field(default_factory=dict, repr=False,
                                                  compare=False)
 
+    _lease: Lease = field(default_factory=lambda: Lease(None), repr=False, compare=False)
+
     @classmethod
     def open(cls, home: str | os.PathLike[str] | None = None) -> Store:
-        """Open the current store of a curvekit home (or a store folder itself)."""
+        """Open the current store of a curvekit home (or a store folder itself).
+
+        The store holds a lease on the snapshot it opened: a ``fetch --force``, ``add`` or
+        ``remove`` that swaps in a new snapshot meanwhile leaves this one readable until
+        :meth:`close` (or the end of the process). Use it as a context manager to close it.
+        """
         base = resolve_home(home)
-        for candidate in (store_link(base), base):
-            meta_path = candidate / METADATA_FILE
-            if meta_path.is_file():
-                break
-        else:
-            raise StoreError(
-                f"no curvekit store at {base}; run `curvekit fetch` (or `curvekit fetch "
-                "--archive PATH` with an archive you already have) to create it")
+        # A writer may swap the link and retire the snapshot between our resolving the link
+        # and taking the lease: then the lease says so, and we look again.
+        for _ in range(100):
+            for candidate in (store_link(base), base):
+                if (candidate / METADATA_FILE).is_file():
+                    break
+            else:
+                raise StoreError(
+                    f"no curvekit store at {base}; run `curvekit fetch` (or `curvekit fetch "
+                    "--archive PATH` with an archive you already have) to create it")
+            path = candidate.resolve()
+            lease = acquire(path)
+            if lease is None:
+                continue
+            meta_path = path / METADATA_FILE
+            try:
+                metadata = json.loads(meta_path.read_text())
+            except (OSError, json.JSONDecodeError) as exc:
+                lease.release()
+                raise StoreError(f"{meta_path} is unreadable ({exc}); run `curvekit fetch "
+                                 "--force` to rebuild the store") from exc
+            if metadata.get("store_format") != STORE_FORMAT:
+                lease.release()
+                raise StoreError(
+                    f"{candidate} has store format {metadata.get('store_format')!r}, this "
+                    f"curvekit reads format {STORE_FORMAT}; run `curvekit fetch --force` to "
+                    "rebuild it")
+            return cls(path, metadata, _lease=lease)
+        raise StoreError(f"the store at {base} was replaced 100 times while it was being "
+                         "opened; try again when no other curvekit process is writing it")
+
+    def close(self) -> None:
+        """Release the store's lease and its DuckDB connection; idempotent.
+
+        A store that is never closed releases its lease when it is garbage-collected or the
+        process ends.
+        """
+        self._lease.release()
+        con = self.__dict__.get("_con")
+        if con is not None:
+            con.close()
+
+    def _check_open(self) -> None:
+        if self._lease.closed:
+            raise StoreError(f"the store at {self.path} was closed; open it again with "
+                             "curvekit.open()")
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def reading(self, what: str | None = None, *, fixed_sql: bool = False) -> Iterator[None]:
+        """Turn a failure to read the store's files into a :class:`StoreError`.
+
+        The message names the file when the reader does (else ``what`` or the store's
+        folder) and says how to repair it. Errors of a query itself pass through, unless
+        ``fixed_sql`` says the block runs only curvekit's own queries: then every DuckDB
+        error there comes from the files.
+        """
         try:
-            metadata = json.loads(meta_path.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise StoreError(f"{meta_path} is unreadable ({exc}); run `curvekit fetch "
-                             "--force` to rebuild the store") from exc
-        if metadata.get("store_format") != STORE_FORMAT:
-            raise StoreError(
-                f"{candidate} has store format {metadata.get('store_format')!r}, this curvekit "
-                f"reads format {STORE_FORMAT}; run `curvekit fetch --force` to rebuild it")
-        return cls(candidate.resolve(), metadata)
+            yield
+        except (duckdb.Error, pl.exceptions.ComputeError, pa.ArrowException, OSError,
+                ValueError) as exc:
+            error = self._unreadable(exc, what, fixed_sql)
+            if error is None:
+                raise
+            raise error from exc
+
+    def _unreadable(self, exc: BaseException, what: str | None,
+                    fixed_sql: bool = False) -> StoreError | None:
+        text = str(exc)
+        root = str(self.path)
+        # DuckDB quotes the query after the first line: only the first line is the error
+        first = text.strip().splitlines()[0] if text.strip() else ""
+        if not fixed_sql and (isinstance(exc, _QUERY_ERRORS) or (
+                isinstance(exc, duckdb.Error) and not (root in first or _DAMAGED.search(first)))):
+            return None  # an error of the query itself, not of a file
+        if (isinstance(exc, ValueError) and not isinstance(exc, pa.ArrowException)
+                and what is None):
+            return None  # only a footer read (which names its file) turns these into damage
+        found = re.search(re.escape(root) + r"/[^'\"\s]+", text)
+        name = found.group(0) if found else (what or f"a file under {root}")
+        reason = first.rstrip(".") or type(exc).__name__
+        hint = repair_hint(self.metadata, name)
+        return StoreError(f"cannot read {name}: {reason}. The store is damaged or incomplete: "
+                          f"`curvekit verify` lists every damaged file; to repair, {hint}")
 
     # -- files ---------------------------------------------------------------------------
 
@@ -167,7 +252,8 @@ class Store:
                                     "*/*.parquet" if table == "measurements" else "*.parquet")
                 # The view's name is curvekit's own counter, never the workload's name.
                 view = f"_{table}_{len(self._sources)}"
-                self._con.read_parquet(files, hive_partitioning=True).create_view(view)
+                with self.reading(str(folder), fixed_sql=True):
+                    self._con.read_parquet(files, hive_partitioning=True).create_view(view)
                 self._sources[(table, workload)] = view
         return view
 
@@ -190,10 +276,13 @@ class Store:
 
     def connect(self) -> duckdb.DuckDBPyConnection:
         """A new DuckDB cursor with views ``studies``, ``trials`` and ``measurements``."""
-        return self._views.cursor()
+        self._check_open()
+        with self.reading("the store's tables"):
+            return self._views.cursor()
 
     def _cursor(self) -> duckdb.DuckDBPyConnection:
         """This thread's cursor: threads query in parallel, each on its own cursor."""
+        self._check_open()
         cursor: duckdb.DuckDBPyConnection | None = getattr(self._local, "cursor", None)
         if cursor is None:
             with self._lock:
@@ -207,9 +296,15 @@ class Store:
         names one of them. Pass values as ``params`` (``?`` in ``sql``), never inside it.
         """
         if mentions(sql, TABLES):
-            self._views  # noqa: B018 - the views are made once, when SQL first names them
+            with self.reading("the store's tables"):
+                self._views  # noqa: B018 - the views are made once, when SQL first names them
+        # DuckDB does not always name the file it failed on: name the folders the query reads
+        read = ", ".join(str(self.path / workload_dir(table, *self.split_workload(workload)))
+                         for (table, workload), view in list(self._sources.items())
+                         if re.search(rf"\b{view}\b", sql)) or None
         try:
-            frame: pl.DataFrame = self._cursor().sql(sql, params=list(params or [])).pl()
+            with self.reading(read):
+                frame: pl.DataFrame = self._cursor().sql(sql, params=list(params or [])).pl()
         except duckdb.Error as exc:
             raise QueryError(f"{exc}\nin the query:\n{sql}") from exc
         return frame
@@ -258,7 +353,8 @@ class Store:
         root = self.path / workload_dir("measurements", base_dir, model, optimizer)
         seen: set[str] = set()
         for path in root.glob("batch_size=*/*.parquet"):
-            seen |= metrics_with_values(pq.ParquetFile(path).metadata)
+            with self.reading(str(path)):
+                seen |= metrics_with_values(pq.ParquetFile(path).metadata)
         return sorted(seen)
 
     def check_metric(self, workload: str, metric: str) -> None:
@@ -281,7 +377,8 @@ class Store:
         # files (no SQL), so a parameter's name is only ever data.
         seen: set[str] = set()
         for path in folder.glob("*.parquet"):
-            table = pq.ParquetFile(path).read()  # the file alone: no partitions parsed
+            with self.reading(str(path)):
+                table = pq.ParquetFile(path).read()  # the file alone: no partitions parsed
             seen |= {n for n in table.column_names if n not in _FIXED
                      and table.column(n).null_count < table.num_rows}
         return sorted(seen)
@@ -323,7 +420,10 @@ class Store:
         # A list of files, not a glob: '*', '?' and '[' in the home path are plain characters.
         frame = pl.scan_parquet(files, hive_partitioning=True, glob=False).select(
             "batch_size", "trial_id", "step", *self.metrics(workload))
-        return frame if lazy else frame.sort("batch_size", "trial_id", "step").collect()
+        if lazy:
+            return frame
+        with self.reading(str(folder)):
+            return frame.sort("batch_size", "trial_id", "step").collect()
 
     # -- the paper's measurements (curvekit.measure) -------------------------------------
 

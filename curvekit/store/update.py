@@ -57,6 +57,7 @@ from curvekit.store.layout import (
     store_link,
     workload_dir,
 )
+from curvekit.store.snapshots import FILES_FILE
 from curvekit.store.writer import StoreBuilder, lock_home, new_staging, publish
 
 __all__ = ["AddResult", "WorkloadData", "add_workload", "carry_added", "remove_workload"]
@@ -252,7 +253,8 @@ def _link_store(source: Path, target: Path, *, skip: AbstractSet[str] = frozense
     """Hard-link the files of ``source`` into ``target``.
 
     Folders in ``skip`` are left out; with ``only``, nothing outside those folders is linked.
-    ``_store.json`` is never shared: each snapshot writes its own.
+    ``_store.json``, ``_files.json`` and the lease file are never shared: each snapshot
+    writes its own (a shared ``_files.json`` rewritten in place would change the old one).
     """
     for folder, _, files in os.walk(source):
         rel = Path(folder).relative_to(source)
@@ -262,7 +264,9 @@ def _link_store(source: Path, target: Path, *, skip: AbstractSet[str] = frozense
                                         for s in only):
             continue
         for name in files:
-            if rel == Path(".") and name == METADATA_FILE:
+            # each snapshot writes its own metadata, checksums and lease file
+            if name.startswith(".") or (rel == Path(".") and name in (METADATA_FILE,
+                                                                        FILES_FILE)):
                 continue
             dest = target / rel / name
             if dest.exists():
@@ -305,7 +309,8 @@ def add_workload(home: str | os.PathLike[str] | None, data: WorkloadData, *,
     digest = content_hash(data, tables)
     counts = {"studies": len(data.studies), "trials": len(data.trials),
               "measurements": sum(t.num_rows for t in tables.values())}
-    with lock_home(base):
+    room = sum(t.nbytes for t in tables.values()) + (1 << 20)  # Arrow size: an upper bound
+    with lock_home(base, action=f"adding {name}", needed=lambda: room):
         current = _current(base)
         meta = current[1] if current else _empty_metadata()
         added: dict[str, Any] = dict(meta.get(ADDED_KEY, {}))
@@ -352,7 +357,8 @@ def add_workload(home: str | os.PathLike[str] | None, data: WorkloadData, *,
 def remove_workload(home: str | os.PathLike[str] | None, workload: str) -> None:
     """Remove a workload that was added to the store (the release's cannot be removed)."""
     base = resolve_home(home)
-    with lock_home(base):
+    # a new snapshot of links: room for its folders and metadata files only
+    with lock_home(base, action=f"removing {workload}", needed=lambda: 1 << 20):
         current = _current(base)
         added: dict[str, Any] = dict(current[1].get(ADDED_KEY, {})) if current else {}
         if current is None or workload not in added:

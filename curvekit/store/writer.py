@@ -6,9 +6,10 @@ folder. :meth:`StoreBuilder.finish` writes every table as zstd Parquet with one 
 table (the union of metric and metaparameter columns, in sorted order), sorted by
 (trial_id, step), so the same input always gives the same files whatever its member order.
 
-:func:`publish` makes the finished staging folder the current store by replacing the
-``store`` symlink in one ``rename``: readers see either the old store or the new one,
-never a half-written one.
+:func:`publish` seals the finished staging folder (a checksum per file, see
+:mod:`curvekit.store.snapshots`) and makes it the current store by replacing the ``store``
+symlink in one ``rename``: readers see either the old store or the new one, never a
+half-written one, and a reader that opened the old one keeps it until it closes.
 
 >>> import tempfile, pathlib
 >>> home = pathlib.Path(tempfile.mkdtemp())
@@ -25,7 +26,7 @@ import json
 import os
 import shutil
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -46,8 +47,9 @@ from curvekit.store.layout import (
     partition_dir,
     store_link,
 )
+from curvekit.store.snapshots import clean_home, folder_size, retire, seal, write_failure
 
-__all__ = ["StoreBuilder", "lock_home", "new_staging", "publish"]
+__all__ = ["StoreBuilder", "conversion_room", "lock_home", "new_staging", "publish"]
 
 PARQUET_OPTIONS: dict[str, Any] = {"compression": "zstd", "compression_level": 3}
 
@@ -60,31 +62,73 @@ def new_staging(home: Path) -> Path:
 
 
 @contextlib.contextmanager
-def lock_home(home: Path) -> Iterator[None]:
-    """Hold an exclusive lock on ``home`` and clean up stagings left by killed runs."""
-    home.mkdir(parents=True, exist_ok=True)
-    with open(home / ".lock", "a+") as fh:
+def lock_home(home: Path, *, action: str = "writing the store",
+              needed: Callable[[], int] | None = None) -> Iterator[None]:
+    """Hold an exclusive lock on ``home`` while the store is changed; tidy up around it.
+
+    On entry, what killed runs left behind is removed (staging folders, snapshots renamed
+    into place but never linked) and so are old snapshots no reader holds any more. A write
+    that fails for want of room or permission becomes a :class:`StoreError` naming
+    ``action``, the room ``needed()`` (bytes, an estimate) and the room free.
+    """
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        fd = os.open(home / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise _write_error(exc, home, action, needed) from exc
+    with open(fd, "r+b") as fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as exc:
             raise StoreError(f"another curvekit process is writing to {home}; "
                              "wait for it to finish") from exc
-        for stale in (home / "stores").glob(".staging-*"):
-            shutil.rmtree(stale, ignore_errors=True)
         try:
+            for tmp in home.glob(".store-*"):  # a link swap a killed run never finished
+                if tmp.is_symlink():
+                    tmp.unlink()
+            clean_home(home / "stores", _current_snapshot(home))
             yield
+        except OSError as exc:
+            raise _write_error(exc, home, action, needed) from exc
         finally:
+            # a failed run's staging folder goes now, not at the next run
+            for stale in (home / "stores").glob(".staging-*"):
+                shutil.rmtree(stale, ignore_errors=True)
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+def _write_error(exc: OSError, home: Path, action: str,
+                 needed: Callable[[], int] | None) -> OSError | StoreError:
+    message = write_failure(exc, home, action, needed)
+    return exc if message is None else StoreError(message)
+
+
+def _current_snapshot(home: Path) -> Path | None:
+    link = store_link(home)
+    return link.resolve() if link.is_symlink() else None
+
+
+def conversion_room(archive: Path, home: Path) -> int:
+    """Bytes a conversion of ``archive`` needs, roughly: the larger of the archive and the
+    current store (a converted store takes about 0.8× its bzip2 archive)."""
+    current = _current_snapshot(home)
+    return max(archive.stat().st_size if archive.exists() else 0,
+               folder_size(current) if current is not None else 0)
+
+
 def publish(staging: Path, home: Path, name: str) -> Path:
-    """Make ``staging`` the current store, atomically, and remove the previous one."""
+    """Make ``staging`` the current store, atomically, and retire the previous one.
+
+    The staging folder is sealed first (a checksum per file, a lease file); the previous
+    snapshot is removed at once if no reader holds it, else by a later writer.
+    """
+    link = store_link(home)
+    previous = _current_snapshot(home)
+    seal(staging, previous)
     final = home / "stores" / name
     if final.exists():
         shutil.rmtree(final)
     staging.rename(final)
-    link = store_link(home)
-    previous = link.resolve() if link.is_symlink() else None
     if link.exists() and not link.is_symlink():
         # A store folder moved here by hand: keep it beside the new one rather than lose it.
         link.rename(home / "stores" / f"previous-{uuid.uuid4().hex[:8]}")
@@ -92,7 +136,10 @@ def publish(staging: Path, home: Path, name: str) -> Path:
     tmp.symlink_to(Path("stores") / name)
     os.replace(tmp, link)
     if previous is not None and previous != final.resolve() and previous.exists():
-        shutil.rmtree(previous, ignore_errors=True)
+        # the new store is in place: failing to remove the old one now is no failure, the
+        # next writer tries again
+        with contextlib.suppress(OSError):
+            retire(previous)
     return final
 
 

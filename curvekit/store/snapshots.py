@@ -1,0 +1,345 @@
+"""Store snapshots: content checksums, reader leases, and retiring old snapshots safely.
+
+Every published snapshot (a folder under ``home/stores``) carries
+
+- ``_files.json``: the byte size and BLAKE2b digest of each of its files, recorded when the
+  snapshot is sealed just before it is published, so that ``curvekit verify`` can tell a
+  damaged file from a good one. A file hard-linked from the previous snapshot keeps the
+  digest recorded for it there: damage is carried as damage, never blessed by re-hashing.
+- ``.lease``: an empty file that readers hold a shared ``flock`` on while a
+  :class:`~curvekit.store.store.Store` is open. A writer removes a snapshot that the
+  ``store`` link no longer points to only when it can take an exclusive lock on that file,
+  that is, when no reader holds it; otherwise the snapshot stays until a later writer finds
+  it free. Locks die with their process, so a reader that crashed holds nothing.
+
+>>> import tempfile, pathlib
+>>> snap = pathlib.Path(tempfile.mkdtemp())
+>>> _ = (snap / "part-0.parquet").write_bytes(b"PAR1")
+>>> records = seal(snap)
+>>> sorted(records)
+['part-0.parquet']
+>>> check_files(snap)
+Checked(files=1, damaged=[], missing=[], unexpected=[], recorded=True)
+>>> _ = (snap / "part-0.parquet").write_bytes(b"PAR2")
+>>> check_files(snap).damaged
+['part-0.parquet']
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from curvekit.store.layout import workload_dir
+
+__all__ = [
+    "FILES_FILE",
+    "LEASE_FILE",
+    "Checked",
+    "Lease",
+    "check_files",
+    "clean_home",
+    "file_digest",
+    "is_snapshot_name",
+    "read_records",
+    "repair_hint",
+    "retire",
+    "seal",
+]
+
+FILES_FILE = "_files.json"
+LEASE_FILE = ".lease"
+ALGORITHM = "blake2b-256"
+_UNRECORDED = {FILES_FILE, "_store.json"}
+_CHUNK = 1 << 20
+# The folder names curvekit gives snapshots: <sha256[:12] or "local">-<id>,
+# added-<content[:12]>-<id> and removed-<id>, each <id> twelve hex digits. Nothing else under
+# ``stores`` is ever removed (a store folder moved there by hand is kept as previous-<id>).
+_SNAPSHOT = re.compile(r"(?:[0-9A-Za-z]{1,12}|added-[0-9a-f]{12}|removed)-[0-9a-f]{12}")
+
+
+def is_snapshot_name(name: str) -> bool:
+    """True for the folder names curvekit gives the snapshots it publishes.
+
+    >>> is_snapshot_name("added-0123456789ab-ba9876543210"), is_snapshot_name("previous-1a2b")
+    (True, False)
+    """
+    return _SNAPSHOT.fullmatch(name) is not None
+
+
+def file_digest(path: Path) -> str:
+    """The BLAKE2b-256 hex digest of a file (fast in pure Python: about 1 GB/s a core)."""
+    h = hashlib.blake2b(digest_size=32)
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _content_files(root: Path) -> list[str]:
+    """Relative paths of a snapshot's recorded files.
+
+    Dot files (the lease) and the record itself are left out, and so is ``_store.json``: it
+    names the archive a snapshot came from, and leaving it out keeps ``_files.json`` the same
+    for the same content (``verify`` checks the counts it states instead).
+    """
+    out = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        rel = Path(folder).relative_to(root)
+        for name in sorted(files):
+            if name.startswith(".") or (rel == Path(".") and name in _UNRECORDED):
+                continue
+            out.append((rel / name).as_posix())
+    return out
+
+
+def read_records(snapshot: Path) -> dict[str, dict[str, Any]] | None:
+    """The recorded size and digest of each file of ``snapshot``; None when none were."""
+    try:
+        data = json.loads((snapshot / FILES_FILE).read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return {}  # a damaged record: every file then reads as unverifiable
+    files = data.get("files") if isinstance(data, dict) else None
+    return files if isinstance(files, dict) else {}
+
+
+def seal(staging: Path, previous: Path | None = None) -> dict[str, dict[str, Any]]:
+    """Record every file's size and digest in ``staging/_files.json``; create its lease file.
+
+    A file that is a hard link of the file at the same place in ``previous`` (the snapshot
+    being replaced) keeps the digest recorded there instead of being hashed again.
+    """
+    carried = (read_records(previous) or {}) if previous is not None else {}
+    records: dict[str, dict[str, Any]] = {}
+    for rel in _content_files(staging):
+        stat = (staging / rel).stat()
+        old = carried.get(rel)
+        if old is not None and previous is not None and _same_file(stat, previous / rel):
+            records[rel] = dict(old)
+        else:
+            records[rel] = {"size": stat.st_size, "digest": file_digest(staging / rel)}
+    body = json.dumps({"algorithm": ALGORITHM, "files": records}, indent=1, sort_keys=True)
+    (staging / FILES_FILE).write_text(body + "\n")
+    (staging / LEASE_FILE).touch()
+    return records
+
+
+def _same_file(stat: os.stat_result, other: Path) -> bool:
+    try:
+        o = other.stat()
+    except OSError:
+        return False
+    return (stat.st_dev, stat.st_ino) == (o.st_dev, o.st_ino)
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What :func:`check_files` found; paths are relative to the snapshot."""
+
+    files: int
+    damaged: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    unexpected: list[str] = field(default_factory=list)
+    recorded: bool = True
+
+
+def check_files(snapshot: Path, skip: frozenset[str] = frozenset()) -> Checked:
+    """Hash every file of ``snapshot`` again and compare with ``_files.json``.
+
+    Files in ``skip`` (already known to be bad) are not hashed. ``recorded`` is False for a
+    snapshot written before checksums were recorded: nothing can then be compared.
+    """
+    records = read_records(snapshot)
+    if records is None:
+        return Checked(0, recorded=False)
+    present = set(_content_files(snapshot))
+    damaged = []
+    for rel in sorted(set(records) & present - skip):
+        want = records[rel]
+        path = snapshot / rel
+        if path.stat().st_size != want.get("size") or file_digest(path) != want.get("digest"):
+            damaged.append(rel)
+    return Checked(len(present & set(records)), damaged, sorted(set(records) - present),
+                   sorted(present - set(records)))
+
+
+class Lease:
+    """A reader's shared lock on a snapshot; :meth:`release` (or process exit) ends it.
+
+    A snapshot without a lease file that cannot be created (a read-only home) is read
+    without a lease: nothing can then retire it under the reader anyway.
+    """
+
+    def __init__(self, fh: Any | None) -> None:
+        self._fh = fh
+        self.closed = False
+
+    @property
+    def held(self) -> bool:
+        """True while the lease holds a lock."""
+        return self._fh is not None
+
+    def release(self) -> None:
+        """Give the lease back; idempotent."""
+        self.closed = True
+        fh, self._fh = self._fh, None
+        if fh is not None:
+            fh.close()  # closing the last descriptor drops the flock
+
+
+def acquire(snapshot: Path) -> Lease | None:
+    """Take a shared lease on ``snapshot``; None when it was retired meanwhile (retry)."""
+    path = snapshot / LEASE_FILE
+    try:
+        fd = os.open(path, os.O_RDONLY)  # read-only is enough for flock
+    except FileNotFoundError:
+        if not (snapshot / "_store.json").is_file():
+            return None  # retired between resolving the link and opening the lease
+        try:  # a snapshot sealed before leases existed: make its lease file now
+            fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
+        except OSError:
+            return Lease(None)
+    except OSError:
+        return Lease(None)
+    fh = open(fd, "rb")  # noqa: SIM115 - held open for the lease's lifetime
+    fcntl.flock(fh, fcntl.LOCK_SH)
+    try:
+        now = path.stat()
+    except FileNotFoundError:
+        now = None
+    mine = os.fstat(fh.fileno())
+    if now is None or (now.st_dev, now.st_ino) != (mine.st_dev, mine.st_ino):
+        fh.close()  # a writer retired the snapshot while we waited for the lock
+        return None
+    return Lease(fh)
+
+
+def retire(snapshot: Path) -> bool:
+    """Remove ``snapshot`` if no reader holds a lease on it; True when it is gone.
+
+    The snapshot is renamed to a ``.retired-*`` folder under the exclusive lock, so a reader
+    that was waiting for the lock finds its path gone and opens the current store instead.
+    """
+    try:
+        fh = open(snapshot / LEASE_FILE, "ab")  # noqa: SIM115
+    except FileNotFoundError:
+        return not snapshot.exists()
+    with fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False  # a reader still has it open: a later writer removes it
+        grave = snapshot.parent / f".retired-{snapshot.name}-{uuid.uuid4().hex[:8]}"
+        snapshot.rename(grave)
+    shutil.rmtree(grave, ignore_errors=True)
+    return True
+
+
+def clean_home(stores: Path, current: Path | None) -> list[Path]:
+    """Remove what killed or finished runs left under ``stores``; return what was removed.
+
+    Staging folders and half-removed snapshots go at once; a snapshot that the ``store``
+    link does not point to (an old one, or one a killed run renamed into place without
+    swapping the link) is retired when no reader holds it. Call with the home's lock held.
+    """
+    removed: list[Path] = []
+    if not stores.is_dir():
+        return removed
+    for entry in sorted(stores.iterdir()):
+        if not entry.is_dir() or entry.is_symlink():
+            continue
+        if entry.name.startswith((".staging-", ".retired-")):
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry)
+        elif (is_snapshot_name(entry.name) and entry != current
+              and (current is None or entry.resolve() != current) and retire(entry)):
+            removed.append(entry)
+    return removed
+
+
+# -- errors of writers -------------------------------------------------------------------
+
+_FULL = {errno.ENOSPC, errno.EDQUOT}
+_DENIED = {errno.EACCES, errno.EPERM, errno.EROFS}
+
+
+def _size(n: float) -> str:
+    for unit in ("bytes", "kB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1000
+    raise AssertionError("unreachable")
+
+
+def write_failure(exc: OSError, home: Path, action: str,
+                  needed: Callable[[], int] | None) -> str | None:
+    """The message for a write into ``home`` that failed for want of room or permission.
+
+    None when ``exc`` is another kind of failure (or concerns a file outside ``home``, such
+    as an unreadable archive), which then propagates unchanged.
+    """
+    if exc.errno not in _FULL | _DENIED:
+        return None
+    if exc.filename is not None:
+        try:
+            Path(os.fsdecode(exc.filename)).resolve().relative_to(home.resolve())
+        except ValueError:
+            return None
+    kept = "the current store was left as it was and the partial snapshot removed"
+    reason = exc.strerror or str(exc)
+    if exc.errno in _FULL:
+        free = shutil.disk_usage(home).free if home.exists() else 0
+        want = f"about {_size(needed())} needed, " if needed is not None else ""
+        return (f"{action} failed: no space left on the disk holding {home} ({reason}): "
+                f"{want}{_size(free)} free. Free some space there or choose another home "
+                f"(--home or $CURVEKIT_HOME); {kept}")
+    where = f" ({os.fsdecode(exc.filename)})" if exc.filename is not None else ""
+    return (f"{action} failed: cannot write to {home}{where}: {reason}. curvekit needs a "
+            "writable home to change the store: fix its permissions, or choose another home "
+            f"(--home or $CURVEKIT_HOME); {kept}")
+
+
+def folder_size(folder: Path) -> int:
+    """Bytes of the files under ``folder`` (0 when it does not exist)."""
+    total = 0
+    for root, _, files in os.walk(folder):
+        for name in files:
+            with contextlib.suppress(FileNotFoundError):
+                total += (Path(root) / name).stat().st_size
+    return total
+
+
+def repair_hint(metadata: dict[str, Any], path: str) -> str:
+    """How to repair a damaged file at ``path`` of a store with ``metadata``.
+
+    A file of a workload added with ``curvekit add`` is repaired by adding it again (a
+    conversion carries added workloads over as they are); every other file by converting
+    the release again.
+
+    >>> meta = {"added": {"my/mlp/sgd": {}}}
+    >>> repair_hint(meta, "trials/base_dir=my/model=mlp/optimizer=sgd/part-0.parquet")[:33]
+    'add my/mlp/sgd again (`curvekit a'
+    >>> repair_hint(meta, "trials/base_dir=cifar_10/model=vgg_11/optimizer=sgd/part-0.parquet")
+    'run `curvekit fetch --force` to rebuild the store'
+    """
+    for workload in metadata.get("added") or {}:
+        base_dir, model, optimizer = workload.rsplit("/", 2)
+        folder = workload_dir("trials", base_dir, model, optimizer).split("/", 1)[1]
+        if f"/{folder}/" in f"/{path}/":
+            return (f"add {workload} again (`curvekit add ... --name {workload} --replace`) "
+                    f"or remove it (`curvekit.remove_workload(home, {workload!r})`)")
+    return "run `curvekit fetch --force` to rebuild the store"

@@ -1,0 +1,392 @@
+"""A damaged store is caught; readers survive swaps; killed and failed writers leave no litter."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from curvekit.cli import main
+from curvekit.errors import CurvekitError, StoreError
+from curvekit.release.convert import convert
+from curvekit.release.synthetic import tiny_archive
+from curvekit.store.catalog import info, verify
+from curvekit.store.snapshots import FILES_FILE, LEASE_FILE, file_digest
+from curvekit.store.store import Store
+from curvekit.store.update import add_workload
+from tests.conftest import small_members, snapshot, write_archive
+from tests.test_update import workload
+
+WORKLOAD = "cifar_10/resnet_8/sgd"
+METRIC = "val/classification_error"
+MEAS = "measurements/base_dir=cifar_10/model=resnet_8/optimizer=sgd/batch_size=2/part-0.parquet"
+TRIALS = "trials/base_dir=cifar_10/model=resnet_8/optimizer=sgd/part-0.parquet"
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    archive = tmp_path / "tiny.tar.bz2"
+    convert(archive, tmp_path / "home", manifest=tiny_archive(archive))
+    return tmp_path / "home"
+
+
+def current(home: Path) -> Path:
+    return (home / "store").resolve()
+
+
+def snapshots(home: Path) -> list[str]:
+    return sorted(p.name for p in (home / "stores").iterdir())
+
+
+def invoke(*args: str | Path) -> Any:
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+# -- damage --------------------------------------------------------------------------------
+
+
+def test_one_flipped_bit_is_named_by_verify_with_the_repair(home: Path) -> None:
+    path = current(home) / MEAS
+    data = bytearray(path.read_bytes())
+    data[len(data) // 3] ^= 0x10  # inside the column data: the footer still reads
+    path.write_bytes(bytes(data))
+    pq.ParquetFile(path).metadata  # noqa: B018 - the damage is invisible to a footer read
+    report = verify(Store.open(home))
+    assert not report.ok
+    assert any(p.startswith(f"{MEAS}: damaged") and "curvekit fetch --force" in p
+               for p in report.problems), report.problems
+    result = invoke("verify", "--home", home)
+    assert result.exit_code == 1
+    assert MEAS in result.output and "curvekit fetch --force" in result.output
+
+
+@pytest.fixture(scope="module")
+def shared_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("flips")
+    convert(tmp / "tiny.tar.bz2", tmp / "home", manifest=tiny_archive(tmp / "tiny.tar.bz2"))
+    return tmp / "home"
+
+
+@settings(max_examples=8, deadline=None)
+@given(data=st.data())
+def test_any_flipped_bit_is_caught_and_no_query_crashes(shared_home: Path,
+                                                        data: st.DataObject) -> None:
+    snap = current(shared_home)
+    files = sorted(json.loads((snap / FILES_FILE).read_text())["files"])
+    rel = data.draw(st.sampled_from(files))
+    original = (snap / rel).read_bytes()
+    at = data.draw(st.integers(0, len(original) - 1))
+    bit = data.draw(st.integers(0, 7))
+    damaged = bytearray(original)
+    damaged[at] ^= 1 << bit
+    (snap / rel).write_bytes(bytes(damaged))
+    try:
+        with Store.open(shared_home) as store:
+            assert any(p.startswith(rel) for p in verify(store).problems)
+        with Store.open(shared_home) as store:
+            try:
+                store.best_measurement(WORKLOAD, METRIC)
+                info(store)
+            except CurvekitError:
+                pass  # a clear error, or (in the data pages) different numbers: never a crash
+    finally:
+        (snap / rel).write_bytes(original)
+
+
+@pytest.mark.parametrize("victim", [MEAS, TRIALS])
+@pytest.mark.parametrize("command", [
+    ["best", WORKLOAD, "--metric", METRIC],
+    ["steps-to-result", WORKLOAD, "--metric", METRIC, "--goal", "0.9"],
+    ["info"],
+])
+def test_truncated_file_gives_an_error_naming_it(home: Path, victim: str,
+                                                 command: list[str]) -> None:
+    path = current(home) / victim
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    result = invoke(*command, "--home", home)
+    assert result.exit_code == 1, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert result.output.startswith("Error: cannot read "), result.output
+    assert victim in result.output and "curvekit fetch --force" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_missing_and_unexpected_files_are_named(home: Path) -> None:
+    snap = current(home)
+    (snap / MEAS).unlink()
+    stray = (snap / MEAS).with_name("x.parquet")
+    stray.write_bytes((snap / TRIALS).read_bytes())
+    problems = verify(Store.open(home)).problems
+    assert any(p.startswith(f"{MEAS}: missing") for p in problems), problems
+    assert any(p.startswith(f"{stray.relative_to(snap).as_posix()}: unexpected")
+               for p in problems)
+
+
+def _move_one_row(path: Path) -> None:
+    """Give one row of a trial to the next trial, keeping the file well-formed."""
+    table = pq.read_table(path)
+    schema_meta = table.schema.metadata
+    ids = table.column("trial_id").to_pylist()
+    first = ids[0]
+    moved = [i + 1 if n == 0 else i for n, i in enumerate(ids)]
+    assert first + 1 in ids  # the next trial exists in this study
+    table = table.set_column(table.schema.get_field_index("trial_id"), "trial_id",
+                             pa.array(moved, table.column("trial_id").type))
+    pq.write_table(table.replace_schema_metadata(schema_meta), path, compression="zstd")
+
+
+def test_a_row_moved_between_trials_is_caught_by_the_per_trial_counts(home: Path) -> None:
+    snap = current(home)
+    path = snap / MEAS
+    _move_one_row(path)
+    # Record the new file's checksum, as an attacker (or a buggy writer) would: only the
+    # per-trial row counts can catch it now; the study's total is unchanged.
+    record = json.loads((snap / FILES_FILE).read_text())
+    record["files"][MEAS] = {"size": path.stat().st_size, "digest": file_digest(path)}
+    (snap / FILES_FILE).write_text(json.dumps(record))
+    problems = verify(Store.open(home)).problems
+    assert len(problems) == 2, problems
+    assert all(p.startswith(f"{WORKLOAD} batch size 2 trial ") for p in problems)
+    assert "measurement rows, its trial record says" in problems[0]
+
+
+def test_a_store_without_checksums_says_it_cannot_be_checked(home: Path) -> None:
+    (current(home) / FILES_FILE).unlink()
+    problems = verify(Store.open(home)).problems
+    assert len(problems) == 1 and "no checksums recorded" in problems[0]
+
+
+def test_damage_in_an_added_workload_says_add_it_again(home: Path) -> None:
+    add_workload(home, workload())
+    snap = current(home)
+    assert verify(Store.open(home)).ok
+    victim = next((snap / "measurements" / "base_dir=my_data").rglob("*.parquet"))
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 3] ^= 0x01
+    victim.write_bytes(bytes(data))
+    problems = verify(Store.open(home)).problems
+    assert any("damaged" in p and "add my_data/mlp_64/momentum again" in p for p in problems)
+    # fetch carries added workloads with the checksums recorded when they were written:
+    # the damage is carried as damage, not blessed by hashing the file again
+    convert(home.parent / "tiny.tar.bz2", home)
+    assert any("damaged" in p for p in verify(Store.open(home)).problems)
+
+
+# -- readers and writers at the same time --------------------------------------------------
+
+
+def test_a_reader_keeps_its_snapshot_until_it_closes(home: Path) -> None:
+    old = Store.open(home)
+    before = old.best_measurement(WORKLOAD, METRIC)
+    archive = write_archive(home.parent / "b.tar.bz2", small_members())
+    convert(archive, home)  # swaps the link; the old snapshot is leased: kept
+    assert old.path.exists() and old.path != current(home)
+    assert old.best_measurement(WORKLOAD, METRIC).equals(before)
+    assert old.sql("select count(*) from trials").item() == 48
+    with Store.open(home) as new:
+        assert new.sql("select count(*) from trials").item() == 4
+    old.close()
+    old.close()  # idempotent
+    with pytest.raises(StoreError, match="was closed"):
+        old.sql("select 1")
+    convert(archive, home)  # the next writer removes what no reader holds any more
+    assert snapshots(home) == [current(home).name]
+
+
+_SWAPPER = """
+import sys
+from curvekit.release.convert import convert
+home, archives, rounds = sys.argv[1], sys.argv[2:4], int(sys.argv[4])
+for n in range(rounds):
+    convert(archives[n % 2], home)
+"""
+
+
+def _answer(store: Store) -> tuple[Any, ...]:
+    row = store.sql("select count(*), sum(step), sum(trial_id) from measurements").row(0)
+    best = store.best_measurement("mnist/fc_1024/sgd", METRIC)
+    return (*row, tuple(best["trial_id"].to_list()), store.trials("mnist/fc_1024/sgd").height)
+
+
+def test_queries_during_repeated_swaps_never_fail_nor_mix(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    archives = [write_archive(tmp_path / "a.tar.bz2", small_members()),
+                write_archive(tmp_path / "b.tar.bz2", small_members(trials=(1, 2, 3, 5)))]
+    expected = set()
+    for n, archive in enumerate(archives):
+        convert(archive, tmp_path / f"h{n}")
+        with Store.open(tmp_path / f"h{n}") as s:
+            expected.add(_answer(s))
+    assert len(expected) == 2
+    convert(archives[0], home)
+    long_lived = Store.open(home)
+    first = _answer(long_lived)
+    count = "select count(*), sum(step) from measurements"
+    first_count = long_lived.sql(count).row(0)
+    proc = subprocess.Popen([sys.executable, "-c", _SWAPPER, str(home), *map(str, archives),
+                             "16"], env={**os.environ, "PYTHONPATH": os.getcwd()})
+    answers, errors, opened = [], [], set()
+    deadline = time.monotonic() + 60
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            with Store.open(home) as fresh:
+                opened.add(fresh.path.name)
+                answers.append(_answer(fresh))
+            assert long_lived.sql(count).row(0) == first_count
+        except Exception as exc:  # every failure is counted, none may happen
+            errors.append(repr(exc))
+    proc.wait(timeout=60)
+    assert proc.returncode == 0
+    assert errors == []
+    assert len(answers) > 5 and len(opened) > 2  # the queries did overlap many swaps
+    assert _answer(long_lived) == first
+    assert set(answers) <= expected
+    print(f"{len(answers)} answers from {len(opened)} snapshots during 16 swaps")
+    long_lived.close()
+    convert(archives[0], home)
+    assert snapshots(home) == [current(home).name]
+
+
+_KILL_AT_SWAP = """
+import os, signal, sys
+import curvekit.store.writer as writer
+from curvekit.release.convert import convert
+def killed(src, dst):
+    os.kill(os.getpid(), signal.SIGKILL)
+writer.os.replace = killed  # the new snapshot is renamed into place, the link not swapped
+convert(sys.argv[1], sys.argv[2])
+"""
+
+
+def test_snapshot_orphaned_by_a_kill_at_the_swap_is_removed_next_time(
+        home: Path, make_archive: Callable[..., Path]) -> None:
+    before = snapshot(home)
+    proc = subprocess.run([sys.executable, "-c", _KILL_AT_SWAP, str(make_archive()),
+                           str(home)], env={**os.environ, "PYTHONPATH": os.getcwd()},
+                          check=False)
+    assert proc.returncode == -signal.SIGKILL
+    assert len(snapshots(home)) == 2  # the orphan, complete but never linked
+    assert list(home.glob(".store-*"))  # and the link it never swapped in
+    kept = {k: v for k, v in snapshot(home).items() if k.startswith(("store/", "<link>"))}
+    assert kept == {k: v for k, v in before.items() if k.startswith(("store/", "<link>"))}
+    assert verify(Store.open(home)).ok
+    convert(make_archive(), home)
+    assert snapshots(home) == [current(home).name]
+    assert not list(home.glob(".store-*"))
+
+
+def test_only_folders_curvekit_made_are_removed(home: Path) -> None:
+    mine = home / "stores" / "previous-1a2b3c4d"  # a store moved aside by hand
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    convert(home.parent / "tiny.tar.bz2", home)
+    assert (mine / "notes.txt").read_text() == "keep me"
+
+
+def test_lease_file_and_checksums_are_not_shared_between_snapshots(home: Path) -> None:
+    add_workload(home, workload())
+    old = Store.open(home)
+    add_workload(home, workload(scale=0.5), replace=True)
+    new = current(home)
+    for name in (LEASE_FILE, FILES_FILE):
+        assert (old.path / name).stat().st_ino != (new / name).stat().st_ino
+    old.close()
+    assert verify(Store.open(home)).ok
+
+
+# -- full disks and read-only homes --------------------------------------------------------
+
+
+def _fill_disk_after(monkeypatch: pytest.MonkeyPatch, calls: int) -> None:
+    """Make the store writer's Parquet writes hit a full disk after ``calls`` of them."""
+    real = pq.write_table
+    count = iter(range(10**6))
+
+    def write(table: Any, where: Any, **options: Any) -> None:
+        if next(count) < calls:
+            real(table, where, **options)
+            return
+        Path(where).write_bytes(b"PAR1 half a file")  # what got written before it filled
+        # the error pyarrow raises when a write meets a full disk (errno set, no file name)
+        raise OSError(errno.ENOSPC, "Error writing bytes to file. Detail: [errno 28] No space "
+                                    "left on device")
+
+    monkeypatch.setattr(pq, "write_table", write)  # the module the store writer calls
+
+
+def test_disk_full_during_fetch_force_keeps_the_store(home: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    before = snapshot(home)
+    _fill_disk_after(monkeypatch, 3)
+    archive = home.parent / "tiny.tar.bz2"
+    manifest = home.parent / "m.json"
+    manifest.write_text((current(home) / "_manifest.json").read_text())
+    result = invoke("fetch", "--home", home, "--archive", archive, "--manifest", manifest,
+                    "--force", "--quiet")
+    assert result.exit_code == 1
+    message = result.output
+    assert message.startswith(f"Error: converting tiny.tar.bz2 failed: no space left on the "
+                              f"disk holding {home}")
+    assert " needed, " in message and " free." in message
+    assert "left as it was" in message
+    assert snapshot(home) == before
+    assert not list((home / "stores").glob(".staging-*"))
+
+
+def test_disk_full_during_add_keeps_the_store(home: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    before = snapshot(home)
+    _fill_disk_after(monkeypatch, 1)
+    with pytest.raises(StoreError, match=r"adding my_data/mlp_64/momentum failed: no space "
+                                         r"left .* about [\d.]+ MB needed, .* free"):
+        add_workload(home, workload())
+    assert snapshot(home) == before
+    assert not list((home / "stores").glob(".staging-*"))
+
+
+def test_read_only_home_is_a_clear_error(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    before = snapshot(home)
+    real = os.open
+
+    def denied(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        # as a read-only home answers (root ignores chmod, so it is simulated here)
+        if str(path).startswith(str(home)) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT):
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", denied)
+    with pytest.raises(StoreError, match=r"adding my_data/mlp_64/momentum failed: cannot "
+                                         r"write to .*Permission denied.*--home"):
+        add_workload(home, workload())
+    monkeypatch.undo()
+    assert snapshot(home) == before
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders anyway")
+def test_read_only_home_by_permissions(home: Path) -> None:  # pragma: no cover - non-root
+    before = snapshot(home)
+    manifest = home.parent / "m.json"
+    manifest.write_text((current(home) / "_manifest.json").read_text())
+    os.chmod(home, 0o555)
+    try:
+        result = invoke("fetch", "--home", home, "--archive", home.parent / "tiny.tar.bz2",
+                        "--manifest", manifest, "--force", "--quiet")
+    finally:
+        os.chmod(home, 0o755)
+    assert result.exit_code == 1 and "cannot write to" in result.output
+    assert snapshot(home) == before
