@@ -317,13 +317,49 @@ def best(workload: str, metric: str, maximize: bool, trials: int | None,
     emit(frame, fmt)
 
 
+TABLE_ROWS = 1000
+"""Rows ``query --format table`` prints; csv and json print every row."""
+
+
 @main.command()
 @click.argument("sql")
 @home_option
 @format_option
 def query(sql: str, home: Path | None, fmt: str) -> None:
-    """Run SQL over the views studies, trials and measurements."""
-    emit(_open(home).sql(sql), fmt)
+    """Run SQL over the views studies, trials and measurements.
+
+    csv and json stream every row of the result as it is computed (any size, little
+    memory); the table shows the first 1,000 rows and says how many more there are.
+    """
+    from curvekit.store.export import export, preview
+
+    store = _open(home)
+    if fmt != "table":
+        out = click.get_binary_stream("stdout")
+        try:
+            export(store, sql, out, fmt)
+            out.flush()
+        except BrokenPipeError:  # the reader stopped early (`| head`): not an error
+            _quiet_stdout()
+        return
+    frame, total = preview(store, sql, TABLE_ROWS)
+    emit(frame, fmt)
+    if total > frame.height:
+        click.echo(f"{total - frame.height:,} more rows ({total:,} in all); use --format csv "
+                   "or --format json for every row.", err=True)
+
+
+def _quiet_stdout() -> None:
+    """After a closed pipe, point stdout at /dev/null so that exit does not fail flushing."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no real file descriptor (e.g. a test's captured output)
+        pass
+    finally:
+        os.close(devnull)
 
 
 @main.command()
