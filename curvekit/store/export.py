@@ -51,6 +51,7 @@ BATCH_ROWS = 65_536
 
 _NESTED = (pl.List, pl.Array, pl.Struct)
 T = TypeVar("T")
+_JSON_SLICE = 8192
 
 
 def _batches(store: Store, sql: str, params: Sequence[object] | None, batch_rows: int
@@ -133,10 +134,12 @@ class _JsonWriter:
         if not self.template:
             keys = [json.dumps(c).replace("%", "%%") for c in frame.columns]
             self.template = " {\n" + ",\n".join(f"  {k}: %s" for k in keys) + "\n }"
-        columns = [_json_values(frame.to_series(i)) for i in range(frame.width)]
-        records = ",\n".join(self.template % row for row in zip(*columns, strict=True))
-        self.out.write(("[\n" if not self.rows else ",\n").encode() + records.encode())
-        self.rows += frame.height
+        # In slices: a batch's values as Python objects would take ~100 MB.
+        for part in frame.iter_slices(_JSON_SLICE):
+            columns = [_json_values(part.to_series(i)) for i in range(part.width)]
+            records = ",\n".join(self.template % row for row in zip(*columns, strict=True))
+            self.out.write(("[\n" if not self.rows else ",\n").encode() + records.encode())
+            self.rows += part.height
 
     def close(self) -> None:
         self.out.write(b"\n]\n" if self.rows else b"[]\n")
