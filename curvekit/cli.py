@@ -170,8 +170,14 @@ def verify(home: Path | None, manifest: Path | None) -> None:
 def info(home: Path | None, fmt: str) -> None:
     """Workloads in the store: batch sizes, trials by status, metrics, rows."""
     from curvekit.store.catalog import info as info_
+    from curvekit.store.catalog import synthetic_note
 
-    emit(info_(_open(home)), fmt)
+    store = _open(home)
+    note = synthetic_note(store)
+    if note:  # on stderr, so that csv and json stay data only
+        click.echo(f"Note: {note} (converted from {store.metadata['source'].get('archive')}).",
+                   err=True)
+    emit(info_(store), fmt)
 
 
 @main.command()
@@ -335,7 +341,7 @@ def query(sql: str, home: Path | None, fmt: str) -> None:
 
     store = _open(home)
     if fmt != "table":
-        out = click.get_binary_stream("stdout")
+        out = sys.stdout.buffer
         try:
             export(store, sql, out, fmt)
             out.flush()
@@ -404,6 +410,20 @@ def fit(workload: str | None, all_: bool, metric: str | None, goal: float | None
                              model=model, bootstrap_samples=samples, seed=seed).summary()]
     emit(_compact_fits(rows) if fmt == "table" else pl.DataFrame(rows, infer_schema_length=None),
          fmt)
+    if fmt == "table":
+        for row in rows:
+            if row.get("range_note"):
+                click.echo(f"Note: {row['workload']}: {row['range_note']}.", err=True)
+
+
+def _bounded(row: dict[str, Any], name: str, digits: int = 0) -> str:
+    """A fitted value, or '> largest' / '< smallest' measured batch size past the range."""
+    where = row.get(f"{name}_beyond")
+    if where == "above":
+        return f"> {row['max_batch_size']:,.0f}"
+    if where == "below":
+        return f"< {row['min_batch_size']:,.0f}"
+    return f"{row[name]:,.{digits}f}"
 
 
 def _compact_fits(rows: list[dict[str, Any]]) -> pl.DataFrame:
@@ -411,12 +431,12 @@ def _compact_fits(rows: list[dict[str, Any]]) -> pl.DataFrame:
     import polars as pl
 
     def cell(row: dict[str, Any], name: str, digits: int = 0) -> str:
-        value = row.get(name)
-        if value is None:
+        if row.get(name) is None:
             return "-"
-        text = f"{value:,.{digits}f}"
+        text = _bounded(row, name, digits)
         if row.get(f"{name}_low") is not None:
-            text += f" [{row[f'{name}_low']:,.{digits}f}–{row[f'{name}_high']:,.{digits}f}]"
+            low, high = _bounded(row, f"{name}_low", digits), _bounded(row, f"{name}_high", digits)
+            text += f" [{low}]" if low == high and low[0] in "<>" else f" [{low}–{high}]"
         return text
 
     return pl.DataFrame([{
