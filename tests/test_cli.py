@@ -81,3 +81,13 @@ def test_no_store_yet_says_how_to_fetch(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["info", "--home", str(tmp_path)])
     assert result.exit_code == 1
     assert "curvekit fetch" in result.output
+
+
+def test_info_of_ones_own_runs_has_no_synthetic_note(tmp_path: Path) -> None:
+    from curvekit.store.update import add_workload
+    from tests.test_update import workload
+
+    add_workload(tmp_path / "home", workload("my_data/mlp/sgd"))
+    result = CliRunner().invoke(main, ["info", "--home", str(tmp_path / "home")])
+    assert result.exit_code == 0, result.output
+    assert result.stderr == "" and "my_data/mlp/sgd" in result.stdout

@@ -123,3 +123,22 @@ def test_html_is_self_contained_with_provenance(home: Path, tmp_path: Path) -> N
     assert "https://cdn" not in page and "vegaEmbed" in page  # libraries bundled: offline
     assert '"curvekit"' in page and "steps-to-result" in page  # provenance in usermeta
     assert not (tmp_path / "p.html.json").exists()  # no sidecar for HTML
+
+
+def test_plots_say_when_the_data_are_generated(home: Path, tmp_path: Path) -> None:
+    from curvekit.figures.plots import plot_best
+    from curvekit.store.catalog import SYNTHETIC_NOTE
+    from curvekit.store.store import Store
+    from curvekit.store.update import add_workload
+    from tests.test_update import workload
+
+    _plot(home, tmp_path / "p.json", "--format", "json")
+    title = json.loads((tmp_path / "p.json").read_text())["title"]
+    assert title["subtitle"] == SYNTHETIC_NOTE
+    assert title["text"] == f"{WORKLOAD}, val/classification_error < 0.5"
+    # A store of one's own runs only is not marked.
+    add_workload(tmp_path / "own", workload("my_data/mlp/sgd", batch_sizes=(16, 64)))
+    store = Store.open(tmp_path / "own")
+    metric = store.metrics("my_data/mlp/sgd")[0]
+    chart, _ = plot_best(store, "my_data/mlp/sgd", metric)
+    assert chart.to_dict()["title"] == "my_data/mlp/sgd"
