@@ -57,6 +57,7 @@ __all__ = [
     "fit_critical_batch",
     "fit_regimes",
     "fit_workload",
+    "range_note",
 ]
 
 Floats = NDArray[np.float64]
