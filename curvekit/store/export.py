@@ -201,7 +201,7 @@ def preview(store: Store, sql: str, limit: int, *, params: Sequence[object] | No
     """
     if limit < 0:
         raise QueryError(f"limit must be zero or more rows, got {limit}")
-    schema, batches = _batches(store, sql, params, min(max(limit, 1), BATCH_ROWS))
+    schema, batches = _batches(store, sql, params, BATCH_ROWS)
     kept: list[pa.RecordBatch] = []
     have = total = 0
     for batch in batches:
