@@ -8,14 +8,20 @@ Side by side in one run:
 * the reference approach on the same workload: the extracted files loaded with pandas
   (``read_csv`` per trial, ``json`` per metadata), then filtered and sorted with pandas.
 
+With ``--output``, instead: ``curvekit query "select * from measurements"`` in each format,
+the streaming command against the previous one (the whole result as one DataFrame, then
+printed), run alternately in fresh processes; wall time, CPU time and peak memory of each.
+
 Usage::
 
     python benchmarks/query.py            # needs the full archive from benchmarks/convert.py
+    python benchmarks/query.py --output --name frac03 --trial-fraction 0.03
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import subprocess
@@ -81,17 +87,83 @@ def extracted(path: Path, workload: str) -> Path:
     return target
 
 
+# The query command before streaming: the whole result as one DataFrame, then printed.
+PREVIOUS = r"""
+import sys
+from curvekit.cli import emit
+from curvekit.store.store import Store
+emit(Store.open(sys.argv[1]).sql(sys.argv[2]), sys.argv[3])
+"""
+
+
+def measured(label: str, argv: list[str]) -> dict[str, object]:
+    """Run a command with stdout to /dev/null: wall time, CPU time (user + system) and the
+    peak resident memory the kernel recorded for it."""
+    with open(os.devnull, "wb") as sink, open(WORK / "stderr.txt", "w+b") as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(argv, stdout=sink, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode:
+            err.seek(0)
+            raise SystemExit(f"{label} failed: {err.read().decode()[-2000:]}")
+    return {"label": label, "seconds": seconds, "cpu_s": usage.ru_utime + usage.ru_stime,
+            "peak_rss_mb": usage.ru_maxrss / 1024}
+
+
+def output(home: Path, repeat: int, rows: int | None) -> dict[str, object]:
+    """Streaming ``curvekit query`` against the previous command, alternately."""
+    results: dict[str, object] = {}
+    for fmt in ("csv", "json", "table"):
+        sql = "select * from measurements" + (
+            f" limit {rows}" if rows is not None and fmt != "csv" else "")
+        runs: dict[str, list[dict[str, object]]] = {"new": [], "previous": []}
+        for _ in range(repeat):
+            runs["new"].append(measured(f"query {fmt}", [
+                sys.executable, "-m", "curvekit", "query", "--home", str(home), sql,
+                "--format", fmt]))
+            runs["previous"].append(measured(f"previous query {fmt}", [
+                sys.executable, "-c", PREVIOUS, str(home), sql, fmt]))
+        med = {k: {m: statistics.median(float(r[m]) for r in v)  # type: ignore[arg-type]
+                   for m in ("seconds", "cpu_s", "peak_rss_mb")} for k, v in runs.items()}
+        results[fmt] = {"sql": sql, "runs": runs, "median": med,
+                        "speedup_wall": med["previous"]["seconds"] / med["new"]["seconds"],
+                        "speedup_cpu": med["previous"]["cpu_s"] / med["new"]["cpu_s"],
+                        "memory_ratio": med["previous"]["peak_rss_mb"]
+                        / med["new"]["peak_rss_mb"]}
+        print(f"{fmt:5}  new {med['new']['seconds']:6.1f} s {med['new']['peak_rss_mb']:6.0f} MB"
+              f"  previous {med['previous']['seconds']:6.1f} s "
+              f"{med['previous']['peak_rss_mb']:6.0f} MB  x{results[fmt]['speedup_wall']:.1f}"
+              f" wall, x{results[fmt]['speedup_cpu']:.1f} cpu", flush=True)
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--name", default="full", help="cached archive name under _work")
     parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--output", action="store_true",
+                        help="benchmark query output (csv, json, table) instead")
+    parser.add_argument("--trial-fraction", type=float, default=1.0,
+                        help="when the archive is generated: fraction of the trials")
+    parser.add_argument("--rows", type=int, default=500_000,
+                        help="with --output: rows of the json and table runs (the previous "
+                             "json needs about 4 KB of memory per row)")
     args = parser.parse_args()
-    path, manifest = archive(args.name)
+    path, manifest = archive(args.name, trial_fraction=args.trial_fraction)
     home = WORK / f"home-{args.name}"
     if not (home / "store").exists():
         subprocess.run([sys.executable, "-m", "curvekit", "fetch", "--archive", str(path),
                         "--manifest", str(manifest), "--home", str(home), "--quiet"], check=True)
     import curvekit
+
+    if args.output:
+        rows_in_store = curvekit.open(home).metadata["counts"]["measurements"]
+        result = {"rows_in_store": rows_in_store, "load_before": os.getloadavg(),
+                  **output(home, args.repeat, args.rows), "load_after": os.getloadavg()}
+        print(f"results in {save(f'query-output-{args.name}', result)}")
+        return
 
     store = curvekit.open(home)
     store.steps_to_result(WORKLOAD, METRIC, GOAL, trials=N)  # warm the caches

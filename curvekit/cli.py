@@ -171,8 +171,14 @@ def verify(home: Path | None, manifest: Path | None) -> None:
 def info(home: Path | None, fmt: str) -> None:
     """Workloads in the store: batch sizes, trials by status, metrics, rows."""
     from curvekit.store.catalog import info as info_
+    from curvekit.store.catalog import synthetic_note
 
-    emit(info_(_open(home)), fmt)
+    store = _open(home)
+    note = synthetic_note(store)
+    if note:  # on stderr, so that csv and json stay data only
+        click.echo(f"Note: {note} (converted from {store.metadata['source'].get('archive')}).",
+                   err=True)
+    emit(info_(store), fmt)
 
 
 @main.command()
@@ -330,13 +336,49 @@ def best(workload: str, metric: str, maximize: bool, trials: int | None,
     emit(frame, fmt)
 
 
+TABLE_ROWS = 1000
+"""Rows ``query --format table`` prints; csv and json print every row."""
+
+
 @main.command()
 @click.argument("sql")
 @home_option
 @format_option
 def query(sql: str, home: Path | None, fmt: str) -> None:
-    """Run SQL over the views studies, trials and measurements."""
-    emit(_open(home).sql(sql), fmt)
+    """Run SQL over the views studies, trials and measurements.
+
+    csv and json stream every row of the result as it is computed (any size, little
+    memory); the table shows the first 1,000 rows and says how many more there are.
+    """
+    from curvekit.store.export import export, preview
+
+    store = _open(home)
+    if fmt != "table":
+        out = sys.stdout.buffer
+        try:
+            export(store, sql, out, fmt)
+            out.flush()
+        except BrokenPipeError:  # the reader stopped early (`| head`): not an error
+            _quiet_stdout()
+        return
+    frame, total = preview(store, sql, TABLE_ROWS)
+    emit(frame, fmt)
+    if total > frame.height:
+        click.echo(f"{total - frame.height:,} more rows ({total:,} in all); use --format csv "
+                   "or --format json for every row.", err=True)
+
+
+def _quiet_stdout() -> None:
+    """After a closed pipe, point stdout at /dev/null so that exit does not fail flushing."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no real file descriptor (e.g. a test's captured output)
+        pass
+    finally:
+        os.close(devnull)
 
 
 @main.command()
@@ -381,6 +423,20 @@ def fit(workload: str | None, all_: bool, metric: str | None, goal: float | None
                              model=model, bootstrap_samples=samples, seed=seed).summary()]
     emit(_compact_fits(rows) if fmt == "table" else pl.DataFrame(rows, infer_schema_length=None),
          fmt)
+    if fmt == "table":
+        for row in rows:
+            if row.get("range_note"):
+                click.echo(f"Note: {row['workload']}: {row['range_note']}.", err=True)
+
+
+def _bounded(row: dict[str, Any], name: str, digits: int = 0) -> str:
+    """A fitted value, or '> largest' / '< smallest' measured batch size past the range."""
+    where = row.get(f"{name}_beyond")
+    if where == "above":
+        return f"> {row['max_batch_size']:,.0f}"
+    if where == "below":
+        return f"< {row['min_batch_size']:,.0f}"
+    return f"{row[name]:,.{digits}f}"
 
 
 def _compact_fits(rows: list[dict[str, Any]]) -> pl.DataFrame:
@@ -388,12 +444,12 @@ def _compact_fits(rows: list[dict[str, Any]]) -> pl.DataFrame:
     import polars as pl
 
     def cell(row: dict[str, Any], name: str, digits: int = 0) -> str:
-        value = row.get(name)
-        if value is None:
+        if row.get(name) is None:
             return "-"
-        text = f"{value:,.{digits}f}"
+        text = _bounded(row, name, digits)
         if row.get(f"{name}_low") is not None:
-            text += f" [{row[f'{name}_low']:,.{digits}f}–{row[f'{name}_high']:,.{digits}f}]"
+            low, high = _bounded(row, f"{name}_low", digits), _bounded(row, f"{name}_high", digits)
+            text += f" [{low}]" if low == high and low[0] in "<>" else f" [{low}–{high}]"
         return text
 
     return pl.DataFrame([{

@@ -34,7 +34,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -51,11 +51,13 @@ __all__ = [
     "FitError",
     "RegimeFit",
     "WorkloadFit",
+    "beyond_measured",
     "bootstrap",
     "fit_all",
     "fit_critical_batch",
     "fit_regimes",
     "fit_workload",
+    "range_note",
 ]
 
 Floats = NDArray[np.float64]
@@ -68,6 +70,32 @@ NOT_REACHED = "maximal data parallelism not reached within the measured batch si
 
 class FitError(CurvekitError):
     """A curve cannot be fitted (too few points, non-positive or unsorted values)."""
+
+
+Beyond = Literal["above", "below"]
+BATCH_SIZE_QUANTITIES = ("perfect_scaling_end", "max_useful_batch_size", "b_crit")
+"""Fitted quantities that are batch sizes, and so can be compared with the measured ones."""
+
+
+def beyond_measured(value: float | None, batch_sizes: ArrayLike) -> Beyond | None:
+    """``"above"`` when a fitted batch size lies past the largest measured batch size,
+    ``"below"`` when it lies under the smallest, else ``None`` (also for no value).
+
+    Past the measured range a fitted value is an extrapolation: the data only say it is
+    larger (or smaller) than the measured batch sizes, not what it is.
+
+    >>> beyond_measured(4.7e11, [16, 1024, 55000]), beyond_measured(55000.0, [16, 55000])
+    ('above', None)
+    """
+    sizes = np.asarray(batch_sizes, dtype=float)
+    if value is None or not len(sizes) or not math.isfinite(value):
+        return None
+    # Breakpoints come back through 2 ** log2(b): allow for rounding at the ends.
+    if value > sizes.max() * (1 + 1e-9):
+        return "above"
+    if value < sizes.min() * (1 - 1e-9):
+        return "below"
+    return None
 
 
 def _prepare(batch_sizes: ArrayLike | Any, steps: ArrayLike | None) -> tuple[Floats, Floats]:
@@ -295,6 +323,13 @@ class CriticalBatchFit:
     e_min: float
     residuals: Floats = field(repr=False)
     rss: float
+    batch_sizes: Floats = field(repr=False, default_factory=lambda: np.zeros(0))
+
+    @property
+    def b_crit_beyond(self) -> Beyond | None:
+        """Whether B_crit lies above or below the batch sizes fitted (see
+        :func:`beyond_measured`)."""
+        return beyond_measured(self.b_crit, self.batch_sizes)
 
     def predict(self, batch_sizes: ArrayLike) -> Floats:
         """Model steps at ``batch_sizes``."""
@@ -331,7 +366,7 @@ def fit_critical_batch(batch_sizes: ArrayLike | Any, steps: ArrayLike | None = N
     best = least_squares(residuals, np.array([offsets[i], grid[i]]), method="lm")
     s_min, b_crit = 2.0 ** best.x[0], 2.0 ** best.x[1]
     return CriticalBatchFit(float(s_min), float(b_crit), float(s_min * b_crit), best.fun,
-                            float(best.fun @ best.fun))
+                            float(best.fun @ best.fun), b)
 
 
 @dataclass(frozen=True)
@@ -455,14 +490,56 @@ class WorkloadFit:
         if self.critical is not None:
             values.update(b_crit=self.critical.b_crit, s_min=self.critical.s_min,
                           e_min=self.critical.e_min)
+        sizes = self.batch_sizes
+        row["min_batch_size"] = float(sizes.min()) if len(sizes) else None
+        row["max_batch_size"] = float(sizes.max()) if len(sizes) else None
         for name, value in values.items():
             row[name] = value
+            if name in BATCH_SIZE_QUANTITIES:
+                row[f"{name}_beyond"] = beyond_measured(value, sizes)
             if self.intervals is not None:
                 low, high = self.intervals.intervals.get(name, (None, None))
                 row[f"{name}_low"], row[f"{name}_high"] = low, high
+                if name in BATCH_SIZE_QUANTITIES:
+                    row[f"{name}_low_beyond"] = beyond_measured(low, sizes)
+                    row[f"{name}_high_beyond"] = beyond_measured(high, sizes)
         if self.regimes is not None:
             row["note"] = self.regimes.note
+        row["range_note"] = range_note(row)
         return row
+
+
+_NAMES = {"perfect_scaling_end": "the end of perfect scaling",
+          "max_useful_batch_size": "the maximum useful batch size", "b_crit": "B_crit"}
+
+
+def range_note(row: dict[str, Any]) -> str:
+    """What a summary row's flags ``*_beyond`` mean, in words ("" when nothing is beyond).
+
+    >>> range_note({"b_crit_beyond": "above", "min_batch_size": 16.0,
+    ...             "max_batch_size": 55000.0})  # doctest: +NORMALIZE_WHITESPACE
+    'B_crit lies above the largest measured batch size (55,000): the fit extrapolates, and
+    the data only say B_crit > 55,000 (S_min and E_min are extrapolated too)'
+    """
+    lo, hi = row.get("min_batch_size"), row.get("max_batch_size")
+    parts = []
+    for name, words in _NAMES.items():
+        where = row.get(f"{name}_beyond")
+        if where is not None:
+            side, end, sign = (("above", "largest", ">") if where == "above"
+                               else ("below", "smallest", "<"))
+            bound = hi if where == "above" else lo
+            text = (f"{words} lies {side} the {end} measured batch size ({bound:,.0f}): the "
+                    f"fit extrapolates, and the data only say {words} {sign} {bound:,.0f}")
+            if name == "b_crit":
+                text += " (S_min and E_min are extrapolated too)"
+        elif row.get(f"{name}_low_beyond") or row.get(f"{name}_high_beyond"):
+            text = (f"the bootstrap interval of {words} reaches beyond the measured batch "
+                    f"sizes ({lo:,.0f}–{hi:,.0f})")
+        else:
+            continue
+        parts.append(text[0].upper() + text[1:])
+    return "; ".join(parts)
 
 
 def fit_workload(store: Store, workload: str, metric: str, goal: float, *,

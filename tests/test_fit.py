@@ -11,7 +11,10 @@ from hypothesis import strategies as st
 
 from curvekit.fit import (
     NOT_REACHED,
+    Bootstrap,
     FitError,
+    WorkloadFit,
+    beyond_measured,
     bootstrap,
     fit_critical_batch,
     fit_regimes,
@@ -198,3 +201,82 @@ def test_round_significant(value: float, up: bool, expected: float) -> None:
     from curvekit.goals import round_significant
 
     assert round_significant(value, up=up) == expected
+
+
+MEASURED = np.array([16, 64, 256, 1024, 4096, 16384, 55000.0])
+
+
+def _beyond_fit(intervals: dict[str, tuple[float, float]] | None = None) -> WorkloadFit:
+    """A curve in perfect scaling up to the largest batch size: B_crit lies far past it."""
+    steps = 2.0 ** 24 / MEASURED
+    boot = None if intervals is None else Bootstrap(20, 0, 0.95, intervals, {}, {})
+    return WorkloadFit("w/m/o", "val/error", 0.3, False, MEASURED, steps,
+                       fit_regimes(MEASURED, steps), fit_critical_batch(MEASURED, steps), boot)
+
+
+def test_beyond_measured() -> None:
+    assert beyond_measured(55000.0 * (1 + 1e-12), MEASURED) is None  # rounding at the end
+    assert beyond_measured(55001.0, MEASURED) == "above"
+    assert beyond_measured(15.9, MEASURED) == "below"
+    assert beyond_measured(None, MEASURED) is None
+    assert beyond_measured(math.inf, MEASURED) is None
+    assert fit_critical_batch(MEASURED, np.full(len(MEASURED), 1000.0)).b_crit_beyond == "below"
+
+
+def test_b_crit_past_the_measured_batch_sizes_is_flagged() -> None:
+    row = _beyond_fit().summary()
+    assert row["b_crit"] > 10 * 55000  # type: ignore[operator]
+    assert (row["b_crit_beyond"], row["min_batch_size"], row["max_batch_size"]) == (
+        "above", 16.0, 55000.0)
+    assert row["perfect_scaling_end_beyond"] is None
+    assert "the data only say B_crit > 55,000" in str(row["range_note"])
+    assert "S_min and E_min are extrapolated" in str(row["range_note"])
+    with_interval = _beyond_fit({"b_crit": (30000.0, 9e11), "max_useful_batch_size": (8, 64)}
+                                ).summary()
+    assert (with_interval["b_crit_low_beyond"], with_interval["b_crit_high_beyond"]) == (
+        None, "above")
+    assert with_interval["max_useful_batch_size_low_beyond"] == "below"
+
+
+def test_cli_fit_shows_bounds_and_notes(one_workload: str,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    import curvekit.fit
+    from curvekit.cli import main
+
+    fitted = _beyond_fit({"b_crit": (30000.0, 9e11)})
+    monkeypatch.setattr(curvekit.fit, "fit_workload", lambda *a, **k: fitted)
+    args = ["fit", "w/m/o", "--metric", "val/error", "--goal", "0.3", "--home", one_workload]
+    table = CliRunner().invoke(main, args)
+    assert table.exit_code == 0, table.output
+    assert "> 55,000 [30,000–> 55,000]" in table.stdout
+    assert f"{fitted.critical.b_crit:,.0f}" not in table.stdout  # type: ignore[union-attr]
+    assert table.stderr.startswith("Note: w/m/o: B_crit lies above the largest measured "
+                                   "batch size (55,000)")
+    data = CliRunner().invoke(main, [*args, "--format", "json"])
+    (row,) = json.loads(data.stdout)
+    assert (row["b_crit_beyond"], row["b_crit_high_beyond"], row["max_batch_size"]) == (
+        "above", "above", 55000.0)
+    assert row["range_note"] and data.stderr == ""
+
+
+def test_report_cells_show_bounds() -> None:
+    import polars as pl
+
+    from curvekit.goals import Goal
+    from curvekit.report.data import WorkloadData
+    from curvekit.report.site import _cell, _index
+
+    row = _beyond_fit({"b_crit": (9e10, 9e11)}).summary()
+    cell = _cell(row, "b_crit")
+    assert cell.startswith("&gt; 55,000 <span class='note'>[&gt; 55,000]</span><sup title=")
+    assert "B_crit &gt; 55,000" in cell  # the note, escaped, as the mark's title
+    empty = pl.DataFrame()
+    data = WorkloadData("w/m/o", Goal("w/m/o", "val/error", 0.3, False, 100, "rule"), [0.3],
+                        [16, 55000], {"COMPLETE": 3}, empty, empty, empty, empty, fit=row)
+    index = _index([(data, "w/m/o", "")])
+    assert "&gt; 55,000" in index and f"{row['b_crit']:,.0f}" not in index
+    assert "<li>† w/m/o: B_crit lies above the largest measured batch size" in index

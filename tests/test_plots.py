@@ -125,3 +125,22 @@ def test_html_is_self_contained_with_provenance(home: Path, tmp_path: Path) -> N
     assert not (tmp_path / "p.html.json").exists()  # no sidecar for HTML
     assert '<meta http-equiv="Content-Security-Policy"' in page  # runs only its own scripts
     assert "'unsafe-eval'" not in page and "'unsafe-inline'" not in page
+
+
+def test_plots_say_when_the_data_are_generated(home: Path, tmp_path: Path) -> None:
+    from curvekit.figures.plots import plot_best
+    from curvekit.store.catalog import SYNTHETIC_NOTE
+    from curvekit.store.store import Store
+    from curvekit.store.update import add_workload
+    from tests.test_update import workload
+
+    _plot(home, tmp_path / "p.json", "--format", "json")
+    title = json.loads((tmp_path / "p.json").read_text())["title"]
+    assert title["subtitle"] == SYNTHETIC_NOTE
+    assert title["text"] == f"{WORKLOAD}, val/classification_error < 0.5"
+    # A store of one's own runs only is not marked.
+    add_workload(tmp_path / "own", workload("my_data/mlp/sgd", batch_sizes=(16, 64)))
+    store = Store.open(tmp_path / "own")
+    metric = store.metrics("my_data/mlp/sgd")[0]
+    chart, _ = plot_best(store, "my_data/mlp/sgd", metric)
+    assert chart.to_dict()["title"] == "my_data/mlp/sgd"

@@ -24,7 +24,8 @@ import polars as pl
 
 from curvekit.errors import QueryError
 from curvekit.figures.builders import best_chart, metaparameter_chart, scatter_chart, steps_chart
-from curvekit.figures.vegalite import to_altair
+from curvekit.figures.vegalite import Spec, subtitled, to_altair
+from curvekit.store.catalog import synthetic_note
 from curvekit.store.store import Store
 
 if TYPE_CHECKING:
@@ -52,6 +53,12 @@ def provenance(store: Store, **fields: Any) -> dict[str, Any]:
                                     "sha256": manifest.archive.sha256}}}
 
 
+def _marked(store: Store, chart: Spec) -> Spec:
+    """``chart`` with a subtitle saying so when the store holds generated data."""
+    note = synthetic_note(store)
+    return {**chart, "title": subtitled(chart.get("title"), note)} if note else chart
+
+
 def plot_steps_to_result(store: Store, workload: str, metric: str, goal: float, *,
                          maximize: bool = False, trials: int | None = None,
                          step_budget: float | None = None,
@@ -75,7 +82,7 @@ def plot_steps_to_result(store: Store, workload: str, metric: str, goal: float, 
                       fit=None if regimes is None else {
                           "model": regimes.model, "breakpoints": list(regimes.breakpoints),
                           "note": regimes.note, "definition": "docs/fits.md"})
-    return to_altair(chart), meta
+    return to_altair(_marked(store, chart)), meta
 
 
 def _goal_text(metric: str, goal: float, maximize: bool) -> str:
@@ -108,7 +115,7 @@ def plot_metaparameters(store: Store, workload: str, metric: str, goal: float, *
     meta = provenance(store, plot="metaparameters", workloads=[workload], metric=metric,
                       goal=goal, maximize=maximize, parameter=parameter, trials=trials,
                       step_budget=step_budget, example_budget=example_budget)
-    return to_altair(chart), meta
+    return to_altair(_marked(store, chart)), meta
 
 
 def plot_scatter(store: Store, workload: str, metric: str, goal: float, batch_size: int, *,
@@ -129,7 +136,7 @@ def plot_scatter(store: Store, workload: str, metric: str, goal: float, batch_si
                       maximize=maximize, batch_size=batch_size, trials=trials,
                       statuses=["COMPLETE", "INFEASIBLE"], step_budget=step_budget,
                       example_budget=example_budget)
-    return to_altair(chart), meta
+    return to_altair(_marked(store, chart)), meta
 
 
 def plot_best(store: Store, workload: str, metric: str, *, goal: float | None = None,
@@ -145,4 +152,4 @@ def plot_best(store: Store, workload: str, metric: str, *, goal: float | None = 
     meta = provenance(store, plot="best", workloads=[workload], metric=metric, goal=goal,
                       maximize=maximize, trials=trials, step_budget=step_budget,
                       example_budget=example_budget)
-    return to_altair(chart), meta
+    return to_altair(_marked(store, chart)), meta

@@ -31,9 +31,10 @@ from curvekit.figures.builders import (
 from curvekit.figures.paper import FIGURES
 from curvekit.figures.plots import provenance
 from curvekit.figures.spec import Curve, Figure, Panel
-from curvekit.figures.vegalite import SCHEMA, Spec, to_altair
+from curvekit.figures.vegalite import SCHEMA, Spec, subtitled, to_altair
 from curvekit.goals import paper_goal
 from curvekit.measure import trial_outcomes
+from curvekit.store.catalog import synthetic_note
 from curvekit.store.store import Store
 
 if TYPE_CHECKING:
@@ -255,7 +256,9 @@ def figure_spec(number: int, store: Store | None = None) -> tuple[Spec, dict[str
         del panel["$schema"]
     rows = [{"hconcat": panels[i:i + spec.cols], "resolve": _LEGENDS}
             for i in range(0, len(panels), spec.cols)]
-    out = {"$schema": SCHEMA, "vconcat": rows, "resolve": _LEGENDS, "title": _title(spec),
+    note = synthetic_note(store)
+    out = {"$schema": SCHEMA, "vconcat": rows, "resolve": _LEGENDS,
+           "title": subtitled(_title(spec), note) if note else _title(spec),
            "datasets": datasets}
     return out, _provenance(spec, store)
 
@@ -296,10 +299,13 @@ def render_all(store: Store, folder: str | os.PathLike[str], *, fmt: str = "png"
         body = (f'<img src="{name}" alt="Figure {number}">' if fmt in ("png", "svg")
                 else f'<a href="{name}">{name}</a>')
         items.append(f"<li><h2>Figure {number}: {title}</h2>{body}</li>")
+    note = synthetic_note(store)
+    banner = (f"<p class='synthetic'><strong>{html.escape(note)}</strong>: drawn from an "
+              "archive made by <code>curvekit generate-archive</code>.</p>" if note else "")
     (folder / "index.html").write_text(
         "<!doctype html><meta charset='utf-8'><title>curvekit figures</title>"
         "<style>body{font-family:sans-serif;max-width:1100px;margin:auto}"
-        "li{list-style:none;margin:2em 0}img{max-width:100%}</style>"
-        "<h1>Figures of Shallue et al. (2019), drawn by curvekit</h1><ul>"
+        "li{list-style:none;margin:2em 0}img{max-width:100%}.synthetic{color:#b00000}</style>"
+        "<h1>Figures of Shallue et al. (2019), drawn by curvekit</h1>" + banner + "<ul>"
         + "".join(items) + "</ul>\n")
     return written

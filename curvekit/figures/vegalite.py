@@ -72,6 +72,16 @@ def channel(shorthand: str, **properties: Any) -> Spec:
     return {"field": name, "type": _TYPES[kind], **properties}
 
 
+def subtitled(title: str | Spec | None, subtitle: str) -> Spec:
+    """A chart title (its text, or title properties) with ``subtitle`` under it, in red.
+
+    >>> subtitled("Figure 1", "Synthetic")["subtitle"]
+    'Synthetic'
+    """
+    base = dict(title) if isinstance(title, dict) else {"text": title or ""}
+    return {**base, "subtitle": subtitle, "subtitleColor": "#b00000"}
+
+
 def top_level(spec: Spec, datasets: dict[str, list[dict[str, Any]]]) -> Spec:
     """``spec`` as a complete document: the schema URL first, the named datasets last."""
     return {"$schema": SCHEMA, **spec, "datasets": datasets}

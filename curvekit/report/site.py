@@ -58,6 +58,7 @@ from curvekit.figures.page import (
 )
 from curvekit.goals import Goal
 from curvekit.report.data import WorkloadData, workload_data
+from curvekit.store.catalog import synthetic_note
 from curvekit.store.store import Store
 
 __all__ = ["report"]
@@ -77,12 +78,15 @@ th:first-child,td:first-child{text-align:left}
 .charts{display:flex;flex-wrap:wrap;gap:1.5em}
 .chart{min-height:200px}
 .note{color:#666;font-size:13px}
+.synthetic{background:#b00000;color:#fff;padding:.1em .5em;margin-left:1.2em}
 """
 
-def _page(title: str, body: str, *, depth: int, specs: Iterable[tuple[str, dict[str, Any]]] = ()
-          ) -> str:
-    """A page of the site; ``title`` is escaped here, ``body`` is markup built escaped."""
+def _page(title: str, body: str, *, depth: int, specs: Iterable[tuple[str, dict[str, Any]]] = (),
+          note: str | None = None) -> str:
+    """A page of the site; ``title`` is escaped here, ``body`` is markup built escaped;
+    ``note`` (the store's synthetic-data note) goes in its header."""
     up = "../" * depth
+    banner = f"<strong class='synthetic'>{escape(note)}</strong>" if note else ""
     scripts = "\n".join(json_script(i, s) for i, s in specs)
     return (
         "<!doctype html>\n<html lang='en'><head><meta charset='utf-8'>"
@@ -91,7 +95,7 @@ def _page(title: str, body: str, *, depth: int, specs: Iterable[tuple[str, dict[
         f"<script src='{up}assets/vega.js'></script></head><body>"
         f"<header><a href='{up}index.html'>Workloads</a>"
         f"<a href='{up}figures/index.html'>Figures of the paper</a>"
-        f"<span class='note'>curvekit {escape(__version__)}</span></header>"
+        f"<span class='note'>curvekit {escape(__version__)}</span>{banner}</header>"
         f"<main><h1>{escape(title)}</h1>{body}</main>\n{scripts}\n"
         f"<script src='{up}assets/report.js'></script></body></html>\n")
 
@@ -105,14 +109,26 @@ def _goal(g: Goal) -> str:
     return f"{escape(g.metric)} {'&gt;' if g.maximize else '&lt;'} {g.goal!r}"
 
 
+def _value(fit: dict[str, Any], name: str, digits: int) -> str:
+    """A fitted value, or '> largest' / '< smallest' measured batch size past the range."""
+    where = fit.get(f"{name}_beyond")
+    if where == "above":
+        return f"&gt; {fit['max_batch_size']:,.0f}"
+    if where == "below":
+        return f"&lt; {fit['min_batch_size']:,.0f}"
+    return f"{fit[name]:,.{digits}f}"
+
+
 def _cell(fit: dict[str, Any], name: str, digits: int = 0) -> str:
-    value = fit.get(name)
-    if value is None:
+    if fit.get(name) is None:
         return "–"
-    text = f"{value:,.{digits}f}"
-    low, high = fit.get(f"{name}_low"), fit.get(f"{name}_high")
-    if low is not None and high is not None:
-        text += f" <span class='note'>[{low:,.{digits}f}–{high:,.{digits}f}]</span>"
+    text = _value(fit, name, digits)
+    if fit.get(f"{name}_low") is not None and fit.get(f"{name}_high") is not None:
+        low, high = _value(fit, f"{name}_low", digits), _value(fit, f"{name}_high", digits)
+        interval = low if low == high and low[0] == "&" else f"{low}–{high}"
+        text += f" <span class='note'>[{interval}]</span>"
+    if any(fit.get(f"{name}{end}_beyond") for end in ("", "_low", "_high")):
+        text += f"<sup title='{escape(str(fit.get('range_note', '')))}'>†</sup>"
     return text
 
 
@@ -142,7 +158,7 @@ def _charts(data: WorkloadData) -> list[tuple[str, dict[str, Any]]]:
     return charts
 
 
-def _workload_page(data: WorkloadData) -> str:
+def _workload_page(data: WorkloadData, note: str | None = None) -> str:
     g, fit = data.goal, data.fit
     source = "the paper's goal" if g.source != "rule" else "the median rule"
     facts = (
@@ -157,14 +173,15 @@ def _workload_page(data: WorkloadData) -> str:
         f"<td>{_cell(fit, 'max_useful_batch_size')}</td></tr>"
         f"<tr><td>B_crit</td><td>{_cell(fit, 'b_crit')}</td></tr>"
         f"<tr><td>model</td><td>{escape(str(fit.get('model', '–')))}</td></tr></table>"
-        + (f"<p class='note'>{escape(str(fit['note']))}</p>" if fit.get("note") else ""))
+        + "".join(f"<p class='note'>{escape(str(fit[k]))}</p>"
+                  for k in ("note", "range_note") if fit.get(k)))
     specs = _charts(data)
     divs = "".join(f"<div class='chart' id='chart-{name}'></div>" for name, _ in specs)
     return _page(data.workload, facts + f"<div class='charts'>{divs}</div>", depth=1,
-                 specs=[(f"chart-{name}", spec) for name, spec in specs])
+                 specs=[(f"chart-{name}", spec) for name, spec in specs], note=note)
 
 
-def _index(rows: list[tuple[WorkloadData | None, str, str]]) -> str:
+def _index(rows: list[tuple[WorkloadData | None, str, str]], note: str | None = None) -> str:
     lines = ["<table><tr><th>workload</th><th>batch sizes</th><th>trials</th><th>goal</th>"
              "<th>perfect scaling ends</th><th>max useful batch size</th><th>B_crit</th></tr>"]
     for data, workload, problem in rows:
@@ -183,7 +200,11 @@ def _index(rows: list[tuple[WorkloadData | None, str, str]]) -> str:
             f"<td>{_cell(fit, 'max_useful_batch_size')}</td><td>{_cell(fit, 'b_crit')}</td></tr>")
     lines.append("</table><p class='note'>Fits are curvekit's own definitions (see "
                  "docs/fits.md): intervals are 95% bootstrap percentiles over trials.</p>")
-    return _page("Workloads", "".join(lines), depth=0)
+    notes = [(w, d.fit["range_note"]) for d, w, _ in rows if d and d.fit.get("range_note")]
+    if notes:  # † in the table: a value past the measured batch sizes
+        lines.append("<ul class='note'>" + "".join(
+            f"<li>† {escape(w)}: {escape(n)}.</li>" for w, n in notes) + "</ul>")
+    return _page("Workloads", "".join(lines), depth=0, note=note)
 
 
 def _figures(store: Store, folder: Path, progress: Progress | None) -> None:
@@ -191,6 +212,7 @@ def _figures(store: Store, folder: Path, progress: Progress | None) -> None:
     from curvekit.figures.render import FigureError, figure_spec
 
     items = []
+    note = synthetic_note(store)
     for i, number in enumerate(sorted(FIGURES), 1):
         title = f"Figure {number}: {FIGURES[number].title}"
         try:
@@ -203,12 +225,13 @@ def _figures(store: Store, folder: Path, progress: Progress | None) -> None:
             continue
         name = f"figure-{number:02d}.html"
         (folder / name).write_text(_page(title, "<div class='chart' id='chart-figure'></div>",
-                                         depth=1, specs=[("chart-figure", spec)]))
+                                         depth=1, specs=[("chart-figure", spec)], note=note))
         items.append(f"<li><a href='{name}'>{escape(title)}</a></li>")
         if progress is not None:
             progress("figures", i, len(FIGURES))
     (folder / "index.html").write_text(_page("Figures of the paper",
-                                             "<ul>" + "".join(items) + "</ul>", depth=1))
+                                             "<ul>" + "".join(items) + "</ul>", depth=1,
+                                             note=note))
 
 
 # Names of the folders a run works in, beside the report: the whole site is built in the
@@ -316,6 +339,7 @@ def report(store: Store, out: str | os.PathLike[str], *, bootstrap: int = 200,
     import vl_convert as vlc
 
     out = Path(os.path.abspath(out))
+    note = synthetic_note(store)
     names = list(workloads) if workloads is not None else store.workloads()
     for name in names:
         store.split_workload(name)  # an unknown name fails before any work
@@ -337,7 +361,7 @@ def report(store: Store, out: str | os.PathLike[str], *, bootstrap: int = 200,
                 data = workload_data(store, workload, bootstrap=bootstrap)
             except CurvekitError as exc:
                 return None, workload, str(exc)
-            (staging / _page_file(workload)).write_text(_workload_page(data))
+            (staging / _page_file(workload)).write_text(_workload_page(data, note))
             return data, workload, ""
 
         # Two workloads at a time: DuckDB and the fits' numerics release the GIL.
@@ -346,12 +370,13 @@ def report(store: Store, out: str | os.PathLike[str], *, bootstrap: int = 200,
                 rows.append(row)
                 if progress is not None:
                     progress("workloads", i, len(names))
-        (staging / "index.html").write_text(_index(rows))
+        (staging / "index.html").write_text(_index(rows, note))
         if figures:
             _figures(store, staging / "figures", progress)
         else:
             (staging / "figures" / "index.html").write_text(
-                _page("Figures of the paper", "<p>Not drawn in this report.</p>", depth=1))
+                _page("Figures of the paper", "<p>Not drawn in this report.</p>", depth=1,
+                      note=note))
         _swap(staging, out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

@@ -1,0 +1,172 @@
+"""Query output: csv and json streamed in batches give the text of the whole result at once;
+the table shows the first rows and says how many more there are."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from curvekit.cli import TABLE_ROWS, emit, main
+from curvekit.errors import QueryError
+from curvekit.release.convert import convert
+from curvekit.release.synthetic import tiny_archive
+from curvekit.store.export import export, preview
+from curvekit.store.store import Store
+
+QUERIES = [
+    "select * from measurements order by all",
+    "select * from trials",
+    "select * from studies",
+    "select status, count(*) as n, sum(steps) as total from trials group by all order by 1",
+    "select * from trials where false",
+]
+# Every kind of value the previous output had to get right: lists, structs, decimals,
+# dates, NaN and infinities, nulls, quotes, '%' and non-ASCII text, line breaks.
+ODD = ("select [1, 2] as l, []::int[] as e, 'a%s\"b, c' as \"k%s\", date '2020-01-02' as d, "
+       "timestamp '2020-01-02 03:04:05' as ts, 1.5::decimal(5, 2) as dec, "
+       "'nan'::double as n, 'inf'::double as i, null as z, 'é\nx' as u, true as b, "
+       "1e-7 as small, 123456789012345678.0 as big, trial_id from trials order by trial_id")
+NESTED = "select {'x': 1, 'y': [1.5, null]} as s, [[1], []] as ll"
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
+    tmp = tmp_path_factory.mktemp("query-output")
+    convert(tmp / "a.tar.bz2", tmp / "home", manifest=tiny_archive(tmp / "a.tar.bz2"))
+    return Store.open(tmp / "home")
+
+
+def _export(store: Store, sql: str, fmt: str, batch_rows: int = 65_536) -> str:
+    out = io.BytesIO()
+    export(store, sql, out, fmt, batch_rows=batch_rows)
+    return out.getvalue().decode()
+
+
+def _previous(frame: pl.DataFrame, fmt: str, capsys: pytest.CaptureFixture[str]) -> str:
+    """What ``curvekit query`` printed before streaming: the whole frame through emit."""
+    capsys.readouterr()
+    emit(frame, fmt)
+    return capsys.readouterr().out
+
+
+@settings(max_examples=30, deadline=None)
+@given(sql=st.sampled_from(QUERIES), batch_rows=st.integers(1, 700))
+def test_streamed_csv_equals_write_csv(store: Store, sql: str, batch_rows: int) -> None:
+    assert _export(store, sql, "csv", batch_rows) == store.sql(sql).write_csv()
+
+
+@settings(max_examples=30, deadline=None)
+@given(sql=st.sampled_from([*QUERIES, ODD]), batch_rows=st.integers(1, 700))
+def test_streamed_json_equals_the_previous_output(store: Store, sql: str,
+                                                  batch_rows: int) -> None:
+    rows = store.sql(sql).to_dicts()
+    assert _export(store, sql, "json", batch_rows) == json.dumps(rows, indent=1,
+                                                                default=str) + "\n"
+
+
+def test_odd_values_as_before(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
+    frame = store.sql(ODD)
+    for fmt in ("csv", "json"):
+        assert _export(store, ODD, fmt, batch_rows=7) == _previous(frame, fmt, capsys)
+    assert _export(store, NESTED, "json") == json.dumps(store.sql(NESTED).to_dicts(),
+                                                        indent=1, default=str) + "\n"
+
+
+def test_empty_results(store: Store) -> None:
+    assert _export(store, "select * from trials where false", "json") == "[]\n"
+    header = _export(store, "select * from trials where false", "csv")
+    assert header == store.sql("select * from trials limit 0").write_csv()
+    assert header.count("\n") == 1 and header.startswith("batch_size,trial_id")
+
+
+def test_nested_values_in_csv_are_refused_with_a_hint(store: Store) -> None:
+    with pytest.raises(QueryError, match=r"column 's' holds nested values.*json format"):
+        _export(store, NESTED, "csv")
+
+
+def test_sql_errors(store: Store) -> None:
+    with pytest.raises(QueryError, match="in the query:\nselect nope from trials"):
+        _export(store, "select nope from trials", "csv")
+    with pytest.raises(QueryError, match="in the query"):  # found while rows are read
+        _export(store, "select cast(status as integer) from trials", "json")
+    with pytest.raises(QueryError, match="its own name"):
+        _export(store, "select 1 as a, 2 as a", "csv")
+    with pytest.raises(QueryError, match="unknown output format 'xml'"):
+        _export(store, "select 1", "xml")
+
+
+def test_preview_keeps_the_first_rows_and_counts_all(store: Store) -> None:
+    whole = store.sql(QUERIES[0])
+    frame, total = preview(store, QUERIES[0], 10)
+    assert total == whole.height > 10
+    assert frame.equals(whole.head(10))
+    empty, none = preview(store, "select * from trials where false", 10)
+    assert (empty.height, none, empty.columns[:2]) == (0, 0, ["batch_size", "trial_id"])
+
+
+def test_cli_csv_and_json_as_before(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
+    runner = CliRunner()
+    for sql in (QUERIES[0], ODD):
+        frame = store.sql(sql)
+        for fmt in ("csv", "json"):
+            result = runner.invoke(main, ["query", sql, "--home", str(store.path), "--format",
+                                          fmt])
+            assert result.exit_code == 0, result.output
+            assert result.stdout == _previous(frame, fmt, capsys)
+
+
+def test_cli_table_shows_the_first_rows_and_says_how_many_more(store: Store) -> None:
+    whole = store.sql(QUERIES[0])
+    assert whole.height > TABLE_ROWS
+    result = CliRunner().invoke(main, ["query", QUERIES[0], "--home", str(store.path)])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert len(lines) == 2 + TABLE_ROWS  # header, rule, rows
+    assert lines[0].split() == whole.columns
+    more = whole.height - TABLE_ROWS
+    assert result.stderr == (f"{more:,} more rows ({whole.height:,} in all); use --format "
+                             "csv or --format json for every row.\n")
+    small = CliRunner().invoke(main, ["query", QUERIES[3], "--home", str(store.path)])
+    assert small.exit_code == 0 and small.stderr == ""
+    assert len(small.stdout.splitlines()) == 2 + store.sql(QUERIES[3]).height
+
+
+def test_cli_errors(store: Store) -> None:
+    result = CliRunner().invoke(main, ["query", NESTED, "--home", str(store.path), "--format",
+                                       "csv"])
+    assert result.exit_code == 1
+    assert result.stderr.startswith("Error: column 's' holds nested values")
+    bad = CliRunner().invoke(main, ["query", "select nope", "--home", str(store.path)])
+    assert bad.exit_code == 1 and "Error: " in bad.stderr and "nope" in bad.stderr
+
+
+def _lines(stream: io.BufferedReader, n: int) -> Iterator[bytes]:
+    for _ in range(n):
+        yield stream.readline()
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json"])
+def test_a_reader_that_stops_early_is_no_error(store: Store, fmt: str) -> None:
+    # `curvekit query ... | head -2`: the pipe closes while rows are still being written.
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    sql = "select * from measurements, range(20)"  # large enough to outgrow the pipe
+    proc = subprocess.Popen([sys.executable, "-m", "curvekit", "query", sql, "--home",
+                             str(store.path), "--format", fmt], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
+    assert proc.stdout is not None and proc.stderr is not None
+    first = list(_lines(proc.stdout, 2))  # type: ignore[arg-type]
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 0, err
+    assert err == "" and first[0].startswith(b"trial_id" if fmt == "csv" else b"[")
