@@ -79,7 +79,8 @@ class Store:
         else:
             raise StoreError(
                 f"no curvekit store at {base}; run `curvekit fetch` (or `curvekit fetch "
-                "--archive PATH` with an archive you already have) to create it")
+                "--archive PATH` with an archive you already have) to create it, or "
+                "`curvekit demo` for a small data set to try, offline")
         try:
             metadata = json.loads(meta_path.read_text())
         except (OSError, json.JSONDecodeError) as exc:
