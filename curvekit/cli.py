@@ -57,7 +57,11 @@ class _Group(click.Group):
 @click.group(cls=_Group)
 @click.version_option(__version__, prog_name="curvekit")
 def main() -> None:
-    """Training-curve data of Shallue et al. (2019) as a Parquet store you can query."""
+    """Training-curve data of Shallue et al. (2019) as a Parquet store you can query.
+
+    Exit status: 0 done, 1 an error (printed as "Error: ..."), 2 a wrong command line,
+    130 interrupted by Ctrl-C, 141 output cut short by its reader (such as `| head`).
+    """
 
 
 def _open(home: Path | None) -> Store:
