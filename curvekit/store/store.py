@@ -185,9 +185,9 @@ class Store:
     def sql(self, query: str) -> pl.DataFrame:
         """Run SQL over the views ``studies``, ``trials`` and ``measurements``.
 
-        Examples
-        --------
-        >>> store.sql("select distinct status from trials order by 1")  # doctest: +SKIP
+        Example, with ``store = curvekit.open()`` (the module's example runs one)::
+
+            store.sql("select distinct status from trials order by 1")
         """
         self._views  # noqa: B018 - create the views before the first query that names them
         return self.query(query)
