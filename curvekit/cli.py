@@ -7,6 +7,7 @@ Output formatting lives here only; errors are caught once, at the root.
 from __future__ import annotations
 
 import json
+import math
 import sys
 import warnings
 from collections.abc import Callable, Iterator
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from curvekit.__main__ import exit_broken_pipe, exit_interrupted
 from curvekit._version import __version__
 from curvekit.errors import CurvekitError
 from curvekit.home import ENV_HOME
@@ -37,7 +39,9 @@ format_option = click.option(
 
 
 class _Group(click.Group):
-    """Turn every CurvekitError into ``Error: ...`` and exit status 1."""
+    """Turn every CurvekitError into ``Error: ...`` and exit status 1; Ctrl-C into
+    ``Aborted.`` and 130 (click's own says "Aborted!" and 1); a reader of stdout that has
+    gone (``| head``) into a quiet exit with 141."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -45,12 +49,20 @@ class _Group(click.Group):
         except CurvekitError as exc:
             click.echo(f"Error: {exc}", err=True)
             sys.exit(1)
+        except KeyboardInterrupt:
+            exit_interrupted()
+        except BrokenPipeError:
+            exit_broken_pipe()
 
 
 @click.group(cls=_Group)
 @click.version_option(__version__, prog_name="curvekit")
 def main() -> None:
-    """Training-curve data of Shallue et al. (2019) as a Parquet store you can query."""
+    """Training-curve data of Shallue et al. (2019) as a Parquet store you can query.
+
+    Exit status: 0 done, 1 an error (printed as "Error: ..."), 2 a wrong command line,
+    130 interrupted by Ctrl-C, 141 output cut short by its reader (such as `| head`).
+    """
 
 
 def _open(home: Path | None) -> Store:
@@ -60,21 +72,39 @@ def _open(home: Path | None) -> Store:
     return Store.open(home)
 
 
+TABLE_DIGITS = 6
+
+
+def _readable(value: Any) -> str:
+    """A table cell: floats to TABLE_DIGITS significant digits, lists space-separated."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.{TABLE_DIGITS}g}" if math.isfinite(value) else str(value)
+    if isinstance(value, list):
+        return " ".join(_readable(v) for v in value)
+    return str(value)
+
+
 def emit(frame: pl.DataFrame, fmt: str) -> None:
-    """Print a DataFrame as an aligned table, CSV or JSON records."""
+    """Print a DataFrame as an aligned table, CSV or JSON records.
+
+    The table is for reading: floats show 6 significant digits (``0.1 + 0.2`` reads
+    0.3). CSV and JSON are for programs and keep every digit.
+    """
     import polars as pl
 
     if fmt == "json":
         click.echo(json.dumps(frame.to_dicts(), indent=1, default=str))
         return
-    flat = frame.with_columns(
-        pl.col(c).list.eval(pl.element().cast(pl.String)).list.join(" ")
-        for c, t in frame.schema.items() if isinstance(t, pl.List))
     if fmt == "csv":
+        flat = frame.with_columns(
+            pl.col(c).list.eval(pl.element().cast(pl.String)).list.join(" ")
+            for c, t in frame.schema.items() if isinstance(t, pl.List))
         click.echo(flat.write_csv(), nl=False)
         return
-    rows = [flat.columns] + [["" if v is None else str(v) for v in r] for r in flat.iter_rows()]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(flat.columns))]
+    rows = [frame.columns] + [[_readable(v) for v in r] for r in frame.iter_rows()]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(frame.columns))]
     for n, row in enumerate(rows):
         click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
         if n == 0:
@@ -355,30 +385,14 @@ def query(sql: str, home: Path | None, fmt: str) -> None:
     store = _open(home)
     if fmt != "table":
         out = sys.stdout.buffer
-        try:
-            export(store, sql, out, fmt)
-            out.flush()
-        except BrokenPipeError:  # the reader stopped early (`| head`): not an error
-            _quiet_stdout()
+        export(store, sql, out, fmt)  # a reader that stops early (`| head`): a quiet 141
+        out.flush()
         return
     frame, total = preview(store, sql, TABLE_ROWS)
     emit(frame, fmt)
     if total > frame.height:
         click.echo(f"{total - frame.height:,} more rows ({total:,} in all); use --format csv "
                    "or --format json for every row.", err=True)
-
-
-def _quiet_stdout() -> None:
-    """After a closed pipe, point stdout at /dev/null so that exit does not fail flushing."""
-    import os
-
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):  # no real file descriptor (e.g. a test's captured output)
-        pass
-    finally:
-        os.close(devnull)
 
 
 @main.command()
@@ -566,7 +580,7 @@ def plot_best(workload: str, metric: str, maximize: bool, trials: int | None,
 @plot_format_option
 @home_option
 def figure_(number: int, out: Path | None, fmt: str, home: Path | None) -> None:
-    """Render the paper's figure NUMBER from the store."""
+    """Render the paper's figure NUMBER (1–24) from the store."""
     from contextlib import nullcontext
 
     from curvekit.figures.static import STATIC_FORMATS, Renderer
@@ -574,8 +588,9 @@ def figure_(number: int, out: Path | None, fmt: str, home: Path | None) -> None:
     # The renderer's engine starts in its own process while the figure is queried.
     with Renderer() if fmt in STATIC_FORMATS else nullcontext() as renderer:
         from curvekit.figures.output import save
-        from curvekit.figures.render import figure_spec
+        from curvekit.figures.render import check_figure_number, figure_spec
 
+        check_figure_number(number)  # a wrong number is the first thing to hear about
         chart, meta = figure_spec(number, _open(home))
         target = save(chart, out or Path(f"figure-{number:02d}.{fmt}"), meta, fmt=fmt,
                       renderer=renderer)

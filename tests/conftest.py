@@ -7,12 +7,40 @@ import hashlib
 import io
 import json
 import tarfile
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from pathlib import Path
 
 import pytest
 
 ROOT = "batch_science"
+
+# The dev extra installs every package the suite imports; a module-level
+# pytest.importorskip only fires in an environment made some other way, so its skip
+# reason says how to get what is missing.
+HOW_TO_INSTALL = ' (pip install -e ".[dev]" installs it)'
+
+
+def _say_how_to_install(report: pytest.TestReport | pytest.CollectReport) -> None:
+    if report.skipped and isinstance(report.longrepr, tuple):
+        path, line, reason = report.longrepr
+        if "could not import" in reason and HOW_TO_INSTALL not in reason:
+            report.longrepr = (path, line, reason + HOW_TO_INSTALL)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector
+                               ) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
+    report = yield
+    _say_how_to_install(report)
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
+                              ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    _say_how_to_install(report)
+    return report
 
 Members = dict[str, bytes]
 

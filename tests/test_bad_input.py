@@ -115,7 +115,7 @@ def test_damaged_compression(home: Path, make_archive: Callable[..., Path], dama
     import shutil
 
     if decompressor == "lbzip2" and not shutil.which("lbzip2"):
-        pytest.skip("lbzip2 not installed")
+        pytest.skip("lbzip2 not installed: apt install lbzip2")
     # Large enough to span several bzip2 blocks, so damage lands mid-stream.
     members = small_members(trials=tuple(range(1, 400)))
     path = make_archive(members)

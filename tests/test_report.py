@@ -146,7 +146,7 @@ def browser_page(site: Path) -> Iterator[tuple[object, str]]:
     sync_api = pytest.importorskip("playwright.sync_api")
     executable = _chromium()
     if executable is None:
-        pytest.skip("no Chromium on this machine (apt-get install chromium)")
+        pytest.skip("no Chromium on this machine: apt install chromium")
     handler = functools.partial(_QuietHandler, directory=str(site))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()

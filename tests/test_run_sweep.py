@@ -164,7 +164,7 @@ def test_cli_run_and_its_errors(tmp_path: Path) -> None:
 
 def test_missing_torch_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "torch", None)  # import torch now raises ImportError
-    with pytest.raises(RunError, match=r"pip install curvekit\[train\]"):
+    with pytest.raises(RunError, match=r'pip install -e "\.\[train\]"'):
         curvekit.run("tiny", **TINY, home=tmp_path)
     # The demo needs no torch.
     assert curvekit.demo(tmp_path).trials == 528

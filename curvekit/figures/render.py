@@ -40,7 +40,7 @@ from curvekit.store.store import Store
 if TYPE_CHECKING:
     import altair as alt
 
-__all__ = ["FigureError", "figure", "figure_spec", "render_all"]
+__all__ = ["FigureError", "check_figure_number", "figure", "figure_spec", "render_all"]
 
 
 Limits = tuple[tuple[float, float], tuple[float, float]]
@@ -195,11 +195,16 @@ def _shared_limits(store: Store, spec: Figure
             half_decade_limits((1 - data["momentum"]).to_list())), frames
 
 
-def _check(number: int, store: Store) -> Figure:
+def check_figure_number(number: int) -> Figure:
+    """The spec of the paper's figure ``number``; FigureError outside 1–24."""
     if number not in FIGURES:
-        known = ", ".join(str(n) for n in sorted(FIGURES))
-        raise FigureError(f"figure {number} is not available; figures drawn so far: {known}")
-    spec: Figure = FIGURES[number]
+        raise FigureError(f"there is no figure {number}; the paper's figures are "
+                          f"{min(FIGURES)}–{max(FIGURES)}")
+    return FIGURES[number]
+
+
+def _check(number: int, store: Store) -> Figure:
+    spec = check_figure_number(number)
     missing = [w for w in spec.workloads() if w not in store.workloads()]
     if missing:
         raise FigureError(

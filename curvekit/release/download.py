@@ -193,7 +193,15 @@ def verify_file(
 
     Examples
     --------
-    >>> verify_file("archive.tar.bz2", "9F86D081...", delete_on_mismatch=False)  # doctest: +SKIP
+    >>> import tempfile
+    >>> with tempfile.NamedTemporaryFile() as f:
+    ...     _ = f.write(b"test"); f.flush()
+    ...     verify_file(f.name, "9F86D081884C7D659A2FEAA0C55AD015A3BF4F1B2B0B822CD15D6C15B0F00A08")
+    ...     try:
+    ...         verify_file(f.name, "0" * 64, delete_on_mismatch=False)
+    ...     except ChecksumError:
+    ...         print("mismatch")
+    mismatch
     """
     path = Path(path)
     expected = _normalise_sha256(sha256)

@@ -8,5 +8,5 @@ workloads in :mod:`~curvekit.runner.workloads`) on an executor
 :func:`curvekit.store.update.add_workload`. :func:`~curvekit.runner.sweep.run` drives it;
 :mod:`~curvekit.runner.demo` ships a data set made this way.
 
-Only training needs torch (``pip install curvekit[train]``); planning and the demo do not.
+Only training needs torch (``pip install -e ".[train]"``); planning and the demo do not.
 """

@@ -19,10 +19,10 @@ from __future__ import annotations
 import multiprocessing
 import os
 import queue
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any
+from typing import Any, cast
 
 from curvekit.errors import CurvekitError, RunError
 from curvekit.runner.plan import TrialResult, TrialSpec
@@ -107,7 +107,7 @@ def _ray(specs: Sequence[TrialSpec], workers: int, address: str | None,
     try:
         import ray
     except ImportError as exc:
-        raise RunError("--executor ray needs Ray: pip install curvekit[ray]") from exc
+        raise RunError('--executor ray needs Ray: pip install -e ".[ray]"') from exc
     started = False
     if not ray.is_initialized():
         options: dict[str, Any] = {"address": address, "include_dashboard": False,
@@ -127,7 +127,10 @@ def _ray(specs: Sequence[TrialSpec], workers: int, address: str | None,
             try:
                 result: TrialResult = ray.get(done[0])
             except ray.exceptions.RayTaskError as exc:
-                cause = exc.as_instanceof_cause()  # type: ignore[no-untyped-call]
+                # Ray's method is untyped and Ray itself is optional: cast the bound method
+                # so the check is the same whether or not Ray is installed.
+                unwrap = cast(Callable[[], BaseException], exc.as_instanceof_cause)
+                cause = unwrap()
                 if isinstance(cause, CurvekitError):
                     raise cause from None
                 raise RunError(f"{_describe(spec)} failed on Ray: {cause}") from exc

@@ -52,8 +52,8 @@ def _require_torch() -> Any:
     try:
         import torch
     except ImportError as exc:
-        raise RunError("training needs PyTorch and scikit-learn: pip install curvekit[train]"
-                       ) from exc
+        raise RunError("training needs PyTorch and scikit-learn: "
+                       'pip install -e ".[train]"') from exc
     return torch
 
 

@@ -1,4 +1,4 @@
-"""Built-in data sets and models for the runner (needs torch: ``pip install curvekit[train]``).
+"""Built-in data sets and models for the runner (needs torch: ``pip install -e ".[train]"``).
 
 Data sets, each split into train / validation / test once, the same way every time:
 
@@ -70,7 +70,7 @@ def _digits() -> Splits:
         from sklearn.datasets import load_digits
     except ImportError as exc:
         raise RunError("the digits data set comes with scikit-learn: "
-                       "pip install curvekit[train]") from exc
+                       'pip install -e ".[train]"') from exc
     data = load_digits()
     order = np.random.RandomState(0).permutation(len(data.target))
     x = torch.tensor(data.images[order] / 16.0, dtype=torch.float32).unsqueeze(1)

@@ -100,7 +100,8 @@ class Store:
             else:
                 raise StoreError(
                     f"no curvekit store at {base}; run `curvekit fetch` (or `curvekit fetch "
-                    "--archive PATH` with an archive you already have) to create it")
+                    "--archive PATH` with an archive you already have) to create it, or "
+                    "`curvekit demo` for a small data set to try, offline")
             path = candidate.resolve()
             lease = acquire(path)
             if lease is None:
@@ -312,9 +313,9 @@ class Store:
     def sql(self, query: str) -> pl.DataFrame:
         """Run SQL over the views ``studies``, ``trials`` and ``measurements``.
 
-        Examples
-        --------
-        >>> store.sql("select distinct status from trials order by 1")  # doctest: +SKIP
+        Example, with ``store = curvekit.open()`` (the module's example runs one)::
+
+            store.sql("select distinct status from trials order by 1")
         """
         return self.query(query)
 
