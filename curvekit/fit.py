@@ -500,9 +500,10 @@ def fit_workload(store: Store, workload: str, metric: str, goal: float, *,
                                  "statuses": tuple(statuses)}
     if len(sizes) < 3:
         why = explain_empty(store, workload, metric, goal, result=reached, **selection)
-        raise FitError(f"{workload}: only {len(sizes)} batch sizes reach {metric} "
+        raise FitError(f"{workload}: only {len(sizes)} batch "
+                       f"{'size reaches' if len(sizes) == 1 else 'sizes reach'} {metric} "
                        f"{'>' if maximize else '<'} {goal}; a fit needs at least 3"
-                       + "".join(f". {line.removeprefix(workload + ': ')}" for line in why))
+                       + "".join(f"; {line.removeprefix(workload + ': ')}" for line in why))
     if explain:
         warn_explained(store, workload, metric, goal, reached, **selection)
     regimes = fit_regimes(sizes, steps) if model in ("piecewise", "both") else None

@@ -495,9 +495,10 @@ def _relaxations(store: Store, workload: str, metric: str, goal: float | None,
         head = (f"{workload}: {_plural(n, status + ' trial')} at the batch sizes left out "
                 f"{'is' if n == 1 else 'are'} excluded by status (allowed: "
                 f"{', '.join(statuses)}); ")
-        lines.append(head + (f"with them, batch {'size' if len(gained) == 1 else 'sizes'} "
+        them = "it" if n == 1 else "them"
+        lines.append(head + (f"with {them}, batch {'size' if len(gained) == 1 else 'sizes'} "
                              f"{_sizes(gained)} would {verb}: use {_statuses_hint(wider)}"
-                             if gained else f"with them, none would {verb} either"))
+                             if gained else f"with {them}, none would {verb} either"))
     trials = sel["trials"]
     capped = [b for b in missing if trials is not None and allowed[b] > trials]
     if capped:

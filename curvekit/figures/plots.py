@@ -104,8 +104,8 @@ def _curve_or_refuse(store: Store, workload: str, metric: str, goal: float,
         why = explain_empty(store, workload, metric, goal, result=curve, **selection)
         raise QueryError(
             f"nothing to plot: no batch size of {workload} reaches "
-            f"{_goal_text(metric, goal, selection['maximize'])}, so no chart was written. "
-            + " ".join(f"{line.removeprefix(workload + ': ')}." for line in why))
+            f"{_goal_text(metric, goal, selection['maximize'])}, so no chart was written"
+            + "".join(f"; {line.removeprefix(workload + ': ')}" for line in why))
     warn_explained(store, workload, metric, goal, curve, **selection)
     return curve
 
