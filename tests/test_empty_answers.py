@@ -17,6 +17,7 @@ from click.testing import CliRunner, Result
 
 from curvekit.cli import EXIT_EMPTY, main
 from curvekit.errors import CurvekitWarning, QueryError
+from curvekit.figures.plots import plot_steps_to_result
 from curvekit.fit import FitError, fit_workload
 from curvekit.ingest.add import add, build
 from curvekit.measure import (
@@ -278,8 +279,7 @@ def test_plot_of_an_empty_curve_writes_nothing_and_says_why(home: Path,
                                     f"reaches {METRIC} < 0.01, so no chart was written; "
                                     "no loaded trial reaches")
     assert snapshot(home) == before
-    with pytest.raises(QueryError, match="best value reached is 0.08 at batch size 16"):
-        from curvekit.figures.plots import plot_steps_to_result
+    with pytest.raises(QueryError, match=r"best value reached is 0\.08 at batch size 16"):
         plot_steps_to_result(Store.open(home), NAME, METRIC, 0.01)
 
 
