@@ -61,7 +61,8 @@ def main() -> None:
     """Training-curve data of Shallue et al. (2019) as a Parquet store you can query.
 
     Exit status: 0 done, 1 an error (printed as "Error: ..."), 2 a wrong command line,
-    130 interrupted by Ctrl-C, 141 output cut short by its reader (such as `| head`).
+    3 an empty answer (steps-to-result, best: stderr says why), 130 interrupted by Ctrl-C,
+    141 output cut short by its reader (such as `| head`).
     """
 
 
@@ -323,17 +324,41 @@ _selection_options = _options(
                  help="Example budget: rows with batch_size * step <= E."),
     home_option,
 )
-_measurement_options = _options(
-    _selection_options,
-    click.option("--status", "statuses", multiple=True, default=("COMPLETE",),
-                 show_default=True,
-                 type=click.Choice(["COMPLETE", "INCOMPLETE", "INFEASIBLE"]),
-                 help="Trial statuses to use (repeatable)."),
-    format_option,
-)
+status_option = click.option(
+    "--status", "statuses", multiple=True, default=("COMPLETE",), show_default=True,
+    type=click.Choice(["COMPLETE", "INCOMPLETE", "INFEASIBLE"]),
+    help="Trial statuses to use (repeatable; replaces the default).")
+_measurement_options = _options(_selection_options, status_option, format_option)
 plot_format_option = click.option(
     "--format", "fmt", type=click.Choice(["png", "svg", "pdf", "html", "json"]), default="png",
     show_default=True, help="Output format (json: the Vega-Lite spec).")
+
+EXIT_EMPTY = 3
+"""Exit status of steps-to-result and best when no batch size has a row (stdout still holds
+the empty table, stderr says why); a partly empty result exits 0 with warnings."""
+
+
+@contextmanager
+def _explained() -> Iterator[None]:
+    """Print curvekit's warnings (why a result is empty or partial, a metric maximized the
+    wrong way) as ``Warning: ...`` lines on stderr, once each; stdout stays the data."""
+    import warnings
+
+    from curvekit.errors import CurvekitWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", CurvekitWarning)
+        try:
+            yield
+        finally:
+            seen: set[str] = set()
+            for record in caught:
+                if not issubclass(record.category, CurvekitWarning):
+                    warnings.warn_explicit(record.message, record.category, record.filename,
+                                           record.lineno)
+                elif str(record.message) not in seen:
+                    seen.add(str(record.message))
+                    click.echo(f"Warning: {record.message}", err=True)
 
 
 @main.command("steps-to-result")
@@ -346,12 +371,18 @@ def steps_to_result(workload: str, metric: str, maximize: bool, trials: int | No
     """Steps to reach a goal at each batch size (the paper's definition).
 
     A row qualifies when its metric is strictly below GOAL (above with --maximize); the
-    first by (step, trial_id) wins. Batch sizes where no row qualifies are left out.
+    first by (step, trial_id) wins. Batch sizes where no row qualifies are left out, and
+    stderr says why (`Warning: ...` lines: the best value reached there, trials left out by
+    --status, --trials or the budgets). Exit status 0, or 3 when no batch size reaches the
+    goal (stdout then holds the empty table: a CSV header, or [] in JSON).
     """
-    frame = _open(home).steps_to_result(
-        workload, metric, goal, maximize=maximize, trials=trials, step_budget=max_steps,
-        example_budget=max_examples, statuses=statuses)
+    with _explained():
+        frame = _open(home).steps_to_result(
+            workload, metric, goal, maximize=maximize, trials=trials, step_budget=max_steps,
+            example_budget=max_examples, statuses=statuses)
     emit(frame, fmt)
+    if frame.is_empty():
+        sys.exit(EXIT_EMPTY)
 
 
 @main.command()
@@ -359,11 +390,19 @@ def steps_to_result(workload: str, metric: str, maximize: bool, trials: int | No
 def best(workload: str, metric: str, maximize: bool, trials: int | None,
          max_steps: float | None, max_examples: float | None, statuses: tuple[str, ...],
          home: Path | None, fmt: str) -> None:
-    """The best value of a metric at each batch size, and the row it came from."""
-    frame = _open(home).best_measurement(
-        workload, metric, maximize=maximize, trials=trials, step_budget=max_steps,
-        example_budget=max_examples, statuses=statuses)
+    """The best value of a metric at each batch size, and the row it came from.
+
+    Batch sizes without a loaded row are left out, and stderr says why (`Warning: ...`
+    lines). Exit status 0, or 3 when no batch size has one (stdout then holds the empty
+    table).
+    """
+    with _explained():
+        frame = _open(home).best_measurement(
+            workload, metric, maximize=maximize, trials=trials, step_budget=max_steps,
+            example_budget=max_examples, statuses=statuses)
     emit(frame, fmt)
+    if frame.is_empty():
+        sys.exit(EXIT_EMPTY)
 
 
 TABLE_ROWS = 1000
@@ -404,6 +443,7 @@ def query(sql: str, home: Path | None, fmt: str) -> None:
 @click.option("--maximize", is_flag=True, help="Higher is better.")
 @click.option("--trials", type=click.IntRange(min=1),
               help="Use the first N trials by trial id of each study.")
+@status_option
 @click.option("--model", type=click.Choice(["piecewise", "critical", "both"]), default="both",
               show_default=True, help="Regime fit, critical-batch-size fit, or both.")
 @click.option("--bootstrap", "samples", type=click.IntRange(min=0), default=0,
@@ -412,13 +452,16 @@ def query(sql: str, home: Path | None, fmt: str) -> None:
 @home_option
 @format_option
 def fit(workload: str | None, all_: bool, metric: str | None, goal: float | None,
-        maximize: bool, trials: int | None, model: str, samples: int, seed: int,
-        home: Path | None, fmt: str) -> None:
+        maximize: bool, trials: int | None, statuses: tuple[str, ...], model: str,
+        samples: int, seed: int, home: Path | None, fmt: str) -> None:
     """Fit the scaling regimes and the critical batch size of steps to result.
 
     Reports the end of perfect scaling, the maximum useful batch size (start of the
     plateau), the middle slope, and B_crit, S_min and E_min of S = S_min (1 + B_crit / B);
-    with --bootstrap, 95% percentile intervals over trial resamples.
+    with --bootstrap, 95% percentile intervals over trial resamples. --status selects the
+    trials as for steps-to-result. Batch sizes that do not reach the goal are left out of
+    the fit and stderr says why (`Warning: ...` lines); with fewer than 3 left, WORKLOAD
+    is an error (exit 1) and --all gives it a row whose note says why.
     """
     import polars as pl
 
@@ -429,12 +472,16 @@ def fit(workload: str | None, all_: bool, metric: str | None, goal: float | None
         if workload or metric or goal is not None:
             raise click.UsageError("--all fits every workload at the paper's goals; "
                                    "drop WORKLOAD, --metric and --goal")
-        rows = fit_all(store, model=model, bootstrap_samples=samples, seed=seed)
+        with _explained():
+            rows = fit_all(store, model=model, bootstrap_samples=samples, seed=seed,
+                           statuses=statuses)
     else:
         if not workload or metric is None or goal is None:
             raise click.UsageError("give WORKLOAD, --metric and --goal (or --all)")
-        rows = [fit_workload(store, workload, metric, goal, maximize=maximize, trials=trials,
-                             model=model, bootstrap_samples=samples, seed=seed).summary()]
+        with _explained():
+            rows = [fit_workload(store, workload, metric, goal, maximize=maximize,
+                                 trials=trials, statuses=statuses, model=model,
+                                 bootstrap_samples=samples, seed=seed).summary()]
     emit(_compact_fits(rows) if fmt == "table" else pl.DataFrame(rows, infer_schema_length=None),
          fmt)
     if fmt == "table":
@@ -485,6 +532,7 @@ def plot() -> None:
 
 @plot.command("steps-to-result")
 @_selection_options
+@status_option
 @plot_format_option
 @click.option("--goal", type=float, required=True, help="The target value of the metric.")
 @click.option("--fit", "with_fit", is_flag=True,
@@ -493,15 +541,21 @@ def plot() -> None:
               help="Output file (default steps-to-result.<format>).")
 def plot_steps_to_result(workload: str, metric: str, maximize: bool, trials: int | None,
                          max_steps: float | None, max_examples: float | None,
-                         home: Path | None, fmt: str, goal: float, with_fit: bool,
-                         out: Path | None) -> None:
-    """Steps to result against batch size, log2 × log2, with the perfect-scaling line."""
+                         home: Path | None, statuses: tuple[str, ...], fmt: str, goal: float,
+                         with_fit: bool, out: Path | None) -> None:
+    """Steps to result against batch size, log2 × log2, with the perfect-scaling line.
+
+    Batch sizes that do not reach the goal are left out and stderr says why. When none
+    reaches it nothing is written: a blank chart would say nothing, so the command fails
+    (exit 1) with the explanation.
+    """
     from curvekit.figures.output import save
     from curvekit.figures.plots import plot_steps_to_result as plot_
 
-    chart, meta = plot_(_open(home), workload, metric, goal, maximize=maximize,
-                        trials=trials, step_budget=max_steps, example_budget=max_examples,
-                        fit=with_fit)
+    with _explained():
+        chart, meta = plot_(_open(home), workload, metric, goal, maximize=maximize,
+                            trials=trials, step_budget=max_steps, example_budget=max_examples,
+                            statuses=statuses, fit=with_fit)
     target = save(chart, out or Path(f"steps-to-result.{fmt}"), meta, fmt=fmt)
     click.echo(f"Wrote {target}")
 
@@ -533,9 +587,10 @@ def plot_metaparameters(workload: str, metric: str, maximize: bool, trials: int 
     """The winning trial's metaparameter per batch size, with the scaling heuristics."""
     from curvekit.figures.plots import plot_metaparameters as plot_
 
-    chart, meta = plot_(_open(home), workload, metric, goal, parameter=parameter,
-                        maximize=maximize, trials=trials, step_budget=max_steps,
-                        example_budget=max_examples)
+    with _explained():
+        chart, meta = plot_(_open(home), workload, metric, goal, parameter=parameter,
+                            maximize=maximize, trials=trials, step_budget=max_steps,
+                            example_budget=max_examples)
     _save_plot(chart, meta, out, "metaparameters", fmt)
 
 
@@ -568,8 +623,9 @@ def plot_best(workload: str, metric: str, maximize: bool, trials: int | None,
     """The best value of the metric per batch size, within the budgets."""
     from curvekit.figures.plots import plot_best as plot_
 
-    chart, meta = plot_(_open(home), workload, metric, goal=goal, maximize=maximize,
-                        trials=trials, step_budget=max_steps, example_budget=max_examples)
+    with _explained():
+        chart, meta = plot_(_open(home), workload, metric, goal=goal, maximize=maximize,
+                            trials=trials, step_budget=max_steps, example_budget=max_examples)
     _save_plot(chart, meta, out, "best", fmt)
 
 

@@ -15,6 +15,7 @@ __all__ = [
     "ArchiveError",
     "ChecksumError",
     "CurvekitError",
+    "CurvekitWarning",
     "DownloadError",
     "IngestError",
     "ManifestError",
@@ -77,3 +78,14 @@ class IngestError(CurvekitError):
 class RunError(CurvekitError):
     """A training run cannot start or finish: a bad search space, an unknown model or data
     set, a missing optional dependency (torch, Ray), or a work folder of another sweep."""
+
+
+class CurvekitWarning(UserWarning):
+    """Root of the warnings curvekit gives: a result that is empty or partly empty, and why;
+    a metric maximized although its name says lower is better.
+
+    The library never prints; it warns, and the CLI prints each warning as ``Warning: ...``
+    on stderr. Turn them into errors with
+    ``warnings.simplefilter("error", curvekit.CurvekitWarning)``, or silence them with
+    ``"ignore"``.
+    """

@@ -544,30 +544,45 @@ def range_note(row: dict[str, Any]) -> str:
 
 def fit_workload(store: Store, workload: str, metric: str, goal: float, *,
                  maximize: bool = False, trials: int | None = None,
-                 model: str = "both", bootstrap_samples: int = 0, seed: int = 0,
-                 level: float = 0.95) -> WorkloadFit:
+                 statuses: Sequence[str] = ("COMPLETE",), model: str = "both",
+                 bootstrap_samples: int = 0, seed: int = 0, level: float = 0.95,
+                 explain: bool = True) -> WorkloadFit:
     """Fit a workload's steps-to-result curve (paper definition) and bootstrap it.
 
-    ``model`` is ``piecewise``, ``critical`` or ``both``. The bootstrap resamples each
-    study's loaded trials with replacement and refits the piecewise model chosen on the
-    full data, so every resample estimates the same quantities.
+    ``model`` is ``piecewise``, ``critical`` or ``both``. ``trials`` and ``statuses`` select
+    the loaded trials as for :func:`curvekit.measure.steps_to_result`. The bootstrap
+    resamples each study's loaded trials with replacement and refits the piecewise model
+    chosen on the full data, so every resample estimates the same quantities.
+
+    Batch sizes where no loaded trial reaches the goal are left out of the fit and
+    explained by :class:`curvekit.measure.EmptyResultWarning` warnings (unless
+    ``explain=False``); with fewer than 3 left the :class:`FitError` says why.
     """
     import polars as pl
 
-    from curvekit.measure import trial_hits
+    from curvekit.measure import explain_empty, trial_hits, warn_explained
 
     if model not in ("piecewise", "critical", "both"):
         raise FitError(f"model must be piecewise, critical or both, got {model!r}")
-    hits_frame = trial_hits(store, workload, metric, goal, maximize=maximize, trials=trials)
+    hits_frame = trial_hits(store, workload, metric, goal, maximize=maximize, trials=trials,
+                            statuses=statuses)
     hits: dict[int, Floats] = {}
     for (b,), group in hits_frame.group_by("batch_size", maintain_order=True):
         hits[int(b)] = group["step"].cast(pl.Float64).fill_null(np.inf).to_numpy()
     best = {b: float(h.min()) for b, h in hits.items() if len(h) and np.isfinite(h.min())}
     sizes = np.array(sorted(best), dtype=float)
     steps = np.array([best[int(b)] for b in sizes], dtype=float)
+    reached = pl.DataFrame({"batch_size": sorted(best)}, schema={"batch_size": pl.Int64})
+    selection: dict[str, Any] = {"maximize": maximize, "trials": trials,
+                                 "statuses": tuple(statuses)}
     if len(sizes) < 3:
-        raise FitError(f"{workload}: only {len(sizes)} batch sizes reach {metric} "
-                       f"{'>' if maximize else '<'} {goal}; a fit needs at least 3")
+        why = explain_empty(store, workload, metric, goal, result=reached, **selection)
+        raise FitError(f"{workload}: only {len(sizes)} batch "
+                       f"{'size reaches' if len(sizes) == 1 else 'sizes reach'} {metric} "
+                       f"{'>' if maximize else '<'} {goal}; a fit needs at least 3"
+                       + "".join(f"; {line.removeprefix(workload + ': ')}" for line in why))
+    if explain:
+        warn_explained(store, workload, metric, goal, reached, **selection)
     regimes = fit_regimes(sizes, steps) if model in ("piecewise", "both") else None
     critical = fit_critical_batch(sizes, steps) if model in ("critical", "both") else None
     intervals = None
@@ -584,11 +599,14 @@ def fit_workload(store: Store, workload: str, metric: str, goal: float, *,
 
 
 def fit_all(store: Store, *, model: str = "both", bootstrap_samples: int = 0, seed: int = 0,
-            level: float = 0.95) -> list[dict[str, object]]:
+            level: float = 0.95, statuses: Sequence[str] = ("COMPLETE",),
+            explain: bool = True) -> list[dict[str, object]]:
     """Fit every workload of the store at the goal the paper's figures use for it.
 
     A workload the paper gives no goal (an imported one, a new run) is fitted at
-    :func:`curvekit.goals.default_goal`'s rule goal.
+    :func:`curvekit.goals.default_goal`'s rule goal. ``statuses`` selects the trials each
+    fit loads (the goal itself is derived from COMPLETE trials, as the paper's rule says);
+    ``explain`` as for :func:`fit_workload`.
 
     Returns one :meth:`WorkloadFit.summary` row per workload; a workload that cannot be
     fitted (no paper goal, fewer than 3 batch sizes reaching it) gets a row whose ``note``
@@ -602,8 +620,9 @@ def fit_all(store: Store, *, model: str = "both", bootstrap_samples: int = 0, se
         try:
             goal = default_goal(store, workload)
             fit = fit_workload(store, workload, goal.metric, goal.goal, maximize=goal.maximize,
-                               trials=goal.trials, model=model,
-                               bootstrap_samples=bootstrap_samples, seed=seed, level=level)
+                               trials=goal.trials, statuses=statuses, model=model,
+                               bootstrap_samples=bootstrap_samples, seed=seed, level=level,
+                               explain=explain)
         except (FitError, QueryError) as exc:
             rows.append({"workload": workload, "note": str(exc)})
             continue

@@ -69,7 +69,8 @@ def paper_goal(store: Store, workload: str, manifest: Manifest | None = None) ->
     metric, maximize = spec["metric"], bool(spec["maximize"])
     if spec.get("goal") is not None:
         return Goal(workload, metric, float(spec["goal"]), maximize, trials, spec["source"])
-    best = store.best_measurement(workload, metric, maximize=maximize, trials=trials)
+    best = store.best_measurement(workload, metric, maximize=maximize, trials=trials,
+                                  explain=False)
     if best.is_empty():
         raise QueryError(f"{workload!r} has no {metric} values to derive its goal from")
     median = statistics.median(best[metric].to_list())
@@ -119,7 +120,7 @@ def default_goal(store: Store, workload: str) -> Goal:
     metric = next((m for m in _PREFERRED if m in metrics), None) or next(
         (m for m in metrics if m.startswith(("val", "valid"))), metrics[0])
     maximize = any(word in metric.lower() for word in _HIGHER_IS_BETTER)
-    best = store.best_measurement(workload, metric, maximize=maximize)
+    best = store.best_measurement(workload, metric, maximize=maximize, explain=False)
     if best.is_empty():
         raise QueryError(f"{workload!r} has no {metric} values to derive a goal from")
     median = statistics.median(best[metric].to_list())

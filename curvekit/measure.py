@@ -18,6 +18,15 @@ effective learning rate ``learning_rate / (1 - momentum)`` (momentum 0 when the 
 none). Filters on the workload reach DuckDB's Parquet scan, so only that workload's files
 are read.
 
+**Empty answers are explained.** When a batch size of the workload is missing from a result
+(or every one is), :func:`explain_empty` says why, and both functions give its lines as
+:class:`EmptyResultWarning` warnings: no loaded trial reaches the goal there (and the best
+value reached, at which batch size), trials left out by their status (how many, and whether
+they would reach the goal), a ``trials=N`` cap, budgets that cut every row. Maximizing a
+metric whose name says lower is better (an error, a loss), or the reverse, gives a
+:class:`DirectionWarning`. ``explain=False`` turns both off (the figures and the report,
+where partial curves are expected, pass it).
+
 Examples
 --------
 >>> import tempfile, pathlib
@@ -30,26 +39,43 @@ Examples
 ...                         "val/cross_entropy_error", 6.0)
 >>> curve.columns[:4]
 ['batch_size', 'step', 'trial_id', 'val/cross_entropy_error']
+>>> explain_empty(Store.open(tmp), "lm1b/lstm/nesterov_momentum",
+...               "val/cross_entropy_error", 0.001)[0][:70]
+'lm1b/lstm/nesterov_momentum: no loaded trial reaches val/cross_entropy'
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+import sys
+import warnings
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from curvekit.errors import QueryError
+from curvekit.errors import CurvekitWarning, QueryError
 from curvekit.release.manifest import STATUSES
 from curvekit.store.sql import quote_identifier
 
 if TYPE_CHECKING:
     from curvekit.store.store import Store
 
-__all__ = ["Subset", "best_measurement", "steps_to_result", "trial_hits", "trial_outcomes"]
+__all__ = ["DirectionWarning", "EmptyResultWarning", "Subset", "best_measurement",
+           "direction_problem", "explain_empty", "metric_direction", "steps_to_result",
+           "trial_hits", "trial_outcomes", "warn_explained"]
 
 Subset = tuple[str, float]
 """(parameter, value): the loaded trials whose parameter equals value (e.g. a label smoothing)."""
+
+
+class EmptyResultWarning(CurvekitWarning):
+    """A measurement has no row at some batch sizes of the workload (or at any); the
+    message says why (see :func:`explain_empty`)."""
+
+
+class DirectionWarning(CurvekitWarning):
+    """A metric is maximized although its name says lower is better, or the reverse."""
 
 
 def _loaded_trials(store: Store, workload: str, trials: int | None,
@@ -197,11 +223,13 @@ def steps_to_result(
     example_budget: float | None = None,
     statuses: Sequence[str] = ("COMPLETE",),
     subset: Subset | None = None,
+    explain: bool = True,
 ) -> pl.DataFrame:
     """Steps to reach ``goal`` at each batch size (see the module docstring).
 
     Returns columns ``batch_size, step, trial_id, <metric>``, the winning trial's
-    metaparameters, and ``effective_learning_rate``.
+    metaparameters, and ``effective_learning_rate``. Batch sizes left out are explained by
+    :class:`EmptyResultWarning` warnings unless ``explain=False``.
     """
     rows, params = _loaded_rows(store, workload, metric, maximize=maximize, trials=trials,
                                 step_budget=step_budget, example_budget=example_budget,
@@ -209,7 +237,12 @@ def steps_to_result(
     # Duplicate rows at one (trial, step) cannot change the step or the trial; the best
     # value among them is reported.
     first = _first(rows, ("step", "trial_id", "key"), maximize)
-    return _with_parameters(store, workload, first, params, metric)
+    frame = _with_parameters(store, workload, first, params, metric)
+    if explain:
+        warn_explained(store, workload, metric, goal, frame, maximize=maximize, trials=trials,
+                       step_budget=step_budget, example_budget=example_budget,
+                       statuses=statuses, subset=subset)
+    return frame
 
 
 def best_measurement(
@@ -223,17 +256,24 @@ def best_measurement(
     example_budget: float | None = None,
     statuses: Sequence[str] = ("COMPLETE",),
     subset: Subset | None = None,
+    explain: bool = True,
 ) -> pl.DataFrame:
     """The best value of ``metric`` at each batch size and the row it came from.
 
     Returns the same columns as :func:`steps_to_result`; ``step`` is where the best value
-    was measured.
+    was measured. Batch sizes left out (no loaded row there) are explained by
+    :class:`EmptyResultWarning` warnings unless ``explain=False``.
     """
     rows, params = _loaded_rows(store, workload, metric, maximize=maximize, trials=trials,
                                 step_budget=step_budget, example_budget=example_budget,
                                 statuses=statuses, qualify=None, subset=subset)
     best = _first(rows, ("key", "step", "trial_id"), maximize)
-    return _with_parameters(store, workload, best, params, metric)
+    frame = _with_parameters(store, workload, best, params, metric)
+    if explain:
+        warn_explained(store, workload, metric, None, frame, maximize=maximize, trials=trials,
+                       step_budget=step_budget, example_budget=example_budget,
+                       statuses=statuses, subset=subset)
+    return frame
 
 
 def trial_outcomes(
@@ -286,3 +326,255 @@ def trial_outcomes(
         pl.col("momentum").cast(pl.Float64), "step", outcome.alias("outcome"),
         (pl.col("trial_id") == pl.col("winning_trial")).fill_null(False).alias("winner"),
     ).sort("batch_size", "trial_id")
+
+
+# -- explaining empty and partial answers ------------------------------------------------
+
+# Words in a metric's name that say which way is better. goals.py infers the direction of a
+# default goal from the higher-is-better words; these are the two lists for warnings.
+_LOWER_IS_BETTER = ("error", "loss", "cross_entropy", "perplexity")
+_HIGHER_IS_BETTER = ("accuracy", "average_precision", "auc", "precision", "recall", "f1")
+_LISTED = 6  # batch sizes named in one line before "and N more"
+_PACKAGE = str(Path(__file__).resolve().parent)
+
+
+def metric_direction(metric: str) -> bool | None:
+    """True if the metric's name says higher is better, False if lower, None if it says
+    neither (or both).
+
+    >>> metric_direction("val/cross_entropy_error"), metric_direction("val/accuracy")
+    (False, True)
+    >>> metric_direction("lr") is None
+    True
+    """
+    name = metric.lower()
+    higher = any(word in name for word in _HIGHER_IS_BETTER)
+    lower = any(word in name for word in _LOWER_IS_BETTER)
+    return None if higher == lower else higher
+
+
+def direction_problem(metric: str, maximize: bool) -> str | None:
+    """A sentence when ``maximize`` goes against what the metric's name says, else None.
+
+    >>> direction_problem("val/classification_error", True)[:60]
+    "--maximize (maximize=True) on 'val/classification_error', wh"
+    >>> direction_problem("val/classification_error", False) is None
+    True
+    """
+    higher = metric_direction(metric)
+    if higher is None or higher == maximize:
+        return None
+    if maximize:
+        return (f"--maximize (maximize=True) on {metric!r}, whose name says lower is better "
+                "(an error or a loss): a row qualifies when it is above the goal, so the "
+                "first rows of training (step 0) win, and 'best' is the worst value; "
+                "drop --maximize")
+    return (f"{metric!r} is minimized, but its name says higher is better: a row qualifies "
+            "when it is below the goal, so the first rows of training (step 0) win, and "
+            "'best' is the worst value; pass --maximize (maximize=True)")
+
+
+def _sizes(batch_sizes: Iterable[int]) -> str:
+    items = sorted(batch_sizes)
+    text = ", ".join(map(str, items[:_LISTED]))
+    return text + (f" and {len(items) - _LISTED} more" if len(items) > _LISTED else "")
+
+
+def _plural(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else (many or one + 's')}"
+
+
+def _statuses_hint(statuses: Sequence[str]) -> str:
+    options = " ".join(f"--status {s}" for s in statuses)
+    return f"{options} (statuses={tuple(statuses)!r})"
+
+
+def explain_empty(
+    store: Store,
+    workload: str,
+    metric: str,
+    goal: float | None = None,
+    *,
+    maximize: bool = False,
+    trials: int | None = None,
+    step_budget: float | None = None,
+    example_budget: float | None = None,
+    statuses: Sequence[str] = ("COMPLETE",),
+    subset: Subset | None = None,
+    result: pl.DataFrame | None = None,
+) -> list[str]:
+    """Why a measurement has no row at some of the workload's batch sizes: one sentence per
+    reason, each starting with the workload's name; ``[]`` when every batch size is there.
+
+    With ``goal`` the measurement is :func:`steps_to_result`, without it
+    :func:`best_measurement`, under the same selection (``trials``, budgets, ``statuses``,
+    ``subset``). ``result`` is the measurement already made (its ``batch_size`` column is
+    all that is read); it is computed when not given. The sentences say, for the missing
+    batch sizes: the best value reached where no trial reaches the goal, and at which batch
+    size; batch sizes where nothing is left to measure, and why (no trial of an allowed
+    status, budgets below the first measurement, no values); trials left out by their
+    status, by ``trials=N`` or by the budgets, and whether with them the goal would be
+    reached (with the option that includes them).
+    """
+    sel: dict[str, Any] = dict(maximize=maximize, trials=trials, step_budget=step_budget,
+                               example_budget=example_budget, statuses=tuple(statuses),
+                               subset=subset)
+    if result is None:
+        result = _measure(store, workload, metric, goal, sel)
+    have = set(result["batch_size"].to_list())
+    missing = sorted(set(store.studies(workload)["batch_size"].to_list()) - have)
+    if not missing:
+        return []
+    sign = ">" if maximize else "<"
+    target = f"{metric} {sign} {goal}" if goal is not None else f"a {metric} value"
+    lines: list[str] = []
+    best = (best_measurement(store, workload, metric, explain=False, **sel)
+            .filter(pl.col("batch_size").is_in(missing)) if goal is not None
+            else pl.DataFrame({"batch_size": []}, schema={"batch_size": pl.Int64}))
+    if best.height:
+        reached = ", ".join(
+            f"{value:.6g} at batch size {b} (trial {t}, step {step})"
+            for b, value, t, step in best.select("batch_size", metric, "trial_id", "step")
+            .head(_LISTED).iter_rows())
+        more = f" and {best.height - _LISTED} more" if best.height > _LISTED else ""
+        lines.append(f"{workload}: no loaded trial reaches {target} at batch "
+                     f"{'size' if best.height == 1 else 'sizes'} "
+                     f"{_sizes(best['batch_size'].to_list())}; the best value reached is "
+                     f"{reached}{more}")
+    empty = [b for b in missing if b not in set(best["batch_size"].to_list())]
+    counts = store.query(
+        f"select batch_size, status, count(*) as n from {store.source('trials', workload)} "
+        f"where batch_size in ({', '.join('?' for _ in missing)}) group by all", missing)
+    by_size: dict[int, dict[str, int]] = {}
+    for b, status, n in counts.iter_rows():
+        by_size.setdefault(int(b), {})[str(status)] = int(n)
+    allowed = {b: sum(n for s, n in by_size.get(b, {}).items() if s in statuses)
+               for b in missing}
+    no_status = [b for b in empty if not allowed[b]]
+    if no_status:
+        seen: dict[str, int] = {}
+        for b in no_status:
+            for status, n in by_size.get(b, {}).items():
+                seen[status] = seen.get(status, 0) + n
+        have_text = ", ".join(f"{n} {s}" for s, n in sorted(seen.items())) or "no trials"
+        lines.append(f"{workload}: at batch {'size' if len(no_status) == 1 else 'sizes'} "
+                     f"{_sizes(no_status)} no trial has an allowed status "
+                     f"({', '.join(statuses)}); there are {have_text}")
+    budgets = step_budget is not None or example_budget is not None
+    rest = [b for b in empty if allowed[b]]
+    if rest and budgets:
+        first = _first_steps(store, workload, metric, sel, rest)
+        cut = [b for b in rest if b in first]
+        if cut:
+            where = ", ".join(f"step {first[b]} at batch size {b}" for b in cut[:_LISTED])
+            lines.append(f"{workload}: the budgets ({_budget_text(step_budget, example_budget)})"
+                         f" leave no rows at batch {'size' if len(cut) == 1 else 'sizes'} "
+                         f"{_sizes(cut)}; the first measurements are at {where}")
+        rest = [b for b in rest if b not in cut]
+    if rest:
+        lines.append(f"{workload}: the loaded trials have no {metric} value at batch "
+                     f"{'size' if len(rest) == 1 else 'sizes'} {_sizes(rest)}")
+    lines += _relaxations(store, workload, metric, goal, sel, missing, by_size, allowed)
+    return lines
+
+
+def _relaxations(store: Store, workload: str, metric: str, goal: float | None,
+                 sel: dict[str, Any], missing: list[int], by_size: dict[int, dict[str, int]],
+                 allowed: dict[int, int]) -> list[str]:
+    """Trials the selection leaves out at the missing batch sizes, and what they would add."""
+    verb = "reach the goal" if goal is not None else "have values"
+    lines = []
+    statuses: tuple[str, ...] = sel["statuses"]
+    for status in (s for s in STATUSES if s not in statuses):
+        n = sum(by_size.get(b, {}).get(status, 0) for b in missing)
+        if not n:
+            continue
+        wider = (*statuses, status)
+        gained = _reached(store, workload, metric, goal, {**sel, "statuses": wider},
+                          missing)
+        head = (f"{workload}: {_plural(n, status + ' trial')} at the batch sizes left out "
+                f"{'is' if n == 1 else 'are'} excluded by status (allowed: "
+                f"{', '.join(statuses)}); ")
+        them = "it" if n == 1 else "them"
+        lines.append(head + (f"with {them}, batch {'size' if len(gained) == 1 else 'sizes'} "
+                             f"{_sizes(gained)} would {verb}: use {_statuses_hint(wider)}"
+                             if gained else f"with {them}, none would {verb} either"))
+    trials = sel["trials"]
+    capped = [b for b in missing if trials is not None and allowed[b] > trials]
+    if capped:
+        gained = _reached(store, workload, metric, goal, {**sel, "trials": None}, capped)
+        more = sum(allowed[b] - trials for b in capped)
+        lines.append(f"{workload}: --trials {trials} (trials={trials}) leaves out "
+                     f"{_plural(more, 'trial')} of an allowed status at batch "
+                     f"{'size' if len(capped) == 1 else 'sizes'} {_sizes(capped)}; "
+                     + (f"with them, batch {'size' if len(gained) == 1 else 'sizes'} "
+                        f"{_sizes(gained)} would {verb}" if gained
+                        else f"with them, none would {verb} either"))
+    if goal is not None and (sel["step_budget"] is not None
+                             or sel["example_budget"] is not None):
+        free = {**sel, "step_budget": None, "example_budget": None}
+        gained = _reached(store, workload, metric, goal, free, missing)
+        if gained:
+            lines.append(f"{workload}: without the budgets ("
+                         f"{_budget_text(sel['step_budget'], sel['example_budget'])}), batch "
+                         f"{'size' if len(gained) == 1 else 'sizes'} {_sizes(gained)} would "
+                         f"{verb}")
+    return lines
+
+
+def _measure(store: Store, workload: str, metric: str, goal: float | None,
+             sel: dict[str, Any]) -> pl.DataFrame:
+    """Steps to result (with a goal) or the best measurement under ``sel``, unexplained."""
+    if goal is not None:
+        return steps_to_result(store, workload, metric, goal, explain=False, **sel)
+    return best_measurement(store, workload, metric, explain=False, **sel)
+
+
+def _reached(store: Store, workload: str, metric: str, goal: float | None,
+             sel: dict[str, Any], among: Iterable[int]) -> list[int]:
+    """The batch sizes of ``among`` that the measurement under ``sel`` has."""
+    have = set(_measure(store, workload, metric, goal, sel)["batch_size"].to_list())
+    return sorted(set(among) & have)
+
+
+def _budget_text(step_budget: float | None, example_budget: float | None) -> str:
+    parts = []
+    if step_budget is not None:
+        parts.append(f"step <= {step_budget:g}")
+    if example_budget is not None:
+        parts.append(f"batch_size * step <= {example_budget:g}")
+    return ", ".join(parts)
+
+
+def _first_steps(store: Store, workload: str, metric: str, sel: dict[str, Any],
+                 batch_sizes: list[int]) -> dict[int, int]:
+    """The first step with a value of each batch size's loaded trials, budgets ignored."""
+    rows, params = _loaded_rows(store, workload, metric, maximize=sel["maximize"],
+                                trials=sel["trials"], step_budget=None, example_budget=None,
+                                statuses=sel["statuses"], qualify=None, subset=sel["subset"])
+    frame = store.query(f"select batch_size, min(step) as step from ({rows}) group by all",
+                        params)
+    return {int(b): int(s) for b, s in frame.iter_rows() if int(b) in batch_sizes}
+
+
+def _stacklevel() -> int:
+    """The stack level of the first caller outside curvekit, so that a warning points at the
+    user's line (``warnings.warn``'s ``skip_file_prefixes`` needs Python 3.12)."""
+    level, frame = 1, sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1  # type: ignore[assignment]
+    return level
+
+
+def warn_explained(store: Store, workload: str, metric: str, goal: float | None,
+                   result: pl.DataFrame, **selection: Any) -> list[str]:
+    """Give :func:`direction_problem` as a :class:`DirectionWarning` and
+    :func:`explain_empty`'s sentences as :class:`EmptyResultWarning` warnings; return the
+    latter. The one place steps to result, best, fits and plots explain themselves."""
+    problem = direction_problem(metric, bool(selection.get("maximize", False)))
+    if problem is not None:
+        warnings.warn(DirectionWarning(problem), stacklevel=_stacklevel())
+    lines = explain_empty(store, workload, metric, goal, result=result, **selection)
+    for line in lines:
+        warnings.warn(EmptyResultWarning(line), stacklevel=_stacklevel())
+    return lines

@@ -164,7 +164,7 @@ def test_fit_workload_and_cli(one_workload: str) -> None:
                                "0.3", "--bootstrap", "20", "--home", one_workload,
                                "--format", "json"])
     assert out.exit_code == 0, out.output
-    (parsed,) = json.loads(out.output)
+    (parsed,) = json.loads(out.stdout)  # warnings go to stderr
     assert parsed["workload"] == w and "b_crit_low" in parsed and "model" in parsed
     table = runner.invoke(main, ["fit", "--all", "--home", one_workload])
     assert table.exit_code == 0, table.output

@@ -18,6 +18,7 @@ Examples
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -25,6 +26,7 @@ import polars as pl
 from curvekit.errors import QueryError
 from curvekit.figures.builders import best_chart, metaparameter_chart, scatter_chart, steps_chart
 from curvekit.figures.vegalite import Spec, subtitled, to_altair
+from curvekit.measure import explain_empty, warn_explained
 from curvekit.store.catalog import synthetic_note
 from curvekit.store.store import Store
 
@@ -63,22 +65,33 @@ def plot_steps_to_result(store: Store, workload: str, metric: str, goal: float, 
                          maximize: bool = False, trials: int | None = None,
                          step_budget: float | None = None,
                          example_budget: float | None = None,
+                         statuses: Sequence[str] = ("COMPLETE",),
                          fit: bool = False) -> tuple[alt.TopLevelMixin, dict[str, Any]]:
     """Steps to result of one workload, with the perfect-scaling line and optionally the fit.
 
     Returns the chart and its provenance (for :func:`curvekit.figures.output.save`).
+    Batch sizes that do not reach the goal are left out and explained by
+    :class:`curvekit.measure.EmptyResultWarning` warnings; when none reaches it there is
+    nothing to draw, and a :class:`~curvekit.errors.QueryError` says why instead of a blank
+    chart.
     """
-    curve = store.steps_to_result(workload, metric, goal, maximize=maximize, trials=trials,
-                                  step_budget=step_budget, example_budget=example_budget)
-    from curvekit.fit import fit_regimes
+    selection: dict[str, Any] = dict(maximize=maximize, trials=trials,
+                                     step_budget=step_budget, example_budget=example_budget,
+                                     statuses=tuple(statuses))
+    curve = _curve_or_refuse(store, workload, metric, goal, selection)
+    from curvekit.fit import FitError, fit_regimes
 
+    if fit and curve.height < 3:
+        raise FitError(f"--fit needs at least 3 batch sizes on the curve, {workload} has "
+                       f"{curve.height} reaching {_goal_text(metric, goal, maximize)}; "
+                       "drop --fit, or widen the selection as the warnings say")
     regimes = fit_regimes(curve) if fit else None
     sign = ">" if maximize else "<"
     chart = steps_chart([(workload, curve)], title=f"{workload}, {metric} {sign} {goal}",
                         scaling_label=workload, fit=regimes, width=WIDTH, height=HEIGHT)
     meta = provenance(store, plot="steps-to-result", workloads=[workload], metric=metric,
                       goal=goal, maximize=maximize, trials=trials, step_budget=step_budget,
-                      example_budget=example_budget,
+                      example_budget=example_budget, statuses=list(statuses),
                       fit=None if regimes is None else {
                           "model": regimes.model, "breakpoints": list(regimes.breakpoints),
                           "note": regimes.note, "definition": "docs/fits.md"})
@@ -87,6 +100,21 @@ def plot_steps_to_result(store: Store, workload: str, metric: str, goal: float, 
 
 def _goal_text(metric: str, goal: float, maximize: bool) -> str:
     return f"{metric} {'>' if maximize else '<'} {goal}"
+
+
+def _curve_or_refuse(store: Store, workload: str, metric: str, goal: float,
+                     selection: dict[str, Any]) -> pl.DataFrame:
+    """Steps to result, explained by warnings when partial; an empty curve is refused with
+    the explanation, since a chart of it would be blank."""
+    curve = store.steps_to_result(workload, metric, goal, explain=False, **selection)
+    if curve.is_empty():
+        why = explain_empty(store, workload, metric, goal, result=curve, **selection)
+        raise QueryError(
+            f"nothing to plot: no batch size of {workload} reaches "
+            f"{_goal_text(metric, goal, selection['maximize'])}, so no chart was written"
+            + "".join(f"; {line.removeprefix(workload + ': ')}" for line in why))
+    warn_explained(store, workload, metric, goal, curve, **selection)
+    return curve
 
 
 def plot_metaparameters(store: Store, workload: str, metric: str, goal: float, *,
@@ -99,8 +127,9 @@ def plot_metaparameters(store: Store, workload: str, metric: str, goal: float, *
     ``parameter`` is ``effective_learning_rate`` or ``learning_rate`` (both with the linear
     and square-root heuristics) or ``momentum`` (without), or any metaparameter column.
     """
-    curve = store.steps_to_result(workload, metric, goal, maximize=maximize, trials=trials,
-                                  step_budget=step_budget, example_budget=example_budget)
+    curve = _curve_or_refuse(store, workload, metric, goal, dict(
+        maximize=maximize, trials=trials, step_budget=step_budget,
+        example_budget=example_budget))
     if parameter not in curve.columns:
         have = ", ".join(c for c in curve.columns
                          if c not in ("batch_size", "step", "trial_id", metric))

@@ -72,7 +72,8 @@ def _resolve(store: Store, panel: Panel) -> Panel:
 
 def _options(c: Curve) -> dict[str, Any]:
     return {"maximize": c.maximize, "trials": c.trials, "step_budget": c.step_budget,
-            "example_budget": c.example_budget, "statuses": c.statuses, "subset": c.subset}
+            "example_budget": c.example_budget, "statuses": c.statuses, "subset": c.subset,
+            "explain": False}  # the paper's figures leave out batch sizes by design
 
 
 def _steps(store: Store, c: Curve) -> pl.DataFrame:

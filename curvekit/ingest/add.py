@@ -453,14 +453,17 @@ def _assemble(runs: list[RunLog], name: tuple[str, str, str], fmt: str, src: Pat
         key = StudyKey(base_dir, model, optimizer, batch_size)
         lasts = [int(f.get_column("step").max() or 0) if f.height else 0  # type: ignore[arg-type]
                  for _, _, f, _ in group]
-        budget = _budget(man, batch_size, [r for r, *_ in group], lasts)
+        # Steps done follow each logger's convention (Lightning logs step + 1 done).
+        done = [last + r.step_offset for (r, *_), last in zip(group, lasts, strict=True)]
+        budget = _budget(man, batch_size, [r for r, *_ in group], done)
         explicit = {r.key: next((s.trial_id for s in reversed(m) if s.trial_id is not None),
                                 None) for r, m, _, _ in group}
         ids = _trial_ids([r for r, *_ in group], explicit, where)
         study_trials = []
         for (run, mine, frame, sources), last in zip(group, lasts, strict=True):
             status = decide(frame, sources, budget,
-                            next((s.status for s in reversed(mine) if s.status), None))
+                            next((s.status for s in reversed(mine) if s.status), None),
+                            step_offset=run.step_offset)
             tid = ids[run.key]
             values = {k: v[0] for k, v in params[run.key].items()}
             study_trials.append(TrialRecord(key, tid, status, last, values, run.path))

@@ -4,7 +4,10 @@ step column.
 * **Lightning** (``save_dir/name/version_N/metrics.csv``): columns ``epoch``, ``step`` and
   one per logged key; training and validation metrics land on *different rows* with the same
   step, empty elsewhere. Rows of one step are merged. An ``hparams.yaml`` beside the file
-  supplies metaparameters.
+  supplies metaparameters. Lightning's ``step`` is the 0-based index of the batch just
+  trained, so a run of ``max_steps`` logs its last row at ``max_steps - 1``: such a file (a
+  ``metrics.csv`` with ``epoch`` and ``step`` columns) is read with ``step_offset=1``, and
+  its completeness is judged on ``step + 1`` steps done. The rows keep the logged steps.
 * **Keras** (``CSVLogger``): one row per epoch, columns ``epoch`` and every logged key. The
   step of a row is ``(epoch + 1) * steps_per_epoch`` (the manifest gives ``steps_per_epoch``,
   or ``train_examples`` to compute it from the batch size).
@@ -57,9 +60,10 @@ from curvekit.ingest.runs import (
 )
 from curvekit.ingest.yamlish import read_flat_yaml
 
-__all__ = ["AXIS_COLUMNS", "MAX_HEADER_BYTES", "STEP_COLUMNS", "TIME_COLUMNS", "epochs_to_steps",
-           "frame_from_table", "log_files", "read_csv_run", "read_csv_runs", "read_header_line",
-           "read_table_bytes", "skip_folder", "steps_per_epoch"]
+__all__ = ["AXIS_COLUMNS", "LIGHTNING_STEP_OFFSET", "MAX_HEADER_BYTES", "STEP_COLUMNS",
+           "TIME_COLUMNS", "epochs_to_steps", "frame_from_table", "is_lightning_log",
+           "log_files", "read_csv_run", "read_csv_runs", "read_header_line", "read_table_bytes",
+           "skip_folder", "steps_per_epoch"]
 
 # Training-step columns, most specific first: W&B's "_step" counts log calls, so a history
 # that also has Lightning's "trainer/global_step" is placed by the latter.
@@ -73,6 +77,23 @@ AXIS_COLUMNS = frozenset({*STEP_COLUMNS, "epoch"})
 MAX_HEADER_BYTES = 4 << 20
 """The longest header line read: 10,000 names of up to 400 bytes each. A longer one is
 refused before the rest of the file is read."""
+# Lightning logs the global step *before* the optimizer step is counted (the batch's 0-based
+# index), so the row of the last batch of a max_steps run is at max_steps - 1.
+LIGHTNING_STEP_OFFSET = 1
+
+
+def is_lightning_log(path: Path, names: Iterable[str]) -> bool:
+    """A file written by PyTorch Lightning's CSVLogger: ``metrics.csv`` with the ``epoch``
+    and ``step`` columns its logger connector adds to every row (an ``hparams.yaml``
+    beside it is usual but optional: a run that saved no hyperparameters may lack it).
+
+    >>> is_lightning_log(Path("version_0/metrics.csv"), ["epoch", "step", "val_loss"])
+    True
+    >>> is_lightning_log(Path("run.csv"), ["epoch", "step", "val_loss"])
+    False
+    """
+    have = set(names)
+    return path.name == "metrics.csv" and {"epoch", "step"} <= have
 
 
 def _header(data: bytes, path: str) -> list[str]:
@@ -269,8 +290,10 @@ def read_csv_run(path: Path, key: str, *, step_renames: Iterable[str] = (),
                                        drop=drop)
     aliases = (str(Path(key).parent),) if path.name == "metrics.csv" else ()
     stem = key[: -len(path.suffix)] if path.suffix else key
+    offset = LIGHTNING_STEP_OFFSET if is_lightning_log(path, names) else 0
     return RunLog(key, str(path), frame, _params(path),
-                  aliases=(*aliases, stem) if stem != key else aliases, by_epoch=by_epoch)
+                  aliases=(*aliases, stem) if stem != key else aliases, by_epoch=by_epoch,
+                  step_offset=offset)
 
 
 def skip_folder(path: Path) -> bool:

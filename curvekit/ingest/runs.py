@@ -61,7 +61,10 @@ class RunLog:
     ``aliases`` are other names a manifest entry may use for it. ``frame`` has the time axis
     ``step`` (Int64, strictly increasing) -- or ``epoch`` when ``by_epoch`` -- then Float64
     metric columns. ``params`` holds metaparameters the log itself records (MLflow params,
-    TensorBoard hparams, Lightning's hparams.yaml).
+    TensorBoard hparams, Lightning's hparams.yaml). ``step_offset`` is the logger's step
+    convention: the training steps done when a row is logged are ``step + step_offset``
+    (1 for PyTorch Lightning, which logs the 0-based index of the batch just trained; 0 for
+    loggers that log the count of steps done). Completeness is judged on steps done.
     """
 
     key: str
@@ -71,6 +74,7 @@ class RunLog:
     aliases: tuple[str, ...] = ()
     by_epoch: bool = False
     started: float | None = None  # start time, when the log records one (MLflow)
+    step_offset: int = 0
 
     @property
     def order(self) -> tuple[float, list[Any]]:

@@ -2,9 +2,13 @@
 
 * **INFEASIBLE**: its loss became NaN or infinite (the run diverged). Loss columns are the
   ``*/cross_entropy_error`` columns and any logged metric with ``loss`` in its name.
-* **INCOMPLETE**: it stopped before the study's step budget (its last step is below
-  ``train_steps``). A budget of 0 means the study had a time budget, as in the release:
-  every run that did not diverge is then COMPLETE.
+* **INCOMPLETE**: it stopped before the study's step budget: the training steps it did are
+  fewer than ``train_steps``. Steps done follow the logger's convention: the last logged
+  step itself for loggers that log the number of steps done (the release, Keras, plain
+  CSVs, TensorBoard, MLflow, W&B), the last step + 1 for PyTorch Lightning, whose
+  ``step`` is the 0-based index of the batch just trained (``step_offset=1``: a run of
+  ``max_steps=1000`` logs its last row at step 999). A budget of 0 means the study had a
+  time budget, as in the release: every run that did not diverge is then COMPLETE.
 * **COMPLETE** otherwise.
 
 A status given in the run manifest wins over all three.
@@ -15,6 +19,9 @@ A status given in the run manifest wins over all three.
 'INFEASIBLE'
 >>> decide(frame.head(1), {"val/cross_entropy_error": "val_loss"}, budget=100)
 'INCOMPLETE'
+>>> lightning = pl.DataFrame({"step": [49, 99], "val/cross_entropy_error": [2.3, 2.1]})
+>>> decide(lightning, {}, budget=100), decide(lightning, {}, budget=100, step_offset=1)
+('INCOMPLETE', 'COMPLETE')
 """
 
 from __future__ import annotations
@@ -33,8 +40,9 @@ def loss_columns(sources: Mapping[str, str]) -> list[str]:
 
 
 def decide(frame: pl.DataFrame, sources: Mapping[str, str], budget: int,
-           override: str | None = None) -> str:
-    """The status of a run with rows ``frame`` (``step`` and metric columns)."""
+           override: str | None = None, *, step_offset: int = 0) -> str:
+    """The status of a run with rows ``frame`` (``step`` and metric columns), whose logger
+    has done ``step + step_offset`` training steps when it logs a row at ``step``."""
     if override is not None:
         return override
     losses = loss_columns(sources)
@@ -43,6 +51,6 @@ def decide(frame: pl.DataFrame, sources: Mapping[str, str], budget: int,
                                            for c in losses)).item()):
         return "INFEASIBLE"
     last = int(frame.get_column("step").max() or 0) if frame.height else 0  # type: ignore[arg-type]
-    if budget > 0 and last < budget:
+    if budget > 0 and last + step_offset < budget:
         return "INCOMPLETE"
     return "COMPLETE"

@@ -67,10 +67,12 @@ def workload_data(store: Store, workload: str, *, bootstrap: int = 200,
     """Compute one workload's page: goals, curves, scatter, best values and the fit."""
     goal = default_goal(store, workload)
     metric, maximize, trials = goal.metric, goal.maximize, goal.trials
-    best = store.best_measurement(workload, metric, maximize=maximize, trials=trials)
+    # Partial curves are the report's subject (it shows every goal), not a surprise.
+    best = store.best_measurement(workload, metric, maximize=maximize, trials=trials,
+                                  explain=False)
     goals = goal_choices(goal, best[metric].to_list())
-    curves = {g: store.steps_to_result(workload, metric, g, maximize=maximize, trials=trials)
-              for g in goals}  # goals includes goal.goal
+    curves = {g: store.steps_to_result(workload, metric, g, maximize=maximize, trials=trials,
+                                       explain=False) for g in goals}  # goals includes goal.goal
     frames = [c.select(pl.lit(g).alias("goal"), "batch_size", "step") for g, c in curves.items()]
     optimal = curves[goal.goal].select("batch_size",
                                        pl.col("effective_learning_rate").alias("value"))
@@ -80,7 +82,8 @@ def workload_data(store: Store, workload: str, *, bootstrap: int = 200,
               ("COMPLETE", "INCOMPLETE", "INFEASIBLE")}
     try:
         fitted = fit_workload(store, workload, metric, goal.goal, maximize=maximize,
-                              trials=trials, bootstrap_samples=bootstrap, seed=seed).summary()
+                              trials=trials, bootstrap_samples=bootstrap, seed=seed,
+                              explain=False).summary()
     except CurvekitError as exc:
         fitted = {"note": str(exc)}
     return WorkloadData(
