@@ -54,11 +54,20 @@ from curvekit.store.layout import (
     METADATA_FILE,
     STORE_FORMAT,
     TABLES,
+    fixed_schema,
     store_link,
     workload_dir,
 )
 from curvekit.store.snapshots import FILES_FILE
-from curvekit.store.writer import StoreBuilder, lock_home, new_staging, publish
+from curvekit.store.writer import (
+    StoreBuilder,
+    conform_snapshot,
+    lock_home,
+    new_staging,
+    publish,
+    snapshot_columns,
+    union_schemas,
+)
 
 __all__ = ["AddResult", "WorkloadData", "add_workload", "carry_added", "remove_workload"]
 
@@ -278,12 +287,13 @@ def _link_store(source: Path, target: Path, *, skip: AbstractSet[str] = frozense
                 shutil.copy2(Path(folder) / name, dest)
 
 
-def _merge_columns(meta: dict[str, Any], new: dict[str, Any]) -> None:
-    meta["metric_columns"] = sorted(set(meta.get("metric_columns", []))
-                                    | set(new.get("metric_columns", [])))
-    params = dict(new.get("parameter_columns", {}))
-    params.update(meta.get("parameter_columns", {}))
-    meta["parameter_columns"] = dict(sorted(params.items()))
+def _record_columns(meta: dict[str, Any], schemas: Mapping[str, pa.Schema]) -> None:
+    """Record the store's one schema per table: the columns beyond the fixed ones."""
+    fixed = {t: set(fixed_schema(t).names) for t in TABLES}
+    meta["metric_columns"] = [f.name for f in schemas["measurements"]
+                              if f.name not in fixed["measurements"]]
+    meta["parameter_columns"] = {f.name: str(f.type) for f in schemas["trials"]
+                                 if f.name not in fixed["trials"]}
 
 
 def _shift_counts(meta: dict[str, Any], counts: Mapping[str, int], sign: int) -> None:
@@ -332,14 +342,22 @@ def add_workload(home: str | os.PathLike[str] | None, data: WorkloadData, *,
                 builder.add_trial(trial)
             for (key, _), table in sorted(tables.items()):
                 builder.add_measurements(key, table)
-            written = builder.finish({}, {k: t.num_rows for k, t in tables.items()})
+            # One schema per table: the store's columns and the new workload's. The new
+            # files are written with all of them; older files that lack one are rewritten.
+            skip = set(_workload_dirs(name))
+            schemas = union_schemas([
+                *(snapshot_columns(current[0], skip) if current is not None else []),
+                *builder.columns(name)])
+            written = builder.finish({}, {k: t.num_rows for k, t in tables.items()},
+                                     schemas=schemas)
             if current is not None:
-                _link_store(current[0], staging, skip=set(_workload_dirs(name)))
+                _link_store(current[0], staging, skip=skip)
+                conform_snapshot(staging, schemas)
             if name in added:
                 _shift_counts(meta, added[name]["counts"], -1)
             meta["workloads"] = sorted(set(meta.get("workloads", [])) | {name})
             _shift_counts(meta, counts, +1)
-            _merge_columns(meta, written)
+            _record_columns(meta, schemas)
             added[name] = {"sha256": digest, "origin": dict(data.origin), "counts": counts,
                            "metric_columns": written["metric_columns"],
                            "parameter_columns": written["parameter_columns"],
@@ -394,10 +412,15 @@ def carry_added(home: Path, staging: Path, meta: dict[str, Any]) -> dict[str, An
         raise StoreError(f"the new release has workloads you added yourself: {', '.join(clash)};"
                          " remove them (curvekit.remove_workload) or rename them first")
     _link_store(path, staging, only={d for name in added for d in _workload_dirs(name)})
+    # The new release and the added workloads share one schema per table: whichever files
+    # lack a column of the other are rewritten (the added ones get new inodes, so the
+    # current snapshot's files stay as they are).
+    schemas = union_schemas(snapshot_columns(staging))
+    conform_snapshot(staging, schemas)
     meta = dict(meta)
     meta["workloads"] = sorted(set(meta.get("workloads", [])) | set(added))
     for info in added.values():
         _shift_counts(meta, info["counts"], +1)
-        _merge_columns(meta, info)
+    _record_columns(meta, schemas)
     meta[ADDED_KEY] = added
     return meta
