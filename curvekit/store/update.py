@@ -60,11 +60,14 @@ from curvekit.store.layout import (
 )
 from curvekit.store.snapshots import FILES_FILE
 from curvekit.store.writer import (
+    TABLE_COLUMNS_KEY,
     StoreBuilder,
     conform_snapshot,
     lock_home,
     new_staging,
     publish,
+    recorded_schemas,
+    schema_record,
     snapshot_columns,
     union_schemas,
 )
@@ -287,8 +290,10 @@ def _link_store(source: Path, target: Path, *, skip: AbstractSet[str] = frozense
                 shutil.copy2(Path(folder) / name, dest)
 
 
-def _record_columns(meta: dict[str, Any], schemas: Mapping[str, pa.Schema]) -> None:
-    """Record the store's one schema per table: the columns beyond the fixed ones."""
+def _record_columns(meta: dict[str, Any], schemas: dict[str, pa.Schema]) -> None:
+    """Record the store's one schema per table: every column of its files, and the metric
+    and metaparameter columns beyond the fixed ones."""
+    meta[TABLE_COLUMNS_KEY] = schema_record(schemas)
     fixed = {t: set(fixed_schema(t).names) for t in TABLES}
     meta["metric_columns"] = [f.name for f in schemas["measurements"]
                               if f.name not in fixed["measurements"]]
@@ -344,15 +349,19 @@ def add_workload(home: str | os.PathLike[str] | None, data: WorkloadData, *,
                 builder.add_measurements(key, table)
             # One schema per table: the store's columns and the new workload's. The new
             # files are written with all of them; older files that lack one are rewritten.
+            # A store that records its schemas needs its measurements footers not read.
             skip = set(_workload_dirs(name))
+            recorded = recorded_schemas(meta) if current is not None else None
             schemas = union_schemas([
-                *(snapshot_columns(current[0], skip) if current is not None else []),
+                *(snapshot_columns(current[0], skip, recorded=recorded)
+                  if current is not None else []),
                 *builder.columns(name)])
             written = builder.finish({}, {k: t.num_rows for k, t in tables.items()},
                                      schemas=schemas)
             if current is not None:
                 _link_store(current[0], staging, skip=skip)
-                conform_snapshot(staging, schemas)
+                conform_snapshot(staging, schemas, tables=[
+                    t for t in TABLES if recorded is None or not recorded[t].equals(schemas[t])])
             if name in added:
                 _shift_counts(meta, added[name]["counts"], -1)
             meta["workloads"] = sorted(set(meta.get("workloads", [])) | {name})

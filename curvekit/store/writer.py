@@ -35,8 +35,8 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import unquote
 from typing import Any
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -67,12 +67,16 @@ __all__ = [
     "merge_type",
     "new_staging",
     "publish",
+    "recorded_schemas",
+    "schema_record",
     "snapshot_columns",
     "union_schemas",
 ]
 
 PARQUET_OPTIONS: dict[str, Any] = {"compression": "zstd", "compression_level": 3}
 MAX_TABLE_COLUMNS = 20_000
+TABLE_COLUMNS_KEY = "table_columns"
+"""The key of ``_store.json`` recording each table's one schema (:func:`schema_record`)."""
 """The most metric (or metaparameter) columns one table of a store holds.
 
 Every file of a table carries every column, so each column costs each file a footer entry:
@@ -282,6 +286,7 @@ class StoreBuilder:
             "metric_columns": sorted(self.metrics),
             "parameter_columns": {c: trial_types[c] for c in sorted(params.values())},
             "workloads": workloads,
+            TABLE_COLUMNS_KEY: schema_record(schemas),
         }
         (self.root / METADATA_FILE).write_text(json.dumps(meta, indent=1) + "\n")
         return meta
@@ -479,18 +484,25 @@ def _workload_label(root: Path, path: Path) -> str:
     return "/".join(unquote(p.partition("=")[2]) for p in parts)
 
 
-def snapshot_columns(root: Path, skip: Iterable[str] = ()) -> list[Columns]:
+def snapshot_columns(root: Path, skip: Iterable[str] = (), *,
+                     recorded: dict[str, pa.Schema] | None = None) -> list[Columns]:
     """The columns each file of the store folder ``root`` gives its table.
 
     Files under the relative folders ``skip`` are left out (a workload being replaced).
     Trials files are read whole (one small file per workload) to see which columns hold
-    values; measurements and studies files only by their footers.
+    values. Studies and measurements files are read by their footers, or, given the
+    ``recorded`` schemas of a store that keeps one schema per table (see
+    :func:`recorded_schemas`), not at all: their columns are the recorded ones.
     """
-    skipped = [root / s for s in skip]
+    prefixes = tuple(f"{s.rstrip('/')}/" for s in skip)
     out = []
     for table in TABLES:
+        if recorded is not None and table != "trials":
+            schema = recorded[table]
+            out.append(Columns(table, f"the store's {table}", schema, frozenset(schema.names)))
+            continue
         for path in _table_files(root, table):
-            if any(s == path or s in path.parents for s in skipped):
+            if path.relative_to(root).as_posix().startswith(prefixes):
                 continue
             label = _workload_label(root, path)
             try:
@@ -509,37 +521,77 @@ def snapshot_columns(root: Path, skip: Iterable[str] = ()) -> list[Columns]:
     return out
 
 
-def conform_snapshot(root: Path, schemas: dict[str, pa.Schema]) -> list[str]:
+_TYPE_NAMES = {str(t): t for t in (pa.string(), pa.int64(), pa.float64(), pa.bool_())}
+
+
+def schema_record(schemas: dict[str, pa.Schema]) -> dict[str, dict[str, str]]:
+    """The form ``_store.json`` records the tables' schemas in: column name -> type name,
+    in the files' order (partition columns are in the paths, not the files).
+
+    >>> schema_record(union_schemas([]))["measurements"]
+    {'trial_id': 'int64', 'step': 'int64'}
+    """
+    return {t: {f.name: str(f.type) for f in schemas[t]} for t in TABLES}
+
+
+def recorded_schemas(meta: dict[str, Any]) -> dict[str, pa.Schema] | None:
+    """The tables' schemas a store's metadata records; None for a store that records none
+    (one written before curvekit kept one schema per table) or records a type it does
+    not know: its files must then be read.
+
+    >>> recorded_schemas({}) is None
+    True
+    >>> recorded_schemas({"table_columns": schema_record(union_schemas([]))})["trials"].names
+    ['batch_size', 'trial_id', 'status', 'steps', 'n_measurements']
+    """
+    record = meta.get(TABLE_COLUMNS_KEY)
+    if not isinstance(record, dict) or set(record) != set(TABLES):
+        return None
+    out = {}
+    for table, columns in record.items():
+        if not isinstance(columns, dict) or not all(t in _TYPE_NAMES for t in columns.values()):
+            return None
+        out[table] = pa.schema([pa.field(str(n), _TYPE_NAMES[t]) for n, t in columns.items()])
+    return out
+
+
+def conform_snapshot(root: Path, schemas: dict[str, pa.Schema], *,
+                     tables: Iterable[str] = TABLES, threads: int = 2) -> list[str]:
     """Rewrite each file of the store folder ``root`` whose columns differ from ``schemas``.
 
     The missing columns are added as nulls of their type, int64 columns widened to
     float64 where the schema says so, and the columns put in the schema's order. A
     file is written beside the old one and renamed over it: a file hard-linked from the
     previous snapshot gets a new inode here and the previous snapshot keeps its own
-    (:func:`~curvekit.store.snapshots.seal` then hashes the new file). Returns the
-    rewritten files, relative to ``root``.
+    (:func:`~curvekit.store.snapshots.seal` then hashes the new file). Files are rewritten
+    in ``threads`` threads (Parquet decoding and encoding release the GIL). Only the files
+    of ``tables`` are looked at. Returns the rewritten files, relative to ``root``, sorted.
     """
-    rewritten = []
-    for table, schema in schemas.items():
-        for path in _table_files(root, table):
-            try:
-                if pq.read_schema(path).equals(schema):
-                    continue
-                data = pq.ParquetFile(path).read()
-            except (OSError, pa.ArrowException) as exc:
-                raise StoreError(f"cannot read {path}: {exc}; run `curvekit verify` to see "
-                                 "what is damaged and how to repair it") from exc
-            try:
-                data = _conform(data, schema)
-            except pa.ArrowInvalid as exc:  # an int64 beyond 2**53 does not fit a float64
-                raise StoreError(f"{_workload_label(root, path)}: cannot widen its {table} to "
-                                 f"the store's column types: {exc}; store those values as "
-                                 "floats or strings in every workload") from exc
-            tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}")
-            write_table(data, tmp, measurements=table == "measurements")
-            os.replace(tmp, path)
-            rewritten.append(path.relative_to(root).as_posix())
-    return rewritten
+    work = [(table, schemas[table], path) for table in tables
+            for path in _table_files(root, table)]
+    with ThreadPoolExecutor(threads) as pool:
+        done = list(pool.map(lambda job: _conform_file(root, *job), work))
+    return sorted(rel for rel in done if rel is not None)
+
+
+def _conform_file(root: Path, table: str, schema: pa.Schema, path: Path) -> str | None:
+    try:
+        if pq.read_schema(path).equals(schema):
+            return None
+        data = pq.ParquetFile(path).read()
+    except (OSError, pa.ArrowException) as exc:
+        raise StoreError(f"cannot read {path}: {exc}; run `curvekit verify` to see "
+                         "what is damaged and how to repair it") from exc
+    try:
+        data = _conform(data, schema)
+    except pa.ArrowInvalid as exc:  # an int64 beyond 2**53 does not fit a float64
+        raise StoreError(f"{_workload_label(root, path)}: cannot widen its {table} to the "
+                         f"store's column types: {exc}; store those values as floats or "
+                         "strings in every workload") from exc
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}")
+    write_table(data, tmp, measurements=table == "measurements")
+    os.replace(tmp, path)
+    return path.relative_to(root).as_posix()
 
 
 def _float_encodings(table: pa.Table) -> tuple[list[str], list[str]]:
