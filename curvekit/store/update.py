@@ -360,7 +360,7 @@ def add_workload(home: str | os.PathLike[str] | None, data: WorkloadData, *,
                                      schemas=schemas)
             if current is not None:
                 _link_store(current[0], staging, skip=skip)
-                conform_snapshot(staging, schemas, tables=[
+                conform_snapshot(staging, schemas, previous=current[0], tables=[
                     t for t in TABLES if recorded is None or not recorded[t].equals(schemas[t])])
             if name in added:
                 _shift_counts(meta, added[name]["counts"], -1)
@@ -425,7 +425,7 @@ def carry_added(home: Path, staging: Path, meta: dict[str, Any]) -> dict[str, An
     # lack a column of the other are rewritten (the added ones get new inodes, so the
     # current snapshot's files stay as they are).
     schemas = union_schemas(snapshot_columns(staging))
-    conform_snapshot(staging, schemas)
+    conform_snapshot(staging, schemas, previous=path)
     meta = dict(meta)
     meta["workloads"] = sorted(set(meta.get("workloads", [])) | set(added))
     for info in added.values():

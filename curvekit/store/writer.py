@@ -55,7 +55,15 @@ from curvekit.store.layout import (
     partition_dir,
     store_link,
 )
-from curvekit.store.snapshots import clean_home, folder_size, retire, seal, write_failure
+from curvekit.store.snapshots import (
+    clean_home,
+    file_digest,
+    folder_size,
+    read_records,
+    retire,
+    seal,
+    write_failure,
+)
 
 __all__ = [
     "MAX_TABLE_COLUMNS",
@@ -514,9 +522,10 @@ def snapshot_columns(root: Path, skip: Iterable[str] = (), *,
                 else:
                     schema = pq.read_schema(path)
                     valued = frozenset(schema.names)
-            except (OSError, pa.ArrowException) as exc:
-                raise StoreError(f"cannot read {path}: {exc}; run `curvekit verify` to see "
-                                 "what is damaged and how to repair it") from exc
+            except (OSError, pa.ArrowException):
+                # A damaged file gives no columns: it is carried as it is, damage and all
+                # (conform_snapshot leaves it), and `curvekit verify` names it.
+                continue
             out.append(Columns(table, label, schema.remove_metadata(), valued))
     return out
 
@@ -556,7 +565,8 @@ def recorded_schemas(meta: dict[str, Any]) -> dict[str, pa.Schema] | None:
 
 
 def conform_snapshot(root: Path, schemas: dict[str, pa.Schema], *,
-                     tables: Iterable[str] = TABLES, threads: int = 2) -> list[str]:
+                     tables: Iterable[str] = TABLES, previous: Path | None = None,
+                     threads: int = 2) -> list[str]:
     """Rewrite each file of the store folder ``root`` whose columns differ from ``schemas``.
 
     The missing columns are added as nulls of their type, int64 columns widened to
@@ -565,21 +575,47 @@ def conform_snapshot(root: Path, schemas: dict[str, pa.Schema], *,
     previous snapshot gets a new inode here and the previous snapshot keeps its own
     (:func:`~curvekit.store.snapshots.seal` then hashes the new file). Files are rewritten
     in ``threads`` threads (Parquet decoding and encoding release the GIL). Only the files
-    of ``tables`` are looked at. Returns the rewritten files, relative to ``root``, sorted.
+    of ``tables`` are looked at. A file hard-linked from ``previous`` (the snapshot being
+    replaced) whose content no longer matches the digest recorded there is left as it is:
+    rewriting it would give damaged data a fresh digest, so it is carried as damage for
+    ``curvekit verify`` to name. Returns the rewritten files, relative to ``root``, sorted.
     """
-    work = [(table, schemas[table], path) for table in tables
-            for path in _table_files(root, table)]
+    records = (read_records(previous) or {}) if previous is not None else {}
+    work = [(table, path) for table in tables for path in _table_files(root, table)]
     with ThreadPoolExecutor(threads) as pool:
-        done = list(pool.map(lambda job: _conform_file(root, *job), work))
+        done = list(pool.map(lambda job: _conform_file(root, job[0], schemas[job[0]], job[1],
+                                                       previous, records), work))
     return sorted(rel for rel in done if rel is not None)
 
 
-def _conform_file(root: Path, table: str, schema: pa.Schema, path: Path) -> str | None:
+def _damaged_link(path: Path, rel: str, previous: Path | None,
+                  records: dict[str, dict[str, Any]]) -> bool:
+    """True when ``path`` is ``previous``'s file at ``rel`` and differs from its record."""
+    if previous is None:
+        return False
+    try:
+        mine, theirs = path.stat(), (previous / rel).stat()
+    except OSError:
+        return False
+    if (mine.st_dev, mine.st_ino) != (theirs.st_dev, theirs.st_ino):
+        return False  # written for this snapshot
+    want = records.get(rel)
+    return want is None or mine.st_size != want.get("size") \
+        or file_digest(path) != want.get("digest")
+
+
+def _conform_file(root: Path, table: str, schema: pa.Schema, path: Path,
+                  previous: Path | None, records: dict[str, dict[str, Any]]) -> str | None:
+    rel = path.relative_to(root).as_posix()
     try:
         if pq.read_schema(path).equals(schema):
             return None
+        if _damaged_link(path, rel, previous, records):
+            return None
         data = pq.ParquetFile(path).read()
     except (OSError, pa.ArrowException) as exc:
+        if _damaged_link(path, rel, previous, records):
+            return None
         raise StoreError(f"cannot read {path}: {exc}; run `curvekit verify` to see "
                          "what is damaged and how to repair it") from exc
     try:
@@ -591,7 +627,7 @@ def _conform_file(root: Path, table: str, schema: pa.Schema, path: Path) -> str 
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}")
     write_table(data, tmp, measurements=table == "measurements")
     os.replace(tmp, path)
-    return path.relative_to(root).as_posix()
+    return rel
 
 
 def _float_encodings(table: pa.Table) -> tuple[list[str], list[str]]:
