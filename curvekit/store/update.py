@@ -54,11 +54,23 @@ from curvekit.store.layout import (
     METADATA_FILE,
     STORE_FORMAT,
     TABLES,
+    fixed_schema,
     store_link,
     workload_dir,
 )
 from curvekit.store.snapshots import FILES_FILE
-from curvekit.store.writer import StoreBuilder, lock_home, new_staging, publish
+from curvekit.store.writer import (
+    TABLE_COLUMNS_KEY,
+    StoreBuilder,
+    conform_snapshot,
+    lock_home,
+    new_staging,
+    publish,
+    recorded_schemas,
+    schema_record,
+    snapshot_columns,
+    union_schemas,
+)
 
 __all__ = ["AddResult", "WorkloadData", "add_workload", "carry_added", "remove_workload"]
 
@@ -278,12 +290,15 @@ def _link_store(source: Path, target: Path, *, skip: AbstractSet[str] = frozense
                 shutil.copy2(Path(folder) / name, dest)
 
 
-def _merge_columns(meta: dict[str, Any], new: dict[str, Any]) -> None:
-    meta["metric_columns"] = sorted(set(meta.get("metric_columns", []))
-                                    | set(new.get("metric_columns", [])))
-    params = dict(new.get("parameter_columns", {}))
-    params.update(meta.get("parameter_columns", {}))
-    meta["parameter_columns"] = dict(sorted(params.items()))
+def _record_columns(meta: dict[str, Any], schemas: dict[str, pa.Schema]) -> None:
+    """Record the store's one schema per table: every column of its files, and the metric
+    and metaparameter columns beyond the fixed ones."""
+    meta[TABLE_COLUMNS_KEY] = schema_record(schemas)
+    fixed = {t: set(fixed_schema(t).names) for t in TABLES}
+    meta["metric_columns"] = [f.name for f in schemas["measurements"]
+                              if f.name not in fixed["measurements"]]
+    meta["parameter_columns"] = {f.name: str(f.type) for f in schemas["trials"]
+                                 if f.name not in fixed["trials"]}
 
 
 def _shift_counts(meta: dict[str, Any], counts: Mapping[str, int], sign: int) -> None:
@@ -332,14 +347,26 @@ def add_workload(home: str | os.PathLike[str] | None, data: WorkloadData, *,
                 builder.add_trial(trial)
             for (key, _), table in sorted(tables.items()):
                 builder.add_measurements(key, table)
-            written = builder.finish({}, {k: t.num_rows for k, t in tables.items()})
+            # One schema per table: the store's columns and the new workload's. The new
+            # files are written with all of them; older files that lack one are rewritten.
+            # A store that records its schemas needs its measurements footers not read.
+            skip = set(_workload_dirs(name))
+            recorded = recorded_schemas(meta) if current is not None else None
+            schemas = union_schemas([
+                *(snapshot_columns(current[0], skip, recorded=recorded)
+                  if current is not None else []),
+                *builder.columns(name)])
+            written = builder.finish({}, {k: t.num_rows for k, t in tables.items()},
+                                     schemas=schemas)
             if current is not None:
-                _link_store(current[0], staging, skip=set(_workload_dirs(name)))
+                _link_store(current[0], staging, skip=skip)
+                conform_snapshot(staging, schemas, previous=current[0], tables=[
+                    t for t in TABLES if recorded is None or not recorded[t].equals(schemas[t])])
             if name in added:
                 _shift_counts(meta, added[name]["counts"], -1)
             meta["workloads"] = sorted(set(meta.get("workloads", [])) | {name})
             _shift_counts(meta, counts, +1)
-            _merge_columns(meta, written)
+            _record_columns(meta, schemas)
             added[name] = {"sha256": digest, "origin": dict(data.origin), "counts": counts,
                            "metric_columns": written["metric_columns"],
                            "parameter_columns": written["parameter_columns"],
@@ -394,10 +421,15 @@ def carry_added(home: Path, staging: Path, meta: dict[str, Any]) -> dict[str, An
         raise StoreError(f"the new release has workloads you added yourself: {', '.join(clash)};"
                          " remove them (curvekit.remove_workload) or rename them first")
     _link_store(path, staging, only={d for name in added for d in _workload_dirs(name)})
+    # The new release and the added workloads share one schema per table: whichever files
+    # lack a column of the other are rewritten (the added ones get new inodes, so the
+    # current snapshot's files stay as they are).
+    schemas = union_schemas(snapshot_columns(staging))
+    conform_snapshot(staging, schemas, previous=path)
     meta = dict(meta)
     meta["workloads"] = sorted(set(meta.get("workloads", [])) | set(added))
     for info in added.values():
         _shift_counts(meta, info["counts"], +1)
-        _merge_columns(meta, info)
+    _record_columns(meta, schemas)
     meta[ADDED_KEY] = added
     return meta

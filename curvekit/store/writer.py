@@ -6,6 +6,11 @@ folder. :meth:`StoreBuilder.finish` writes every table as zstd Parquet with one 
 table (the union of metric and metaparameter columns, in sorted order), sorted by
 (trial_id, step), so the same input always gives the same files whatever its member order.
 
+A store keeps that one schema per table when workloads are added: :func:`union_schemas`
+widens a table's schema by the columns a new workload brings (one type per column, see
+:func:`merge_type`), and :func:`conform_snapshot` rewrites the files that lack a column, so
+that a plain Parquet reader (DuckDB, polars, pandas) finds every column in every file.
+
 :func:`publish` seals the finished staging folder (a checksum per file, see
 :mod:`curvekit.store.snapshots`) and makes it the current store by replacing the ``store``
 symlink in one ``rename``: readers see either the old store or the new one, never a
@@ -28,8 +33,10 @@ import shutil
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -42,16 +49,47 @@ from curvekit.store.layout import (
     FILE_NAME,
     METADATA_FILE,
     METRICS_KEY,
+    TABLES,
     fixed_schema,
     partition_columns,
     partition_dir,
     store_link,
 )
-from curvekit.store.snapshots import clean_home, folder_size, retire, seal, write_failure
+from curvekit.store.snapshots import (
+    clean_home,
+    file_digest,
+    folder_size,
+    read_records,
+    retire,
+    seal,
+    write_failure,
+)
 
-__all__ = ["StoreBuilder", "conversion_room", "lock_home", "new_staging", "publish"]
+__all__ = [
+    "MAX_TABLE_COLUMNS",
+    "Columns",
+    "StoreBuilder",
+    "conform_snapshot",
+    "conversion_room",
+    "lock_home",
+    "merge_type",
+    "new_staging",
+    "publish",
+    "recorded_schemas",
+    "schema_record",
+    "snapshot_columns",
+    "union_schemas",
+]
 
 PARQUET_OPTIONS: dict[str, Any] = {"compression": "zstd", "compression_level": 3}
+MAX_TABLE_COLUMNS = 10_000
+"""The most metric (or metaparameter) columns one table of a store holds.
+
+Every file of a table carries every column, so each column costs each file a footer entry
+(about 350 bytes for a column of nulls): the 10,000 metrics one log may bring, no more.
+"""
+TABLE_COLUMNS_KEY = "table_columns"
+"""The key of ``_store.json`` recording each table's one schema (:func:`schema_record`)."""
 
 
 def new_staging(home: Path) -> Path:
@@ -212,29 +250,51 @@ class StoreBuilder:
         tables += self._pending.get(key, [])
         return _concat(tables) if tables else None
 
+    def columns(self, label: str) -> list[Columns]:
+        """This builder's own columns of each table, as sources for :func:`union_schemas`.
+
+        A metaparameter without a value in any trial has type null here: it takes the
+        type the other workloads give that column.
+        """
+        metrics = pa.schema([pa.field(m, pa.float64()) for m in sorted(self.metrics)])
+        params, types = self._parameters()
+        trials = pa.schema([pa.field(column, types[name]) for name, column in params.items()])
+        return [Columns("studies", label, pa.schema([]), frozenset()),
+                Columns("trials", label, trials,
+                        frozenset(f.name for f in trials if f.type != pa.null())),
+                Columns("measurements", label, metrics, frozenset(metrics.names))]
+
     def finish(self, metadata: dict[str, Any],
-               trial_rows: dict[tuple[StudyKey, int], int]) -> dict[str, Any]:
+               trial_rows: dict[tuple[StudyKey, int], int], *,
+               schemas: dict[str, pa.Schema] | None = None) -> dict[str, Any]:
         """Write every table and ``_store.json`` into the staging folder.
 
-        ``trial_rows`` gives each trial's number of measurement rows. Returns the store
-        metadata (``metadata`` plus counts and column lists).
+        ``trial_rows`` gives each trial's number of measurement rows. ``schemas`` (from
+        :func:`union_schemas`, with this builder's :meth:`columns` among its sources) gives
+        each table's columns when the files join a store that has more; by default each
+        table has the columns of this builder's content. Returns the store metadata
+        (``metadata`` plus counts and this content's column lists).
         """
-        schema = pa.schema(list(fixed_schema("measurements"))
-                           + [pa.field(m, pa.float64()) for m in sorted(self.metrics)])
+        if schemas is None:
+            schemas = union_schemas(self.columns("the new content"))
         keys = sorted(set(self.studies) | {k for k, _ in self.trials})
         with ThreadPoolExecutor(self._threads) as pool:
-            rows = sum(pool.map(lambda k: self._write_measurements(k, schema), keys))
+            rows = sum(pool.map(lambda k: self._write_measurements(k, schemas["measurements"]),
+                                keys))
         shutil.rmtree(self.root / "_spill", ignore_errors=True)
-        params = self._write_trials(trial_rows)
+        self._write_trials(trial_rows, schemas["trials"])
         self._write_studies()
+        params, _ = self._parameters()
+        trial_types = {f.name: str(f.type) for f in schemas["trials"]}
         workloads = sorted({k.workload for k in keys})
         meta = {
             **metadata,
             "counts": {"workloads": len(workloads), "studies": len(self.studies),
                        "trials": len(self.trials), "measurements": rows},
             "metric_columns": sorted(self.metrics),
-            "parameter_columns": params,
+            "parameter_columns": {c: trial_types[c] for c in sorted(params.values())},
             "workloads": workloads,
+            TABLE_COLUMNS_KEY: schema_record(schemas),
         }
         (self.root / METADATA_FILE).write_text(json.dumps(meta, indent=1) + "\n")
         return meta
@@ -242,29 +302,9 @@ class StoreBuilder:
     def _write_measurements(self, key: StudyKey, schema: pa.Schema) -> int:
         table = self._study_rows(key)
         table = schema.empty_table() if table is None else _sort(_conform(table, schema))
-        self._write(table, partition_dir("measurements", *key), measurements=True)
+        write_table(table, self.root / partition_dir("measurements", *key) / FILE_NAME,
+                    measurements=True)
         return int(table.num_rows)
-
-    def _write(self, table: pa.Table, folder: str, *, measurements: bool = False) -> None:
-        path = self.root / folder / FILE_NAME
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if not measurements:
-            pq.write_table(table, path, **PARQUET_OPTIONS)
-            return
-        dictionary, split = _float_encodings(table)
-        present = [f.name for f in table.schema if pa.types.is_floating(f.type)
-                   and table.column(f.name).null_count < table.num_rows]
-        table = table.replace_schema_metadata({METRICS_KEY: json.dumps(present)})
-        pq.write_table(
-            table, path, **PARQUET_OPTIONS,
-            use_dictionary=["trial_id", *dictionary],
-            use_byte_stream_split=split or False,
-            # steps rise within a trial: deltas pack them into a few bits
-            column_encoding={"step": "DELTA_BINARY_PACKED"},
-            # Parquet min/max statistics leave NaN out, and DuckDB then folds isnan() and
-            # comparisons on NaN rows to false: no statistics for metrics keeps NaN exact.
-            write_statistics=["trial_id", "step"],
-        )
 
     def _by_workload(self, keys: Iterable[StudyKey]) -> dict[tuple[str, str, str], list[StudyKey]]:
         groups: dict[tuple[str, str, str], list[StudyKey]] = {}
@@ -272,15 +312,25 @@ class StoreBuilder:
             groups.setdefault((key.base_dir, key.model, key.optimizer), []).append(key)
         return groups
 
-    def _write_trials(self, counts: dict[tuple[StudyKey, int], int]) -> dict[str, str]:
+    def _parameters(self) -> tuple[dict[str, str], dict[str, pa.DataType]]:
+        """Each metaparameter's column name and type (null when no trial gives it a value)."""
         names = sorted({n for t in self.trials.values() for n in t.parameters})
-        fixed = fixed_schema("trials")
         # A metaparameter named like a column or a partition (e.g. "optimizer") is prefixed.
+        fixed = fixed_schema("trials")
         reserved = set(fixed.names) | set(partition_columns("trials"))
         columns = {n: (f"param_{n}" if n in reserved else n) for n in names}
-        types = {n: _param_type(t.parameters.get(n) for t in self.trials.values())
-                 for n in names}
-        schema = pa.schema(list(fixed) + [pa.field(columns[n], types[n]) for n in names])
+        types = {}
+        for n in names:
+            values = [t.parameters.get(n) for t in self.trials.values()]
+            types[n] = (_param_type(values) if any(v is not None for v in values)
+                        else pa.null())
+        return columns, types
+
+    def _write_trials(self, counts: dict[tuple[StudyKey, int], int],
+                      schema: pa.Schema) -> None:
+        columns, _ = self._parameters()
+        param_of = {column: name for name, column in columns.items()}
+        fixed = set(fixed_schema("trials").names)
         by_study: dict[StudyKey, list[TrialRecord]] = {}
         for (key, _), trial in sorted(self.trials.items()):
             by_study.setdefault(key, []).append(trial)
@@ -293,10 +343,19 @@ class StoreBuilder:
                 "steps": [t.steps for t in trials],
                 "n_measurements": [counts.get((t.key, t.trial_id), 0) for t in trials],
             }
-            for n in names:
-                data[columns[n]] = [_param_value(t.parameters.get(n), types[n]) for t in trials]
-            self._write(pa.table(data, schema=schema), partition_dir("trials", *workload))
-        return {columns[n]: str(types[n]) for n in names}
+            for f in schema:
+                if f.name in fixed:
+                    continue
+                name = param_of.get(f.name)
+                data[f.name] = ([None] * len(trials) if name is None else
+                                [_param_value(t.parameters.get(name), f.type) for t in trials])
+            try:
+                table = pa.table(data, schema=schema)
+            except pa.ArrowInvalid as exc:  # an int beyond 2**53 in a float64 column
+                raise StoreError(f"{'/'.join(workload)}: a metaparameter does not fit the "
+                                 f"store's column type: {exc}; store those values as floats "
+                                 "or strings") from exc
+            write_table(table, self.root / partition_dir("trials", *workload) / FILE_NAME)
 
     def _write_studies(self) -> None:
         schema = fixed_schema("studies")
@@ -310,7 +369,265 @@ class StoreBuilder:
                 "parameter_configs": [_json(r.parameter_configs) for r in records],
                 "extra": [_json(r.extra) for r in records],
             }
-            self._write(pa.table(data, schema=schema), partition_dir("studies", *workload))
+            write_table(pa.table(data, schema=schema),
+                        self.root / partition_dir("studies", *workload) / FILE_NAME)
+
+
+def write_table(table: pa.Table, path: Path, *, measurements: bool = False) -> None:
+    """Write one file of the store with the store's encodings (``path``'s folder is made)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not measurements:
+        pq.write_table(table, path, **PARQUET_OPTIONS)
+        return
+    dictionary, split = _float_encodings(table)
+    present = [f.name for f in table.schema if pa.types.is_floating(f.type)
+               and table.column(f.name).null_count < table.num_rows]
+    table = table.replace_schema_metadata({METRICS_KEY: json.dumps(present)})
+    pq.write_table(
+        table, path, **PARQUET_OPTIONS,
+        use_dictionary=["trial_id", *dictionary],
+        use_byte_stream_split=split or False,
+        # steps rise within a trial: deltas pack them into a few bits
+        column_encoding={"step": "DELTA_BINARY_PACKED"},
+        # Parquet min/max statistics leave NaN out, and DuckDB then folds isnan() and
+        # comparisons on NaN rows to false: no statistics for metrics keeps NaN exact.
+        write_statistics=["trial_id", "step"],
+    )
+
+
+# -- one schema per table ----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Columns:
+    """The dynamic columns one source (a workload, a file) gives a table.
+
+    ``valued`` names the columns holding at least one value: only those vote on a column's
+    type (a column of nulls takes any type).
+    """
+
+    table: str
+    label: str
+    schema: pa.Schema
+    valued: frozenset[str]
+
+
+_WIDER = {frozenset({pa.int64(), pa.float64()}): pa.float64()}
+
+
+def merge_type(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
+    """The one type a column takes when two sources give it ``a`` and ``b``; None if none.
+
+    Equal types stay; null (a column without values) takes the other type; int64 and
+    float64 make float64. Anything else (a string beside a number, a bool beside an
+    integer) has no common type: the writer refuses it rather than turn numbers into text.
+
+    >>> merge_type(pa.int64(), pa.float64()), merge_type(pa.null(), pa.string())
+    (DataType(double), DataType(string))
+    >>> merge_type(pa.string(), pa.float64()) is None
+    True
+    """
+    if a == b or pa.types.is_null(b):
+        return a
+    if pa.types.is_null(a):
+        return b
+    return _WIDER.get(frozenset({a, b}))
+
+
+def union_schemas(sources: Iterable[Columns]) -> dict[str, pa.Schema]:
+    """Each table's one schema: its fixed columns, then every source's columns by name.
+
+    A column that no source gives a value is typed as the writer would type it alone
+    (bool for a metaparameter, float64 for a metric). Raises :class:`StoreError` when two
+    sources give one column types without a common one (see :func:`merge_type`), or when a
+    table would exceed :data:`MAX_TABLE_COLUMNS` columns.
+
+    >>> a = Columns("trials", "a/m/sgd", pa.schema([("lr", pa.int64())]), frozenset({"lr"}))
+    >>> b = Columns("trials", "b/m/sgd", pa.schema([("lr", pa.float64()), ("x", pa.null())]),
+    ...             frozenset({"lr"}))
+    >>> union_schemas([a, b])["trials"].names[-2:], union_schemas([a, b])["trials"].types[-2:]
+    (['lr', 'x'], [DataType(double), DataType(bool)])
+    """
+    types: dict[str, dict[str, pa.DataType]] = {t: {} for t in TABLES}
+    holder: dict[tuple[str, str], str] = {}
+    for source in sources:
+        fixed = set(fixed_schema(source.table).names)
+        have = types[source.table]
+        for f in source.schema:
+            if f.name in fixed:
+                continue
+            new = f.type if f.name in source.valued else pa.null()
+            old = have.get(f.name, pa.null())
+            merged = merge_type(old, new)
+            if merged is None:
+                raise StoreError(
+                    f"the {source.table} column {f.name!r} holds {new} values in "
+                    f"{source.label} but {old} values in {holder[(source.table, f.name)]}; "
+                    "every file of a table has one type per column: give the values the "
+                    f"same type ({old}) or rename the column, then add the workload again")
+            if not pa.types.is_null(new) and (source.table, f.name) not in holder:
+                holder[(source.table, f.name)] = source.label
+            have[f.name] = merged
+    out = {}
+    default = {"trials": pa.bool_(), "measurements": pa.float64(), "studies": pa.string()}
+    for table, have in types.items():
+        if len(have) > MAX_TABLE_COLUMNS:
+            raise StoreError(
+                f"the store's {table} table would have {len(have):,} columns besides its "
+                f"fixed ones; it holds at most {MAX_TABLE_COLUMNS:,} (every file carries "
+                "every column): leave out columns you do not need, or use another home "
+                "(--home) for this data")
+        fields = [pa.field(n, default[table] if pa.types.is_null(t) else t)
+                  for n, t in sorted(have.items())]
+        out[table] = pa.schema(list(fixed_schema(table)) + fields)
+    return out
+
+
+def _table_files(root: Path, table: str) -> list[Path]:
+    return sorted((root / table).rglob("*.parquet")) if (root / table).is_dir() else []
+
+
+def _workload_label(root: Path, path: Path) -> str:
+    """``base_dir/model/optimizer`` of a file, from its hive folders (for messages)."""
+    parts = path.relative_to(root).parts[1:4]
+    return "/".join(unquote(p.partition("=")[2]) for p in parts)
+
+
+def snapshot_columns(root: Path, skip: Iterable[str] = (), *,
+                     recorded: dict[str, pa.Schema] | None = None) -> list[Columns]:
+    """The columns each file of the store folder ``root`` gives its table.
+
+    Files under the relative folders ``skip`` are left out (a workload being replaced).
+    Trials files are read whole (one small file per workload) to see which columns hold
+    values. Studies and measurements files are read by their footers, or, given the
+    ``recorded`` schemas of a store that keeps one schema per table (see
+    :func:`recorded_schemas`), not at all: their columns are the recorded ones.
+    """
+    prefixes = tuple(f"{s.rstrip('/')}/" for s in skip)
+    out = []
+    for table in TABLES:
+        if recorded is not None and table != "trials":
+            schema = recorded[table]
+            out.append(Columns(table, f"the store's {table}", schema, frozenset(schema.names)))
+            continue
+        for path in _table_files(root, table):
+            if path.relative_to(root).as_posix().startswith(prefixes):
+                continue
+            label = _workload_label(root, path)
+            try:
+                if table == "trials":
+                    data = pq.ParquetFile(path).read()
+                    schema = data.schema
+                    valued = frozenset(c for c in data.column_names
+                                       if data.column(c).null_count < data.num_rows)
+                else:
+                    schema = pq.read_schema(path)
+                    valued = frozenset(schema.names)
+            except (OSError, pa.ArrowException):
+                # A damaged file gives no columns: it is carried as it is, damage and all
+                # (conform_snapshot leaves it), and `curvekit verify` names it.
+                continue
+            out.append(Columns(table, label, schema.remove_metadata(), valued))
+    return out
+
+
+_TYPE_NAMES = {str(t): t for t in (pa.string(), pa.int64(), pa.float64(), pa.bool_())}
+
+
+def schema_record(schemas: dict[str, pa.Schema]) -> dict[str, dict[str, str]]:
+    """The form ``_store.json`` records the tables' schemas in: column name -> type name,
+    in the files' order (partition columns are in the paths, not the files).
+
+    >>> schema_record(union_schemas([]))["measurements"]
+    {'trial_id': 'int64', 'step': 'int64'}
+    """
+    return {t: {f.name: str(f.type) for f in schemas[t]} for t in TABLES}
+
+
+def recorded_schemas(meta: dict[str, Any]) -> dict[str, pa.Schema] | None:
+    """The tables' schemas a store's metadata records; None for a store that records none
+    (one written before curvekit kept one schema per table) or records a type it does
+    not know: its files must then be read.
+
+    >>> recorded_schemas({}) is None
+    True
+    >>> recorded_schemas({"table_columns": schema_record(union_schemas([]))})["trials"].names
+    ['batch_size', 'trial_id', 'status', 'steps', 'n_measurements']
+    """
+    record = meta.get(TABLE_COLUMNS_KEY)
+    if not isinstance(record, dict) or set(record) != set(TABLES):
+        return None
+    out = {}
+    for table, columns in record.items():
+        if not isinstance(columns, dict) or not all(t in _TYPE_NAMES for t in columns.values()):
+            return None
+        out[table] = pa.schema([pa.field(str(n), _TYPE_NAMES[t]) for n, t in columns.items()])
+    return out
+
+
+def conform_snapshot(root: Path, schemas: dict[str, pa.Schema], *,
+                     tables: Iterable[str] = TABLES, previous: Path | None = None,
+                     threads: int = 2) -> list[str]:
+    """Rewrite each file of the store folder ``root`` whose columns differ from ``schemas``.
+
+    The missing columns are added as nulls of their type, int64 columns widened to
+    float64 where the schema says so, and the columns put in the schema's order. A
+    file is written beside the old one and renamed over it: a file hard-linked from the
+    previous snapshot gets a new inode here and the previous snapshot keeps its own
+    (:func:`~curvekit.store.snapshots.seal` then hashes the new file). Files are rewritten
+    in ``threads`` threads (Parquet decoding and encoding release the GIL). Only the files
+    of ``tables`` are looked at. A file hard-linked from ``previous`` (the snapshot being
+    replaced) whose content no longer matches the digest recorded there is left as it is:
+    rewriting it would give damaged data a fresh digest, so it is carried as damage for
+    ``curvekit verify`` to name. Returns the rewritten files, relative to ``root``, sorted.
+    """
+    records = (read_records(previous) or {}) if previous is not None else {}
+    work = [(table, path) for table in tables for path in _table_files(root, table)]
+    with ThreadPoolExecutor(threads) as pool:
+        done = list(pool.map(lambda job: _conform_file(root, job[0], schemas[job[0]], job[1],
+                                                       previous, records), work))
+    return sorted(rel for rel in done if rel is not None)
+
+
+def _damaged_link(path: Path, rel: str, previous: Path | None,
+                  records: dict[str, dict[str, Any]]) -> bool:
+    """True when ``path`` is ``previous``'s file at ``rel`` and differs from its record."""
+    if previous is None:
+        return False
+    try:
+        mine, theirs = path.stat(), (previous / rel).stat()
+    except OSError:
+        return False
+    if (mine.st_dev, mine.st_ino) != (theirs.st_dev, theirs.st_ino):
+        return False  # written for this snapshot
+    want = records.get(rel)
+    return want is None or mine.st_size != want.get("size") \
+        or file_digest(path) != want.get("digest")
+
+
+def _conform_file(root: Path, table: str, schema: pa.Schema, path: Path,
+                  previous: Path | None, records: dict[str, dict[str, Any]]) -> str | None:
+    rel = path.relative_to(root).as_posix()
+    try:
+        if pq.read_schema(path).equals(schema):
+            return None
+        if _damaged_link(path, rel, previous, records):
+            return None
+        data = pq.ParquetFile(path).read()
+    except (OSError, pa.ArrowException) as exc:
+        if _damaged_link(path, rel, previous, records):
+            return None
+        raise StoreError(f"cannot read {path}: {exc}; run `curvekit verify` to see "
+                         "what is damaged and how to repair it") from exc
+    try:
+        data = _conform(data, schema)
+    except pa.ArrowInvalid as exc:  # an int64 beyond 2**53 does not fit a float64
+        raise StoreError(f"{_workload_label(root, path)}: cannot widen its {table} to the "
+                         f"store's column types: {exc}; store those values as floats or "
+                         "strings in every workload") from exc
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}")
+    write_table(data, tmp, measurements=table == "measurements")
+    os.replace(tmp, path)
+    return rel
 
 
 def _float_encodings(table: pa.Table) -> tuple[list[str], list[str]]:
@@ -338,11 +655,20 @@ def _concat(tables: list[pa.Table]) -> pa.Table:
 
 
 def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """Give ``table`` exactly ``schema``'s columns and order, nulls where it has none."""
+    """Give ``table`` exactly ``schema``'s columns, types and order, nulls where it has none.
+
+    A cast is safe (an int64 beyond 2**53 raises rather than round); types come from
+    :func:`union_schemas`, so only lossless widenings and nulls are ever cast.
+    """
     n = table.num_rows
     have = set(table.column_names)  # a set: one lookup per column, linear in the width
-    columns = [table.column(f.name) if f.name in have else pa.nulls(n, f.type)
-               for f in schema]
+    columns = []
+    for f in schema:
+        if f.name not in have:
+            columns.append(pa.nulls(n, f.type))
+            continue
+        column = table.column(f.name)
+        columns.append(column if column.type == f.type else pc.cast(column, f.type))
     return pa.Table.from_arrays(columns, schema=schema)
 
 
