@@ -105,3 +105,25 @@ def test_no_docstring_example_is_skipped_entirely() -> None:
             if test.examples and all(e.options.get(doctest.SKIP) for e in test.examples):
                 skipped.append(test.name)
     assert not skipped
+
+
+def test_demo_examples_use_the_demo_goal() -> None:
+    """Every command line on the demo's workloads, in the README and the docs, asks for the
+    goal the demo records (so the numbers a reader gets match the ones the docs show)."""
+    import re
+
+    from curvekit.runner.demo import DEMO_GOAL
+
+    metric, goal = DEMO_GOAL
+    pages = [README, *sorted(DOCS.glob("*.md"))]
+    seen = 0
+    for page in pages:
+        # a command and its continuation lines, joined
+        text = page.read_text().replace("\\\n", " ")
+        for line in text.splitlines():
+            if "curvekit " in line and " demo/" in line and "--goal" in line:
+                seen += 1
+                assert f"--metric {metric}" in line, (page.name, line)
+                found = re.search(r"--goal (\S+)", line)
+                assert found and float(found[1]) == goal, (page.name, line)
+    assert seen >= 2
