@@ -165,7 +165,7 @@ def detect_format(source: Path, select: FileFilter = ALL) -> str:
         found.discard("csv")  # MLflow artifacts may be CSV files; the release's measurements are
     if len(found) == 1:
         picked = found.pop()
-        made = byproducts.get(picked)
+        made = byproducts.get(picked, set())
         if made:
             others = "tensorboard" if picked == "mlflow" else "csv or tensorboard"
             warnings.warn(
@@ -174,9 +174,10 @@ def detect_format(source: Path, select: FileFilter = ALL) -> str:
                 "instead)", IngestWarning, stacklevel=2)
         return picked
     if not found:
+        left_out = " that --include/--exclude left in" if select else ""
         raise IngestError("unknown format: found no study.json, MLflow meta.yaml, TensorBoard "
-                          "event file, .csv or .parquet log here; pass --format, or point at "
-                          "the folder that holds the logs", path=str(source))
+                          f"event file, .csv or .parquet log here{left_out}; pass --format, or "
+                          "point at the folder that holds the logs", path=str(source))
     raise IngestError(f"holds logs of several formats ({', '.join(sorted(found))}); pass "
                       "--format to choose one, or leave files out with --exclude PATTERN",
                       path=str(source))

@@ -38,7 +38,6 @@ from typing import Any
 from curvekit.errors import IngestError
 from curvekit.ingest.csvlogs import (
     ALGOPERF_CURVE,
-    ALGOPERF_STEPS,
     _header,
     log_files,
     read_csv_run,

@@ -188,11 +188,15 @@ def _locate_bad_value(data: bytes, names: list[str], path: str, detail: str,
                            path=path, line=reader.line_num)
     found = re.search(r"CSV column #(\d+)", detail)
     column = names[int(found.group(1))] if found and int(found.group(1)) < len(names) else None
+    row = re.search(r"Row #(\d+)", detail)
+    value = re.search(r"invalid value '(.*)'", detail, re.DOTALL)
+    what = (f"value {_cut(value.group(1))!r} is not a number (a quote left open?)" if value
+            else (detail.splitlines()[0] if detail else "unknown error"))
     return IngestError(
-        f"unreadable CSV{f' in column {column!r}' if column is not None else ''}: "
-        f"{detail.splitlines()[0] if detail else 'unknown error'}; check the file's quoting "
-        "and that every value is a number"
-        + (f", or leave the column out with --map '{column}='" if column else ""), path=path)
+        f"unreadable CSV{f' in column {column!r}' if column is not None else ''}: {what}; "
+        "check the file's quoting and that every value is a number"
+        + (f", or leave the column out with --map '{column}='" if column else ""),
+        path=path, line=int(row.group(1)) if row else None)
 
 
 def _cut(cell: str) -> str:
@@ -336,7 +340,7 @@ def refuse_runs_table(names: list[str], path: str, key: str) -> None:
     """Refuse a Weights & Biases *runs table* export: one row per run with its config and
     summary (final) values, not a history of steps; say what to export instead."""
     # A config or summary key may be named like a step column ("iter"): not a history then
-    if not RUNS_TABLE_COLUMNS <= set(names) or not {"Created", "Runtime"} & set(names):
+    if not set(names) >= RUNS_TABLE_COLUMNS or not {"Created", "Runtime"} & set(names):
         return
     raise IngestError(
         "this is a W&B runs table (columns Name, State, ...: one row per run with its "

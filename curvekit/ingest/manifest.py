@@ -223,7 +223,8 @@ def parse_manifest(obj: Any, path: str) -> RunManifest:
     select = FileFilter.of(patterns["include"], patterns["exclude"],
                            where=f"{path}: [workload].include/exclude")
     return RunManifest(
-        select=select, path=path, name=wl.get("name"), dataset=wl.get("dataset"), train_steps=budget,
+        select=select, path=path, name=wl.get("name"), dataset=wl.get("dataset"),
+        train_steps=budget,
         early_stopping=bool(wl.get("early_stopping", False)),
         source=base / wl["source"] if wl.get("source") else None,
         steps_per_epoch=None if wl.get("steps_per_epoch") is None

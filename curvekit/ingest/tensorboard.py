@@ -51,8 +51,8 @@ import polars as pl
 
 from curvekit.errors import IngestError
 from curvekit.ingest.csvlogs import skip_folder
-from curvekit.ingest.select import ALL, FileFilter
 from curvekit.ingest.runs import MAX_COLUMNS, RunLog
+from curvekit.ingest.select import ALL, FileFilter
 from curvekit.ingest.yamlish import read_flat_yaml
 
 __all__ = ["masked_crc32c", "read_event_file", "read_tensorboard_runs", "record"]
