@@ -188,7 +188,7 @@ def _locate_bad_value(data: bytes, names: list[str], path: str, detail: str,
                            path=path, line=reader.line_num)
     found = re.search(r"CSV column #(\d+)", detail)
     column = names[int(found.group(1))] if found and int(found.group(1)) < len(names) else None
-    row = re.search(r"Row #(\d+)", detail)
+    row_no = re.search(r"Row #(\d+)", detail)
     value = re.search(r"invalid value '(.*)'", detail, re.DOTALL)
     what = (f"value {_cut(value.group(1))!r} is not a number (a quote left open?)" if value
             else (detail.splitlines()[0] if detail else "unknown error"))
@@ -196,7 +196,7 @@ def _locate_bad_value(data: bytes, names: list[str], path: str, detail: str,
         f"unreadable CSV{f' in column {column!r}' if column is not None else ''}: {what}; "
         "check the file's quoting and that every value is a number"
         + (f", or leave the column out with --map '{column}='" if column else ""),
-        path=path, line=int(row.group(1)) if row else None)
+        path=path, line=int(row_no.group(1)) if row_no else None)
 
 
 def _cut(cell: str) -> str:

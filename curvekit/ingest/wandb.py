@@ -25,8 +25,8 @@ history (see :func:`curvekit.ingest.csvlogs.refuse_runs_table`).
 >>> [r.frame.rows() for r in read_wandb_runs(p)]
 [[(0, 2.3), (100, 1.9)]]
 >>> p.unlink(); c = p.with_name("chart.csv")
->>> _ = c.write_text('"Step","a - loss","a - loss__MIN","a - loss__MAX","b - loss"\n'
-...                  '"0","2.0","2.0","2.0",""\n"10","1.5","1.5","1.5","1.7"\n')
+>>> _ = c.write_text('"Step","a - loss","a - loss__MIN","a - loss__MAX","b - loss"\\n'
+...                  '"0","2.0","2.0","2.0",""\\n"10","1.5","1.5","1.5","1.7"\\n')
 >>> [(r.key, r.frame.rows()) for r in read_wandb_runs(c)]
 [('a', [(0, 2.0), (10, 1.5)]), ('b', [(0, None), (10, 1.7)])]
 """
