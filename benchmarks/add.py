@@ -12,11 +12,18 @@ Side by side in one run, each in a fresh process with the peak memory of its pro
   scalar, then pandas);
 * **MLflow**: 100 runs x 1,000 steps x 4 metrics in a file store written by MLflow:
   ``curvekit add`` against ``MlflowClient.get_metric_history`` per run and metric, then
-  pandas.
+  pandas;
+* **W&B chart exports**: 100 runs x 1,000 steps in 2 charts (train and validation loss),
+  as the web UI's 'Export as CSV' writes them (every cell quoted, ``__MIN``/``__MAX``
+  companions): ``curvekit add`` (one trial per run) against pandas (``read_csv``, melt the
+  ``<run> - <metric>`` columns, pivot);
+* **AlgoPerf**: 100 trial folders of 200 evaluations each, beside each a 20,000-row
+  ``measurements.csv`` and ``hparams.json``: ``curvekit add`` (auto-detected) against pandas
+  reading each ``eval_measurements.csv``.
 
 Usage::
 
-    python benchmarks/add.py                  # all three; the logs are generated once
+    python benchmarks/add.py                  # all five; the logs are generated once
     python benchmarks/add.py --only csv
 """
 
@@ -87,6 +94,92 @@ data = pd.concat(frames, ignore_index=True)
 data.pivot_table(index=["run", "step"], columns="metric", values="value").reset_index(
     ).to_parquet(sys.argv[2])
 """
+
+NAIVE_CHART = r"""
+import glob, os, sys
+import pandas as pd
+frames = []
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.csv"))):
+    wide = pd.read_csv(path)
+    wide = wide[[c for c in wide.columns if not c.endswith(("__MIN", "__MAX"))]]
+    long = wide.melt(id_vars="Step", var_name="column").dropna()
+    long[["run", "metric"]] = long["column"].str.rsplit(" - ", n=1, expand=True)
+    frames.append(long.drop(columns="column"))
+data = pd.concat(frames, ignore_index=True)
+data.pivot_table(index=["run", "Step"], columns="metric", values="value").reset_index(
+    ).to_parquet(sys.argv[2])
+"""
+
+NAIVE_ALGOPERF = r"""
+import glob, json, os, sys
+import pandas as pd
+frames = []
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "trial_*", "eval_measurements.csv"))):
+    frame = pd.read_csv(path)
+    frame["trial"] = os.path.basename(os.path.dirname(path))
+    with open(os.path.join(os.path.dirname(path), "hparams.json")) as fh:
+        frame = frame.assign(**json.load(fh))
+    frames.append(frame)
+pd.concat(frames, ignore_index=True).to_parquet(sys.argv[2])
+"""
+
+
+def make_chart_exports(root: Path, runs: int, evals: int) -> Path:
+    """Two chart exports (train and validation loss) of ``runs`` runs, all cells quoted."""
+    if (root / "runs.toml").is_file():
+        return root
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    names = [f"sweep-{i}-{random.Random(i).randrange(10**6)}" for i in range(runs)]
+    for metric, shift in (("train/loss", 0.0), ("val/loss", 0.05)):
+        header = ["Step"] + [f"{n} - {metric}{c}" for n in names for c in ("", "__MIN",
+                                                                              "__MAX")]
+        lines = [",".join(f'"{h}"' for h in header)]
+        for e in range(evals):
+            step = e * 10
+            cells = [str(step)]
+            for i in range(runs):
+                value = "" if (i % 7 == 0 and e > evals // 2) else \
+                    f"{_curve(BATCH_SIZES[i % len(BATCH_SIZES)], i, step) + shift:.6f}"
+                cells += [value] * 3
+            lines.append(",".join(f'"{c}"' for c in cells))
+        (root / f"wandb_export_{metric.replace('/', '_')}.csv").write_text(
+            "\n".join(lines) + "\n")
+    (root / "runs.toml").write_text("".join(
+        f'[[runs]]\nrun = "{n}"\nbatch_size = {BATCH_SIZES[i % len(BATCH_SIZES)]}\n'
+        for i, n in enumerate(names)))
+    return root
+
+
+def make_algoperf_logs(root: Path, trials: int, evals: int) -> Path:
+    """AlgoPerf trial folders: eval_measurements.csv, a 100x longer measurements.csv,
+    hparams.json and flags."""
+    if (root / "runs.toml").is_file():
+        return root
+    shutil.rmtree(root, ignore_errors=True)
+    for t in range(1, trials + 1):
+        folder = root / "wmt_jax" / f"trial_{t}"
+        folder.mkdir(parents=True)
+        every = 100
+        rows = ["accumulated_eval_time,accumulated_logging_time,accumulated_submission_time,"
+                "global_step,preemption_count,score,test/bleu,test/loss,test/num_examples,"
+                "total_duration,train/bleu,train/loss,validation/bleu,validation/loss,"
+                "validation/num_examples"]
+        for e in range(evals):
+            step = 1 + e * every
+            err = _curve(256, t, step)
+            rows.append(f"{e * 4.1},{e * 0.03},{e * 80.2},{step},0,{e * 80.2},{30 - err},"
+                        f"{err},3003,{e * 85.0},{31 - err},{err * 0.9},{29 - err},"
+                        f"{err * 1.1},3000")
+        (folder / "eval_measurements.csv").write_text("\n".join(rows) + "\n")
+        per_step = ["global_step,grad_norm,loss"] + [
+            f"{s},{1 + (s % 13) / 10},{_curve(256, t, s):.6f}" for s in range(evals * every)]
+        (folder / "measurements.csv").write_text("\n".join(per_step) + "\n")
+        (folder / "hparams.json").write_text(
+            f'{{"learning_rate": {0.001 * t}, "beta1": 0.9, "warmup_factor": 0.05}}')
+        (folder / "flags_0.json").write_text('{"framework": "jax"}')
+    (root / "runs.toml").write_text('[[runs]]\nrun = "trial_*"\nbatch_size = 256\n')
+    return root
 
 
 def _curve(bs: int, trial: int, step: int) -> float:
@@ -204,14 +297,15 @@ def compare(label: str, source: Path, naive: str, naive_arg: Path, extra: list[s
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=["csv", "tensorboard", "mlflow"], action="append")
+    parser.add_argument("--only", choices=["csv", "tensorboard", "mlflow", "wandb-chart",
+                                           "algoperf"], action="append")
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--evals", type=int, default=1000)
     parser.add_argument("--small-runs", type=int, default=100,
                         help="runs of the TensorBoard and MLflow cases")
     parser.add_argument("--repeat", type=int, default=2)
     args = parser.parse_args()
-    only = set(args.only or ["csv", "tensorboard", "mlflow"])
+    only = set(args.only or ["csv", "tensorboard", "mlflow", "wandb-chart", "algoperf"])
     results: dict[str, object] = {"runs": args.runs, "evals": args.evals,
                                   "small_runs": args.small_runs, "cpus": os.cpu_count()}
     if "csv" in only:
@@ -228,7 +322,20 @@ def main() -> None:
                                 args.small_runs, args.evals)
         results["mlflow"] = compare("mlflow", logs, NAIVE_MLFLOW, logs.parent, [],
                                     args.repeat)
-    print(f"results in {save('add', results)}")
+    if "wandb-chart" in only:
+        logs = make_chart_exports(WORK / f"add-chart-{args.small_runs}x{args.evals}",
+                                  args.small_runs, args.evals)
+        results["wandb_chart"] = compare("wandb-chart", logs, NAIVE_CHART, logs,
+                                         ["--manifest", str(logs / "runs.toml")], args.repeat)
+    if "algoperf" in only:
+        logs = make_algoperf_logs(WORK / f"add-algoperf-{args.small_runs}x200",
+                                  args.small_runs, 200)
+        results["algoperf"] = compare("algoperf", logs / "wmt_jax", NAIVE_ALGOPERF,
+                                      logs / "wmt_jax", ["--manifest", str(logs / "runs.toml")],
+                                      args.repeat)
+    # a partial run (--only) keeps the full run's results file as it is
+    name = "add" if not args.only else "add-" + "-".join(sorted(only))
+    print(f"results in {save(name, results)}")
 
 
 if __name__ == "__main__":

@@ -222,15 +222,21 @@ def info(home: Path | None, fmt: str) -> None:
               help="Run manifest (TOML, YAML or JSON): batch sizes, metaparameters, statuses.")
 @click.option("--map", "mapping", multiple=True, metavar="OLD=NEW",
               help="Store metric OLD as NEW (1-NEW: as 1 - value; OLD=: drop it); repeatable.")
+@click.option("--include", "include", multiple=True, metavar="PATTERN",
+              help="Read only files matching this glob (relative to SOURCE; a pattern without "
+              "'/' matches a name at any depth); repeatable.")
+@click.option("--exclude", "exclude", multiple=True, metavar="PATTERN",
+              help="Leave out files or folders matching this glob (e.g. 'measurements.csv', "
+              "'trial_3/*'); repeatable.")
 @click.option("--replace", is_flag=True, help="Overwrite a workload added before under NAME.")
 @click.option("--example-manifest", is_flag=True,
               help="Print a documented run-manifest template and exit.")
 @home_option
 def add(source: Path | None, name: str | None, fmt: str, manifest: Path | None,
-        mapping: tuple[str, ...], replace: bool, example_manifest: bool,
-        home: Path | None) -> None:
-    """Add training runs of your own as a workload: release layout, CSV, TensorBoard, MLflow
-    or Weights & Biases logs.
+        mapping: tuple[str, ...], include: tuple[str, ...], exclude: tuple[str, ...],
+        replace: bool, example_manifest: bool, home: Path | None) -> None:
+    """Add training runs of your own as a workload: release layout, CSV, TensorBoard, MLflow,
+    Weights & Biases or AlgoPerf logs.
 
     Every input is checked before the store is touched; adding the same runs again changes
     nothing.
@@ -249,7 +255,8 @@ def add(source: Path | None, name: str | None, fmt: str, manifest: Path | None,
         warnings.simplefilter("always", IngestWarning)
         try:
             result = add_(source, name=name, format=fmt, manifest=manifest,
-                          metric_map=list(mapping), replace=replace, home=home)
+                          metric_map=list(mapping), replace=replace, home=home,
+                          include=include, exclude=exclude)
         finally:  # what the logs hold is worth knowing even when the import is refused
             for warning in caught:
                 if issubclass(warning.category, IngestWarning):

@@ -22,9 +22,11 @@ store is touched. Importing the same runs again changes nothing.
 
 from __future__ import annotations
 
+import csv
 import math
 import os
 import re
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -35,8 +37,10 @@ from curvekit._version import __version__
 from curvekit.errors import IngestError
 from curvekit.ingest import FORMATS, csvlogs
 from curvekit.ingest import manifest as manifest_
+from curvekit.ingest.algoperf import is_trial_folder
 from curvekit.ingest.metrics import RESERVED, apply_map, fold, is_reserved, parse_overrides
-from curvekit.ingest.runs import INT64_MAX, MAX_COLUMNS, RunLog
+from curvekit.ingest.runs import INT64_MAX, MAX_COLUMNS, IngestWarning, ReadOptions, RunLog
+from curvekit.ingest.select import ALL, FileFilter
 from curvekit.ingest.status import decide
 from curvekit.names import check_name, split_workload
 from curvekit.release.archive import StudyKey, StudyRecord, TrialRecord
@@ -44,7 +48,7 @@ from curvekit.store.update import AddResult, WorkloadData, add_workload
 
 __all__ = ["FORMATS", "Format", "add", "build", "detect_format"]
 
-Format = Literal["auto", "release", "csv", "tensorboard", "mlflow", "wandb"]
+Format = Literal["auto", "release", "csv", "tensorboard", "mlflow", "wandb", "algoperf"]
 BATCH_SIZE_PARAMS = ("batch_size", "batchsize", "batch-size", "train_batch_size",
                      "global_batch_size")
 BUDGET_PARAMS = ("train_steps", "max_steps", "total_steps", "num_steps")
@@ -55,31 +59,57 @@ PARAM_ALIASES = {"lr": "learning_rate", "learning-rate": "learning_rate"}
 PARAM_PREFIX = "param_"
 _TAR = re.compile(r"\.(tar(\.(bz2|gz|xz))?|tgz|tbz2?|txz)$", re.IGNORECASE)
 
-Reader = Callable[[Path, tuple[str, ...]], list[RunLog]]
+Reader = Callable[[Path, ReadOptions], list[RunLog]]
 
 
 def _readers() -> dict[str, Reader]:
-    from curvekit.ingest import mlflow, tensorboard, wandb
+    from curvekit.ingest import algoperf, mlflow, tensorboard, wandb
 
     return {
-        "csv": lambda s, r: csvlogs.read_csv_runs(s, step_renames=r),
-        "wandb": lambda s, r: wandb.read_wandb_runs(s, step_renames=r),
-        "tensorboard": lambda s, r: tensorboard.read_tensorboard_runs(s),
-        "mlflow": lambda s, r: mlflow.read_mlflow_runs(s),
+        "csv": csvlogs.read_csv_runs,
+        "wandb": wandb.read_wandb_runs,
+        "algoperf": algoperf.read_algoperf_runs,
+        "tensorboard": lambda s, o: tensorboard.read_tensorboard_runs(s, select=o.select),
+        "mlflow": lambda s, o: mlflow.read_mlflow_runs(s, select=o.select),
     }
 
 
 # ---------------------------------------------------------------------- format detection
-def _csv_header(path: Path) -> str:
+def _csv_kind(path: Path, key: str) -> str:
+    """``wandb`` for a W&B history (``_step``) or chart export; else ``csv``. A W&B runs
+    table is refused here: it is no history of any format."""
     try:
         with open(path, "rb") as fh:  # bounded: a header of a million columns is no reason
-            return fh.readline(csvlogs.MAX_HEADER_BYTES).decode("utf-8-sig", errors="replace")
+            line = fh.readline(csvlogs.MAX_HEADER_BYTES).decode("utf-8-sig", errors="replace")
     except OSError:
-        return ""
+        return "csv"
+    names = [n.strip() for n in next(csv.reader([line]), [])]
+    csvlogs.refuse_runs_table(names, str(path), key)
+    if "_step" in names or csvlogs.chart_export_runs(names) is not None:
+        return "wandb"
+    return "csv"
 
 
-def detect_format(source: Path) -> str:
+def _under_mlflow_artifacts(folder: Path, source: Path) -> bool:
+    """True for a folder inside an MLflow run's ``artifacts/`` (autolog copies TensorBoard
+    logs there: a by-product of the run, whose metrics MLflow holds itself)."""
+    rel = folder.relative_to(source).parts
+    here = source
+    for part in rel:
+        if part == "artifacts" and (here / "meta.yaml").is_file():
+            return True
+        here = here / part
+    return False
+
+
+def detect_format(source: Path, select: FileFilter = ALL) -> str:
     """Which format ``source`` holds (a file or folder); :class:`IngestError` if unclear.
+
+    Files a second format writes as a by-product of the first are not a second format:
+    TensorBoard event files inside an MLflow run's ``artifacts/``, and the event files and
+    ``measurements.csv`` in an AlgoPerf trial folder. The primary format is picked, and an
+    :class:`~curvekit.ingest.runs.IngestWarning` says so. ``select`` leaves files out
+    (``--include``/``--exclude``).
 
     >>> import pathlib, tempfile
     >>> d = pathlib.Path(tempfile.mkdtemp()); _ = (d / "run.csv").write_text("step,loss\\n")
@@ -94,37 +124,63 @@ def detect_format(source: Path) -> str:
             return "tensorboard"
         if name.endswith(".parquet"):
             return "wandb"
+        if source.name == csvlogs.ALGOPERF_CURVE:
+            return "algoperf"
         if name.endswith(".csv"):
-            return "wandb" if "_step" in _csv_header(source).split(",") else "csv"
+            return _csv_kind(source, source.name)
         raise IngestError("unknown format: not a .tar.* archive, an event file, a .csv or a "
                           ".parquet file; pass --format", path=str(source))
     found: set[str] = set()
+    byproducts: dict[str, set[str]] = {}  # primary format -> what it made that was not read
     for folder, dirs, files in os.walk(source):
-        dirs[:] = [d for d in dirs if not csvlogs.skip_folder(Path(folder) / d)]
-        names = set(files)
+        here = Path(folder)
+        rel = here.relative_to(source).as_posix()
+        dirs[:] = [d for d in dirs if not csvlogs.skip_folder(here / d)
+                   and select.keeps_folder(f"{rel}/{d}".removeprefix("./"))]
+        names = {f for f in files if select.keeps(f"{rel}/{f}".removeprefix("./"))}
         if "study.json" in names:
             found.add("release")
         if "meta.yaml" in names and ("metrics" in dirs or "experiment_id" in _peek(folder)):
             found.add("mlflow")
-        for f in files:
+        if is_trial_folder(names):
+            found.add("algoperf")
+            made = {"TensorBoard event files" if ".tfevents." in f.lower() else f
+                    for f in names if ".tfevents." in f.lower()
+                    or f == csvlogs.ALGOPERF_STEPS}
+            byproducts.setdefault("algoperf", set()).update(made)
+            continue
+        for f in sorted(names):
             low = f.lower()
             if ".tfevents." in low:
-                found.add("tensorboard")
+                if _under_mlflow_artifacts(here, source):
+                    byproducts.setdefault("mlflow", set()).add(
+                        "TensorBoard event files under its runs' artifacts/")
+                else:
+                    found.add("tensorboard")
             elif low.endswith(".parquet"):
                 found.add("wandb")
             elif low.endswith(".csv") and "mlflow" not in found:
-                head = _csv_header(Path(folder) / f).strip().split(",")
-                found.add("wandb" if "_step" in head else "csv")
+                found.add(_csv_kind(here / f, f"{rel}/{f}".removeprefix("./")))
     if "mlflow" in found or "release" in found:
         found.discard("csv")  # MLflow artifacts may be CSV files; the release's measurements are
     if len(found) == 1:
-        return found.pop()
+        picked = found.pop()
+        made = byproducts.get(picked, set())
+        if made:
+            others = "tensorboard" if picked == "mlflow" else "csv or tensorboard"
+            warnings.warn(
+                f"{source}: read as {picked}; not read: {', '.join(sorted(made))}, "
+                f"by-products of the same runs (pass --format {others} to read those "
+                "instead)", IngestWarning, stacklevel=2)
+        return picked
     if not found:
+        left_out = " that --include/--exclude left in" if select else ""
         raise IngestError("unknown format: found no study.json, MLflow meta.yaml, TensorBoard "
-                          "event file, .csv or .parquet log here; pass --format, or point at "
-                          "the folder that holds the logs", path=str(source))
+                          f"event file, .csv or .parquet log here{left_out}; pass --format, or "
+                          "point at the folder that holds the logs", path=str(source))
     raise IngestError(f"holds logs of several formats ({', '.join(sorted(found))}); pass "
-                      "--format to choose one", path=str(source))
+                      "--format to choose one, or leave files out with --exclude PATTERN",
+                      path=str(source))
 
 
 def _peek(folder: str) -> str:
@@ -362,7 +418,8 @@ def _trial_ids(runs: Sequence[RunLog], explicit: Mapping[str, int | None], where
 
 def build(source: str | os.PathLike[str] | None = None, *, name: str | None = None,
           format: Format | str = "auto", manifest: str | os.PathLike[str] | None = None,
-          metric_map: Mapping[str, str] | Sequence[str] | None = None) -> WorkloadData:
+          metric_map: Mapping[str, str] | Sequence[str] | None = None,
+          include: Sequence[str] = (), exclude: Sequence[str] = ()) -> WorkloadData:
     """Read and check every run; return the workload, ready to be written (nothing is).
 
     Arguments as for :func:`add`.
@@ -382,7 +439,8 @@ def build(source: str | os.PathLike[str] | None = None, *, name: str | None = No
                           path=str(src))
     if format not in FORMATS:
         raise IngestError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
-    fmt = detect_format(src) if format == "auto" else format
+    select = man.select.merged(FileFilter.of(include, exclude))
+    fmt = detect_format(src, select) if format == "auto" else format
     overrides = dict(man.metrics)
     overrides.update(metric_map if isinstance(metric_map, Mapping)
                      else parse_overrides(list(metric_map or [])))
@@ -391,16 +449,21 @@ def build(source: str | os.PathLike[str] | None = None, *, name: str | None = No
             check_name(new.removeprefix("1-"), "metric",
                        fix=f"give another name in --map '{old}=NEW'")
     if fmt == "release":
+        if select:
+            raise IngestError("--include/--exclude choose files of a folder of logs; a release "
+                              "archive is read whole: leave them out", path=str(src))
         from curvekit.ingest.release import build_release
 
         return check_names(build_release(src, name=name or man.name, overrides=overrides,
                                          manifest=man))
     wl_name = _check_name(name or man.name, src)
     renames = tuple(old for old, new in overrides.items() if new == "step")
-    runs = _readers()[fmt](src, renames)
+    drop = frozenset(old for old, new in overrides.items() if not new)
+    runs = _readers()[fmt](src, ReadOptions(renames, drop, select))
     if not runs:
-        raise IngestError(f"no {fmt} runs found here; check the path, or pass --format",
-                          path=str(src))
+        left_out = " (or --include/--exclude left every file out)" if select else ""
+        raise IngestError(f"no {fmt} runs found here{left_out}; check the path, or pass "
+                          "--format", path=str(src))
     return check_names(_assemble(runs, wl_name, fmt, src, man, overrides))
 
 
@@ -485,7 +548,8 @@ def _assemble(runs: list[RunLog], name: tuple[str, str, str], fmt: str, src: Pat
 def add(source: str | os.PathLike[str] | None = None, *, name: str | None = None,
         format: Format | str = "auto", manifest: str | os.PathLike[str] | None = None,
         metric_map: Mapping[str, str] | Sequence[str] | None = None, replace: bool = False,
-        home: str | os.PathLike[str] | None = None) -> AddResult:
+        home: str | os.PathLike[str] | None = None, include: Sequence[str] = (),
+        exclude: Sequence[str] = ()) -> AddResult:
     """Import the training runs at ``source`` as the workload ``name`` of the store.
 
     ``format`` is one of :data:`FORMATS` (``auto`` detects it). ``manifest`` is a run
@@ -493,7 +557,10 @@ def add(source: str | os.PathLike[str] | None = None, *, name: str | None = None
     batch sizes, metaparameters and statuses; ``source`` may be omitted when the manifest
     says where the logs are. ``metric_map`` overrides metric names (``{"old": "new"}`` or
     ``["old=new"]``; ``1-new`` stores ``1 - value``, an empty new name drops the column).
-    ``replace`` overwrites a workload added before under the same name.
+    ``replace`` overwrites a workload added before under the same name. ``include`` and
+    ``exclude`` are glob patterns relative to ``source`` choosing the files read (see
+    :mod:`curvekit.ingest.select`; the manifest's ``[workload]`` ``include``/``exclude``
+    add to them).
 
     Raises :class:`~curvekit.errors.IngestError` naming the file, line and problem when an
     input is bad, and :class:`~curvekit.errors.StoreError` when the name is taken; the store
@@ -509,5 +576,6 @@ def add(source: str | os.PathLike[str] | None = None, *, name: str | None = None
     A complete example that runs is in the module's documentation and in
     ``docs/adding-workloads.md``.
     """
-    data = build(source, name=name, format=format, manifest=manifest, metric_map=metric_map)
+    data = build(source, name=name, format=format, manifest=manifest, metric_map=metric_map,
+                 include=include, exclude=exclude)
     return add_workload(home, data, replace=replace)

@@ -33,8 +33,11 @@ spell.
 from __future__ import annotations
 
 import csv
+import io
+import json
 import math
 import os
+import re
 import warnings
 from collections import Counter
 from collections.abc import Iterable
@@ -52,18 +55,22 @@ from curvekit.ingest.runs import (
     INT64_MAX,
     MAX_COLUMNS,
     IngestWarning,
+    ReadOptions,
     RunLog,
     data_line,
     exact_integers,
     merge_rows,
     overflow_warning,
 )
+from curvekit.ingest.select import ALL, FileFilter
 from curvekit.ingest.yamlish import read_flat_yaml
 
-__all__ = ["AXIS_COLUMNS", "LIGHTNING_STEP_OFFSET", "MAX_HEADER_BYTES", "STEP_COLUMNS",
-           "TIME_COLUMNS", "epochs_to_steps", "frame_from_table", "is_lightning_log",
-           "log_files", "read_csv_run", "read_csv_runs", "read_header_line", "read_table_bytes",
-           "skip_folder", "steps_per_epoch"]
+__all__ = ["ALGOPERF_CURVE", "ALGOPERF_STEPS", "AXIS_COLUMNS", "CHART_COMPANIONS", "INDEX_COLUMN",
+           "LIGHTNING_STEP_OFFSET", "MAX_HEADER_BYTES", "RUNS_TABLE_COLUMNS", "STEP_COLUMNS",
+           "TIME_COLUMNS", "chart_export_runs", "epochs_to_steps", "frame_from_table",
+           "is_lightning_log", "log_files", "read_csv_run", "read_csv_runs",
+           "read_header_line", "read_table_bytes", "refuse_runs_table", "skip_folder",
+           "steps_per_epoch"]
 
 # Training-step columns, most specific first: W&B's "_step" counts log calls, so a history
 # that also has Lightning's "trainer/global_step" is placed by the latter.
@@ -112,7 +119,9 @@ def _header(data: bytes, path: str) -> list[str]:
         raise IngestError(f"unreadable header: {exc}", path=path, line=1) from exc
     names = [n.strip() for n in names]
     dupes = sorted(n for n, count in Counter(names).items() if count > 1)
-    if dupes or "" in names:
+    # A nameless first column is the row index pandas' to_csv writes (read_csv_run checks
+    # that it holds row numbers and leaves it out); a nameless column elsewhere is refused.
+    if dupes or "" in names[1:] or names == [""]:
         shown = dupes or names[:20]
         raise IngestError(f"the header has {'repeated' if dupes else 'empty'} column names "
                           f"{shown!r}; give every column a distinct name",
@@ -143,34 +152,71 @@ def read_header_line(path: Path) -> bytes:
     return first
 
 
-def _locate_bad_value(data: bytes, names: list[str], path: str, detail: str) -> IngestError:
-    """Find the first cell that is not a number (the slow path, only after a failure)."""
-    text = data.decode("utf-8-sig", errors="replace").splitlines()
-    for number, row in enumerate(csv.reader(text), 1):
-        if number == 1 or not row:
-            continue
-        if len(row) != len(names):
-            return IngestError(f"{len(row)} fields where the header has {len(names)} columns; "
-                               "every row needs one value (or an empty cell) per column",
-                               path=path, line=number)
-        for name, cell in zip(names, row, strict=True):
-            if cell.strip() in MISSING:
+def _locate_bad_value(data: bytes, names: list[str], path: str, detail: str,
+                      skip: Iterable[str] = ()) -> IngestError:
+    """Find the first cell that is not a number (the slow path, only after a failure).
+
+    Every parse failure becomes an :class:`IngestError` naming the line, the column and a
+    fix; pyarrow's own text is the last resort, still with the column it names.
+    """
+    left_out = set(skip)
+    text = data.decode("utf-8-sig", errors="replace")
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        for row in reader:
+            number = reader.line_num
+            if number == 1 or not row or (len(row) == 1 and not row[0].strip()):
                 continue
-            try:
-                float(cell)
-            except ValueError:
+            if len(row) != len(names):
                 return IngestError(
-                    f"value {cell!r} in column {name!r} is not a number; fix the value, or "
-                    f"leave the column out with --map '{name}='", path=path, line=number)
-    return IngestError(f"unreadable CSV: {detail}", path=path)
+                    f"{len(row)} fields where the header has {len(names)} columns; every row "
+                    "needs one value (or an empty cell) per column: fix the row, or remove it",
+                    path=path, line=number)
+            for name, cell in zip(names, row, strict=True):
+                if name in left_out or cell.strip() in MISSING:
+                    continue
+                try:
+                    float(cell)
+                except ValueError:
+                    return IngestError(
+                        f"value {_cut(cell)!r} in column {name!r} is not a number; fix the "
+                        f"value, or leave the column out with --map '{name}=' (or "
+                        f"{_toml_key(name)} = \"\" in the manifest's [metrics] table)",
+                        path=path, line=number)
+    except csv.Error as exc:
+        return IngestError(f"malformed CSV ({exc}); check the quoting of this line",
+                           path=path, line=reader.line_num)
+    found = re.search(r"CSV column #(\d+)", detail)
+    column = names[int(found.group(1))] if found and int(found.group(1)) < len(names) else None
+    row_no = re.search(r"Row #(\d+)", detail)
+    value = re.search(r"invalid value '(.*)'", detail, re.DOTALL)
+    what = (f"value {_cut(value.group(1))!r} is not a number (a quote left open?)" if value
+            else (detail.splitlines()[0] if detail else "unknown error"))
+    return IngestError(
+        f"unreadable CSV{f' in column {column!r}' if column is not None else ''}: {what}; "
+        "check the file's quoting and that every value is a number"
+        + (f", or leave the column out with --map '{column}='" if column else ""),
+        path=path, line=int(row_no.group(1)) if row_no else None)
+
+
+def _cut(cell: str) -> str:
+    return cell if len(cell) <= 40 else cell[:40] + "..."
+
+
+def _toml_key(name: str) -> str:
+    """``name`` as a TOML key: bare when it can be, quoted otherwise."""
+    return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else json.dumps(name)
 
 
 def read_table_bytes(data: bytes, path: str, names: list[str] | None = None, *,
-                     text: Iterable[str] = ()) -> pa.Table:
-    """Parse CSV bytes with every column as float64 (empty cells missing), except the
-    columns in ``text``, kept as strings (the time axis, converted exactly later)."""
+                     text: Iterable[str] = (), skip: Iterable[str] = ()) -> pa.Table:
+    """Parse CSV bytes with every column as float64 (empty cells, quoted or not, missing),
+    except the columns in ``text``, kept as strings (the time axis, converted exactly
+    later). Columns in ``skip`` are not parsed at all (``--map NAME=``: a text column the
+    user drops never has to be a number)."""
     names = names if names is not None else _header(data, path)
-    as_text = set(text)
+    as_text, left_out = set(text), set(skip)
+    keep = [n for n in names if n not in left_out]
     try:
         table = pacsv.read_csv(
             pa.py_buffer(data),
@@ -178,24 +224,30 @@ def read_table_bytes(data: bytes, path: str, names: list[str] | None = None, *,
                                                                              len(data) + 1)),
             convert_options=pacsv.ConvertOptions(
                 column_types={n: pa.string() if n in as_text else pa.float64()
-                              for n in names},
+                              for n in keep},
+                include_columns=keep,
                 null_values=list(MISSING),
-                strings_can_be_null=True, quoted_strings_can_be_null=False))
+                # W&B's UI quotes every cell, so an empty value is written "": missing too
+                strings_can_be_null=True, quoted_strings_can_be_null=True))
     except pa.ArrowInvalid as exc:
-        raise _locate_bad_value(data, names, path, str(exc)) from exc
+        raise _locate_bad_value(data, names, path, str(exc), left_out) from exc
     _warn_overflow(table, data, names, path)
     return table
 
 
 def _warn_overflow(table: pa.Table, data: bytes, names: list[str], path: str) -> None:
-    """Warn once for the file when a cell such as ``1e400`` became infinity silently."""
-    infinite = [i for i, column in enumerate(table.columns)
+    """Warn once for the file when a cell such as ``1e400`` became infinity silently.
+
+    ``names`` are the file's columns, all of them (the table may hold fewer)."""
+    infinite = [names.index(name) for name, column in zip(table.column_names, table.columns,
+                                                          strict=True)
                 if pa.types.is_floating(column.type) and pc.any(pc.is_inf(column)).as_py()]
     if not infinite:
         return  # the common case: no infinity at all, no second look at the text
     cells: dict[int, list[str]] = {i: [] for i in infinite}
-    text = data.decode("utf-8-sig", errors="replace").splitlines()
-    for row in csv.reader(text[1:]):
+    rows = csv.reader(io.StringIO(data.decode("utf-8-sig", errors="replace"), newline=""))
+    next(rows, None)
+    for row in rows:
         for i in infinite:
             if i < len(row):
                 cells[i].append(row[i])
@@ -214,6 +266,15 @@ def _step_column(names: list[str], path: str, renames: Iterable[str]) -> str | N
     return next((n for n in STEP_COLUMNS if n in names), None)
 
 
+def _no_step_column(names: list[str], path: str, line: int | None) -> IngestError:
+    shown = ", ".join(names[:30]) + (", ..." if len(names) > 30 else "")
+    return IngestError(
+        f"no step column: the header has {shown}; name the column that counts training "
+        f"steps one of {', '.join(STEP_COLUMNS)}, or point at it with --map COLUMN=step (a "
+        "table of one row per run, with final values only, is no training curve)",
+        path=path, line=line)
+
+
 def frame_from_table(table: pa.Table, path: str, data: bytes | None = None, *,
                      step_renames: Iterable[str] = (), drop: Iterable[str] = ()
                      ) -> tuple[pl.DataFrame, bool]:
@@ -229,10 +290,7 @@ def frame_from_table(table: pa.Table, path: str, data: bytes | None = None, *,
     by_epoch = False
     if step is None:
         if "epoch" not in names:
-            raise IngestError(
-                f"no step column: the header has {', '.join(names)}; name the column that "
-                f"counts training steps one of {', '.join(STEP_COLUMNS)}, or point at it "
-                "with --map COLUMN=step", path=path, line=1 if data is not None else None)
+            raise _no_step_column(names, path, 1 if data is not None else None)
         step, by_epoch = "epoch", True
     axis = "epoch" if by_epoch else "step"
     skip = set(TIME_COLUMNS) | set(drop) | ({"epoch"} if not by_epoch else set()) | {"_step"}
@@ -271,23 +329,105 @@ def _params(path: Path) -> dict[str, Any]:
     return read_flat_yaml(hparams)
 
 
+INDEX_COLUMN = ""
+"""The name pandas' ``to_csv`` gives its row index in the header: none."""
+
+RUNS_TABLE_COLUMNS = frozenset({"Name", "State"})
+"""Columns of a W&B runs-table export (with ``Created`` or ``Runtime``): one row per run."""
+
+
+def refuse_runs_table(names: list[str], path: str, key: str) -> None:
+    """Refuse a Weights & Biases *runs table* export: one row per run with its config and
+    summary (final) values, not a history of steps; say what to export instead."""
+    # A config or summary key may be named like a step column ("iter"): not a history then
+    if not set(names) >= RUNS_TABLE_COLUMNS or not {"Created", "Runtime"} & set(names):
+        return
+    raise IngestError(
+        "this is a W&B runs table (columns Name, State, ...: one row per run with its "
+        "summary values), not a training history; export each run's history instead: "
+        "a chart's 'Export as CSV' in the W&B UI (one '<run> - <metric>' column per run), or "
+        "run.scan_history() written to a CSV or Parquet file per run; give batch sizes and "
+        f"parameters in a run manifest. To leave this file out: --exclude '{key}'",
+        path=path, line=1)
+
+
+def chart_export_runs(names: list[str]) -> dict[str, list[tuple[str, str]]] | None:
+    """The runs of a W&B chart export, or None if ``names`` are not one.
+
+    A chart's 'Export as CSV' writes the x axis first, then for each run and metric a
+    column ``<run> - <metric>`` and its companions ``<run> - <metric>__MIN`` and ``__MAX``
+    (the range of the points a sampled chart merged into one). Returns run name ->
+    [(column, metric)] without the companions; the run name is the text before the last
+    ``" - "``.
+
+    >>> chart_export_runs(["Step", "a - loss", "a - loss__MIN", "a - loss__MAX", "b - loss"])
+    {'a': [('a - loss', 'loss')], 'b': [('b - loss', 'loss')]}
+    >>> chart_export_runs(["step", "loss", "val - loss"]) is None
+    True
+    """
+    rest = names[1:]
+    if not rest or not all(" - " in n for n in rest):
+        return None
+    companions = {n for n in rest if n.endswith(CHART_COMPANIONS)}
+    if not any(n[: -len("__MIN")] in rest for n in companions):
+        return None
+    runs: dict[str, list[tuple[str, str]]] = {}
+    for n in rest:
+        if n in companions and n[: -len("__MIN")] in rest:
+            continue
+        run, _, metric = n.rpartition(" - ")
+        runs.setdefault(run.strip(), []).append((n, metric.strip()))
+    return runs
+
+
+CHART_COMPANIONS = ("__MIN", "__MAX")
+
+
+def _empty_file(path: Path, key: str) -> IngestError:
+    return IngestError(
+        "empty file or empty first line; a CSV log starts with a header line naming its "
+        "columns (a log left empty by a run that never reached its first epoch?); leave the "
+        f"file out with --exclude '{key}' (or exclude = [\"{key}\"] in the manifest's "
+        "[workload] table)", path=str(path), line=1)
+
+
 def read_csv_run(path: Path, key: str, *, step_renames: Iterable[str] = (),
-                 drop_private: bool = False) -> RunLog:
+                 drop_private: bool = False, drop: Iterable[str] = ()) -> RunLog:
     """Read one CSV log as a run named ``key``.
 
     ``drop_private`` leaves out columns whose name starts with ``_`` other than ``_step``
-    (the bookkeeping columns of a Weights & Biases history).
+    (the bookkeeping columns of a Weights & Biases history). Columns in ``drop`` (``--map
+    NAME=``) are not parsed at all, so a text column can be left out. A nameless first
+    column holding integers (pandas' index) is left out too.
     """
-    names = _header(read_header_line(path), str(path))  # a huge header stops here
+    first = read_header_line(path)  # a huge header stops here
+    if not first.strip():
+        raise _empty_file(path, key)
+    names = _header(first, str(path))
+    refuse_runs_table(names, str(path), key)
+    charts = chart_export_runs(names)
+    if charts is not None:
+        raise IngestError(
+            f"this is a W&B chart export holding {len(charts)} run(s) (columns '<run> - "
+            f"<metric>', e.g. {next(iter(charts.values()))[0][0]!r}); read it with --format "
+            "wandb, which makes one trial of each run", path=str(path), line=1)
+    if _step_column(names, str(path), step_renames) is None and "epoch" not in names:
+        raise _no_step_column(names, str(path), 1)  # before any value: a summary table
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise IngestError(f"cannot read: {exc.strerror}", path=str(path)) from exc
-    axes = AXIS_COLUMNS | set(step_renames)
-    table = read_table_bytes(data, str(path), names, text=[n for n in names if n in axes])
-    drop = [n for n in names if n.startswith("_") and n != "_step"] if drop_private else []
+    axes = AXIS_COLUMNS | set(step_renames) | {INDEX_COLUMN}
+    dropped = {n for n in drop if n in names and n not in step_renames}
+    table = read_table_bytes(data, str(path), names, text=[n for n in names if n in axes],
+                             skip=dropped)
+    if names[0] == INDEX_COLUMN:
+        exact_integers(table.column(0), "nameless first column (a row index)", str(path),
+                       data_line(data), MISSING)
+        table = table.drop_columns([INDEX_COLUMN])
+    private = [n for n in names if n.startswith("_") and n != "_step"] if drop_private else []
     frame, by_epoch = frame_from_table(table, str(path), data, step_renames=step_renames,
-                                       drop=drop)
+                                       drop=private)
     aliases = (str(Path(key).parent),) if path.name == "metrics.csv" else ()
     stem = key[: -len(path.suffix)] if path.suffix else key
     offset = LIGHTNING_STEP_OFFSET if is_lightning_log(path, names) else 0
@@ -303,27 +443,59 @@ def skip_folder(path: Path) -> bool:
         or (path / "store").is_symlink()
 
 
-def log_files(source: Path, suffixes: tuple[str, ...]) -> list[tuple[Path, str]]:
+def log_files(source: Path, suffixes: tuple[str, ...], select: FileFilter = ALL
+              ) -> list[tuple[Path, str]]:
     """Files with one of ``suffixes`` under ``source`` (or ``source`` itself) and their run
-    names (paths relative to ``source``), sorted; see :func:`skip_folder`."""
+    names (paths relative to ``source``), sorted; see :func:`skip_folder`. Files and folders
+    that ``select`` leaves out (``--include``/``--exclude``) are not listed."""
     if source.is_file():
-        return [(source, source.name)]
+        return [(source, source.name)] if select.keeps(source.name) else []
     found = []
     for top, dirs, files in os.walk(source):
-        dirs[:] = [d for d in dirs if not skip_folder(Path(top) / d)]
+        here = Path(top)
+        dirs[:] = [d for d in dirs if not skip_folder(here / d)
+                   and select.keeps_folder((here / d).relative_to(source).as_posix())]
         for name in files:
             if name.lower().endswith(suffixes):
-                path = Path(top) / name
-                found.append((path, path.relative_to(source).as_posix()))
+                path = here / name
+                rel = path.relative_to(source).as_posix()
+                if select.keeps(rel):
+                    found.append((path, rel))
     return sorted(found, key=lambda item: item[1])
 
 
-def read_csv_runs(source: Path, *, step_renames: Iterable[str] = ()) -> list[RunLog]:
-    """Every ``*.csv`` under ``source`` as one run each (read in parallel)."""
-    files = log_files(source, (".csv",))
-    renames = tuple(step_renames)
+def read_csv_runs(source: Path, options: ReadOptions | None = None) -> list[RunLog]:
+    """Every ``*.csv`` under ``source`` as one run each (read in parallel).
+
+    In an AlgoPerf trial folder, ``measurements.csv`` (the per-step log beside the curve
+    ``eval_measurements.csv``) is not a run of its own: it is skipped with a warning (see
+    :mod:`curvekit.ingest.algoperf`).
+    """
+    opts = options or ReadOptions()
+    files = log_files(source, (".csv",), opts.select)
+    names = {rel for _, rel in files}
+    kept, skipped = [], []
+    for path, rel in files:
+        beside = (Path(rel).parent / ALGOPERF_CURVE).as_posix().removeprefix("./")
+        if path.name == ALGOPERF_STEPS and beside in names:
+            skipped.append(rel)
+        else:
+            kept.append((path, rel))
+    if skipped:
+        warnings.warn(f"{source}: skipped {len(skipped)} AlgoPerf per-step log(s) "
+                      f"({skipped[0]}{', ...' if len(skipped) > 1 else ''}): a "
+                      f"{ALGOPERF_STEPS} beside {ALGOPERF_CURVE} (the curve) is not a run "
+                      f"of its own; to read one anyway, --include '{skipped[0]}'",
+                      IngestWarning, stacklevel=2)
     with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:
-        return list(pool.map(lambda f: read_csv_run(f[0], f[1], step_renames=renames), files))
+        return list(pool.map(lambda f: read_csv_run(f[0], f[1], step_renames=opts.step_renames,
+                                                    drop=opts.drop), kept))
+
+
+ALGOPERF_CURVE = "eval_measurements.csv"
+"""AlgoPerf's curve: one row per evaluation, placed by ``global_step``."""
+ALGOPERF_STEPS = "measurements.csv"
+"""AlgoPerf's per-step log (training loss, gradient norm) beside the curve."""
 
 
 def epochs_to_steps(frame: pl.DataFrame, steps_per_epoch: int, path: str | None = None

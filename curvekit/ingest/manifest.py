@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from curvekit.errors import IngestError
+from curvekit.ingest.select import ALL, FileFilter
 from curvekit.names import check_name, split_workload
 from curvekit.release.manifest import STATUSES
 
@@ -43,6 +44,8 @@ train_steps = 20000                  # the step budget: a run that stopped befor
                                      # default: the longest run of each batch size
 early_stopping = false               # optional, recorded with each study
 # source = "logs"                    # the logs, relative to this file, when SOURCE is omitted
+# include = ["trial_*/*"]            # only files matching these globs (relative to the
+# exclude = ["*/measurements.csv"]   # source), none matching these; like --include/--exclude
 # Only for logs that count epochs instead of steps (Keras's CSVLogger):
 # steps_per_epoch = 391              # or: train_examples = 50000 (steps per epoch =
                                      # ceil(train_examples / batch_size))
@@ -74,7 +77,7 @@ parameters = { learning_rate = 0.2, momentum = 0.9 }
 '''
 
 _WORKLOAD_KEYS = {"name", "dataset", "train_steps", "early_stopping", "source",
-                  "steps_per_epoch", "train_examples"}
+                  "steps_per_epoch", "train_examples", "include", "exclude"}
 _RUN_KEYS = {"run", "batch_size", "parameters", "status", "trial_id", "steps_per_epoch"}
 _TOP_KEYS = {"workload", "metrics", "parameter_configs", "runs"}
 
@@ -112,6 +115,7 @@ class RunManifest:
     metrics: dict[str, str] = field(default_factory=dict)
     parameter_configs: dict[str, Any] | None = None
     runs: list[RunSpec] = field(default_factory=list)
+    select: FileFilter = ALL
 
     def train_steps_for(self, batch_size: int) -> int | None:
         """The step budget the manifest gives a batch size, if any."""
@@ -207,8 +211,20 @@ def parse_manifest(obj: Any, path: str) -> RunManifest:
     if wl.get("name"):
         split_workload(wl["name"].strip("/"), fix="fix name in the manifest (or pass --name)",
                        error=_failing(path, "[workload].name"))
+    patterns = {}
+    for key in ("include", "exclude"):
+        value = wl.get(key, [])
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise _fail(path, f"[workload].{key}", f"{value!r} is not a list of glob patterns "
+                        "(e.g. [\"*/measurements.csv\"])")
+        patterns[key] = value
+    select = FileFilter.of(patterns["include"], patterns["exclude"],
+                           where=f"{path}: [workload].include/exclude")
     return RunManifest(
-        path=path, name=wl.get("name"), dataset=wl.get("dataset"), train_steps=budget,
+        select=select, path=path, name=wl.get("name"), dataset=wl.get("dataset"),
+        train_steps=budget,
         early_stopping=bool(wl.get("early_stopping", False)),
         source=base / wl["source"] if wl.get("source") else None,
         steps_per_epoch=None if wl.get("steps_per_epoch") is None

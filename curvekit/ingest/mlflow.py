@@ -49,6 +49,7 @@ from curvekit.ingest.runs import (
     merge_rows,
     overflow_warning,
 )
+from curvekit.ingest.select import ALL, FileFilter
 from curvekit.ingest.yamlish import read_flat_yaml, scalar
 from curvekit.names import check_name
 
@@ -182,14 +183,17 @@ def _read_run(folder: Path) -> RunLog | None:
                   started=float(start) if isinstance(start, int | float) else None)
 
 
-def read_mlflow_runs(source: Path) -> list[RunLog]:
-    """The runs of the one experiment under ``source`` (see the module docs)."""
+def read_mlflow_runs(source: Path, *, select: FileFilter = ALL) -> list[RunLog]:
+    """The runs of the one experiment under ``source`` (see the module docs); a run folder
+    that ``select`` leaves out (``--exclude '<run id>'``) is not read."""
     if source.is_file():
         raise IngestError("an MLflow source is a folder (mlruns/ or mlruns/<experiment id>)",
                           path=str(source))
     if (source / "meta.yaml").is_file() and (source / "metrics").is_dir():
         folders = [source]  # one run's folder
     else:
-        folders = [r for e in _experiments(source) for r in _runs(e)]
+        folders = [r for e in _experiments(source) for r in _runs(e)
+                   if select.keeps_folder(r.relative_to(source).as_posix())
+                   and (not select.include or select.keeps(r.relative_to(source).as_posix()))]
     with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:
         return [r for r in pool.map(_read_run, folders) if r is not None]

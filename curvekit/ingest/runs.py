@@ -28,9 +28,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from curvekit.errors import IngestError
+from curvekit.ingest.select import ALL, FileFilter
 
-__all__ = ["INT64_MAX", "MAX_COLUMNS", "IngestWarning", "RunLog", "data_line", "exact_integers",
-           "merge_rows", "overflow_warning"]
+__all__ = ["INT64_MAX", "MAX_COLUMNS", "IngestWarning", "ReadOptions", "RunLog", "data_line",
+           "exact_integers", "merge_rows", "overflow_warning"]
 
 MAX_COLUMNS = 10_000
 """The most columns one log may have, and the most metric columns one workload may have.
@@ -43,6 +44,17 @@ training curve, and ``add`` refuses it after reading the header alone."""
 
 INT64_MAX = 2**63 - 1
 """The largest step (and integer metaparameter) the store holds: steps are int64 end to end."""
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """What a reader is told beyond the source: the columns ``--map`` makes the step
+    (``step_renames``) or drops (``drop``, left out before any value is parsed), and which
+    files to read (``select``: ``--include``/``--exclude``)."""
+
+    step_renames: tuple[str, ...] = ()
+    drop: frozenset[str] = frozenset()
+    select: FileFilter = ALL
 
 
 class IngestWarning(UserWarning):

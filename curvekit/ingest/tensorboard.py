@@ -52,6 +52,7 @@ import polars as pl
 from curvekit.errors import IngestError
 from curvekit.ingest.csvlogs import skip_folder
 from curvekit.ingest.runs import MAX_COLUMNS, RunLog
+from curvekit.ingest.select import ALL, FileFilter
 from curvekit.ingest.yamlish import read_flat_yaml
 
 __all__ = ["masked_crc32c", "read_event_file", "read_tensorboard_runs", "record"]
@@ -431,8 +432,9 @@ def _frame(series: _Series) -> pl.DataFrame:
     return wide.sort("step").select("step", *tags)
 
 
-def read_tensorboard_runs(source: Path) -> list[RunLog]:
-    """Every folder under ``source`` that holds event files, as one run each."""
+def read_tensorboard_runs(source: Path, *, select: FileFilter = ALL) -> list[RunLog]:
+    """Every folder under ``source`` that holds event files, as one run each (the files
+    ``select`` keeps: ``--include``/``--exclude``)."""
     folders: dict[Path, list[Path]] = {}
     if source.is_file():
         folders[source.parent] = [source]
@@ -440,8 +442,11 @@ def read_tensorboard_runs(source: Path) -> list[RunLog]:
     else:
         root = source
         for top, dirs, files in os.walk(source):
-            dirs[:] = sorted(d for d in dirs if not skip_folder(Path(top) / d))
-            events = sorted(Path(top) / f for f in files if ".tfevents." in f)
+            here = Path(top)
+            dirs[:] = sorted(d for d in dirs if not skip_folder(here / d) and
+                             select.keeps_folder((here / d).relative_to(source).as_posix()))
+            events = sorted(here / f for f in files if ".tfevents." in f
+                            and select.keeps((here / f).relative_to(source).as_posix()))
             if events:
                 folders[Path(top)] = events
     series: dict[Path, _Series] = {}

@@ -8,11 +8,27 @@ numbers (media, tables) are left out too. No network access: export the history 
 (``run.scan_history()`` to a file, or the run-history Parquet export; ``run.history()`` is
 down-sampled, and CSV exports from the web UI can drop steps).
 
+**Chart exports.** A chart's 'Export as CSV' in the W&B UI holds several runs in one file:
+the x axis first (``Step``), then ``<run> - <metric>`` columns, each with companions
+``<run> - <metric>__MIN`` and ``__MAX``. Each run becomes a run of its own, named by the text
+before the last ``" - "``; its metrics take the text after it. The ``__MIN``/``__MAX``
+companions are left out: they are the range of the points a sampled chart merged into one
+(equal to the value when the chart was not sampled), not metrics of their own. Several chart
+exports in one folder (one per chart) are joined by run name: a run's metrics from every
+file become one run. Cells are quoted (``""`` is a missing value). A *runs table* export
+(``Name``, ``State``, ... one row per run with summary values) is refused: it is not a
+history (see :func:`curvekit.ingest.csvlogs.refuse_runs_table`).
+
 >>> import pathlib, tempfile
 >>> p = pathlib.Path(tempfile.mkdtemp()) / "run-1.csv"
 >>> _ = p.write_text("_step,_runtime,val_loss\\n0,1.5,2.3\\n100,9.1,1.9\\n")
 >>> [r.frame.rows() for r in read_wandb_runs(p)]
 [[(0, 2.3), (100, 1.9)]]
+>>> p.unlink(); c = p.with_name("chart.csv")
+>>> _ = c.write_text('"Step","a - loss","a - loss__MIN","a - loss__MAX","b - loss"\\n'
+...                  '"0","2.0","2.0","2.0",""\\n"10","1.5","1.5","1.5","1.7"\\n')
+>>> [(r.key, r.frame.rows()) for r in read_wandb_runs(c)]
+[('a', [(0, 2.0), (10, 1.5)]), ('b', [(0, None), (10, 1.7)])]
 """
 
 from __future__ import annotations
@@ -22,14 +38,16 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from curvekit.errors import IngestError
+from curvekit.ingest import csvlogs
 from curvekit.ingest.csvlogs import AXIS_COLUMNS, frame_from_table, log_files, read_csv_run
-from curvekit.ingest.runs import MAX_COLUMNS, RunLog
+from curvekit.ingest.runs import MAX_COLUMNS, ReadOptions, RunLog, merge_rows
 
-__all__ = ["read_parquet_run", "read_wandb_runs"]
+__all__ = ["read_chart_export", "read_parquet_run", "read_wandb_runs"]
 
 
 def read_parquet_run(path: Path, key: str, *, step_renames: Iterable[str] = ()) -> RunLog:
@@ -61,15 +79,88 @@ def read_parquet_run(path: Path, key: str, *, step_renames: Iterable[str] = ()) 
     return RunLog(key, str(path), frame, {}, aliases=(stem,), by_epoch=by_epoch)
 
 
-def read_wandb_runs(source: Path, *, step_renames: Iterable[str] = ()) -> list[RunLog]:
-    """Every ``*.csv`` and ``*.parquet`` history under ``source``, one run each."""
-    renames = tuple(step_renames)
+def read_chart_export(path: Path, key: str, *, step_renames: Iterable[str] = (),
+                      drop: Iterable[str] = ()) -> list[RunLog] | None:
+    """The runs of a W&B chart export (see the module docs), or None if ``path`` is not one.
 
-    def read(item: tuple[Path, str]) -> RunLog:
+    ``drop`` (``--map NAME=``) leaves out a metric of every run (``train/loss``) or one
+    column (``<run> - train/loss``), before values are parsed; so are ``_``-metrics
+    (``<run> - _step``), W&B's bookkeeping.
+    """
+    first = csvlogs.read_header_line(path)
+    if not first.strip():
+        return None  # read_csv_run says the file is empty and how to leave it out
+    names = csvlogs._header(first, str(path))
+    runs = csvlogs.chart_export_runs(names)
+    if runs is None:
+        return None
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise IngestError(f"cannot read: {exc.strerror}", path=str(path)) from exc
+    dropped = set(drop)
+    wanted = {run: [(col, metric) for col, metric in cols
+                    if not metric.startswith("_") and metric not in dropped
+                    and col not in dropped]
+              for run, cols in runs.items()}
+    keep = {names[0]} | {col for cols in wanted.values() for col, _ in cols}
+    axis = names[0]
+    table = csvlogs.read_table_bytes(data, str(path), names, text=[axis],
+                                     skip=[n for n in names if n not in keep])
+    stem = key[: -len(path.suffix)] if path.suffix else key
+    out = []
+    for run, cols in wanted.items():
+        sub = pa.table({axis: table.column(axis),
+                        **{metric: table.column(col) for col, metric in cols}})
+        frame, by_epoch = frame_from_table(sub, str(path), data, step_renames=step_renames)
+        out.append(RunLog(run, str(path), frame, {}, aliases=(f"{stem}/{run}",),
+                          by_epoch=by_epoch))
+    return out
+
+
+def _join(runs: list[RunLog]) -> RunLog:
+    """One run from the runs of one name in several chart exports: rows of one step
+    merged, two different values of one metric at one step refused."""
+    if len(runs) == 1:
+        return runs[0]
+    first = runs[0]
+    axis = "epoch" if first.by_epoch else "step"
+    if any(r.by_epoch != first.by_epoch for r in runs):
+        raise IngestError(f"run {first.key!r} is placed by steps in one chart export and by "
+                          f"epochs in another ({', '.join(r.path for r in runs)}); export "
+                          "every chart with the same x axis", path=runs[-1].path)
+    frame = pl.concat([r.frame for r in runs], how="diagonal_relaxed")
+    merged = merge_rows(frame, " and ".join(r.path for r in runs), lambda row: row + 2, axis)
+    aliases = tuple(dict.fromkeys(a for r in runs for a in r.aliases))
+    return RunLog(first.key, first.path, merged, {}, aliases=aliases, by_epoch=first.by_epoch)
+
+
+def read_wandb_runs(source: Path, options: ReadOptions | None = None) -> list[RunLog]:
+    """Every ``*.csv`` and ``*.parquet`` history under ``source``, one run each; every run
+    of a chart export, one run each, joined by name across files."""
+    opts = options or ReadOptions()
+
+    def read(item: tuple[Path, str]) -> tuple[bool, list[RunLog]]:
         path, key = item
         if path.name.lower().endswith(".parquet"):
-            return read_parquet_run(path, key, step_renames=renames)
-        return read_csv_run(path, key, step_renames=renames, drop_private=True)
+            return False, [read_parquet_run(path, key, step_renames=opts.step_renames)]
+        charts = read_chart_export(path, key, step_renames=opts.step_renames, drop=opts.drop)
+        if charts is not None:
+            return True, charts
+        return False, [read_csv_run(path, key, step_renames=opts.step_renames,
+                                    drop_private=True, drop=opts.drop)]
 
     with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:
-        return list(pool.map(read, log_files(source, (".csv", ".parquet"))))
+        found = list(pool.map(read, log_files(source, (".csv", ".parquet"), opts.select)))
+    histories = [r for chart, runs in found if not chart for r in runs]
+    by_name: dict[str, list[RunLog]] = {}
+    for chart, runs in found:
+        for r in runs if chart else ():
+            by_name.setdefault(r.key, []).append(r)
+    taken = {r.key: r.path for r in histories}
+    for name, runs in by_name.items():
+        if name in taken:
+            raise IngestError(f"run {name!r} of a chart export has the name of the history "
+                              f"file {taken[name]}; rename the file, or leave one out with "
+                              "--exclude", path=runs[0].path)
+    return histories + [_join(runs) for runs in by_name.values()]

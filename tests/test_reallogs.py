@@ -1,0 +1,192 @@
+"""Conformance: ``curvekit add`` on real training logs written by other people.
+
+The corpus lives beside the repository, in ``../shared/reallogs`` (or where the environment
+variable ``CURVEKIT_REALLOGS`` says; its ``SOURCES.md`` names
+each file's repository and commit; ``_test_manifests/`` holds the run manifests used with
+them). It is never copied into the project; where it is absent this module is skipped, and
+the rules it exercises are tested on generated look-alikes in ``tests/test_add_reallike.py``.
+
+Each :class:`Source` entry writes down one import of one source: how it is called and what
+must come out -- the trial count, rows, step range, metric names and statuses -- or the
+refusal (fragments of its message). Fields left ``None`` are not checked.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from curvekit.errors import IngestError
+from curvekit.ingest.add import build
+from curvekit.ingest.runs import IngestWarning
+
+# ../shared/reallogs from the repository root; CURVEKIT_REALLOGS points elsewhere
+CORPUS = Path(os.environ.get("CURVEKIT_REALLOGS")
+              or Path(__file__).resolve().parent.parent.parent / "shared" / "reallogs")
+if not CORPUS.is_dir():
+    pytest.skip(f"the corpus of real logs is absent ({CORPUS}); the rules are tested on "
+                "look-alikes in tests/test_add_reallike.py", allow_module_level=True)
+
+
+@dataclass(frozen=True)
+class Source:
+    """One import of a corpus source and its expected outcome."""
+
+    path: str  # relative to the corpus
+    manifest: str | None = None  # a file of _test_manifests/
+    format: str = "auto"
+    metric_map: tuple[str, ...] = ()
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    # expected outcome of an import
+    trials: int | None = None
+    rows: int | None = None
+    steps: tuple[int, int] | None = None  # smallest and largest step of all trials
+    metrics: frozenset[str] | None = None  # the metric columns of all trials together
+    statuses: dict[str, int] | None = None
+    warns: tuple[str, ...] = ()  # fragments of one IngestWarning each
+    # expected refusal: fragments of the message (the file first)
+    refused: tuple[str, ...] = ()
+
+    @property
+    def id(self) -> str:
+        extra = [f"{k}={getattr(self, k)}" for k in ("format", "metric_map", "include",
+                                                          "exclude")
+                 if getattr(self, k) not in ("auto", ())]
+        return " ".join([self.path, *([self.manifest] if self.manifest else []), *extra])
+
+
+def _m(*names: str) -> frozenset[str]:
+    return frozenset(names)
+
+
+SOURCES: list[Source] = [
+    # PyTorch Lightning's CSVLogger
+    Source("lightning/awritrojit-mnist/lightning_logs", "l1.toml", trials=8, rows=636,
+           steps=(3, 9379), statuses={"COMPLETE": 2, "INCOMPLETE": 6}),
+    Source("lightning/eve-opal-v2/lightning_logs", "l2.toml", trials=2, rows=203,
+           steps=(49, 5431), metrics=_m("lr-Adam", "train/nll_loss", "val/rmse_loss"),
+           statuses={"COMPLETE": 1, "INCOMPLETE": 1}),
+    Source("lightning/goreg-probing/lightning_logs", "l3.toml", trials=5, rows=140,
+           steps=(49, 1399),
+           metrics=_m("train/classification_error", "train/cross_entropy_error"),
+           statuses={"COMPLETE": 5}),
+    Source("lightning/sajan-discharge/lightning_logs_discharge", "l4.toml", trials=5, rows=61,
+           steps=(227, 3909), metrics=_m("train/cross_entropy_error", "val/cross_entropy_error"),
+           statuses={"COMPLETE": 1, "INCOMPLETE": 4}),
+    Source("lightning/felix-waste/lightning_logs", "l5.toml", trials=1, rows=1, steps=(0, 0),
+           metrics=_m("test/classification_error", "test/cross_entropy_error"),
+           statuses={"COMPLETE": 1}),
+    # Keras's CSVLogger
+    Source("keras/rkn2-cnnbricks", "k1.toml",
+           refused=("model_history_log.csv, line 3", "epoch 0 appears twice",
+                    "import the attempts as separate runs")),
+    Source("keras/lidbey-ai4mars", "k2.toml", trials=3, rows=109, steps=(500, 41000),
+           statuses={"COMPLETE": 1, "INCOMPLETE": 2}),
+    Source("keras/lidbey-ai4mars", "k2b.toml", trials=3, rows=109, steps=(502, 41164),
+           statuses={"COMPLETE": 1, "INCOMPLETE": 2}),
+    Source("keras/lidbey-ai4mars-blank", "k1.toml",
+           refused=("model_history_log.csv, line 1", "empty file",
+                    "--exclude 'model_history_log.csv'")),
+    Source("keras/hsdnn", "k1.toml",
+           refused=("model_history_log2.csv, line 1", "empty file",
+                    "--exclude 'model_history_log2.csv'")),
+    Source("keras/hsdnn", "k1.toml", exclude=("model_history_log2.csv",), trials=1, rows=9,
+           steps=(100, 900),
+           metrics=_m("train/classification_error", "train/cross_entropy_error"),
+           statuses={"COMPLETE": 1}),
+    Source("keras/infinity052-driver", "k2.toml", trials=1, rows=10, steps=(500, 5000),
+           metrics=_m("train/classification_error", "train/cross_entropy_error",
+                      "val/classification_error", "val/cross_entropy_error"),
+           statuses={"COMPLETE": 1}),
+    # Weights & Biases exports from the web UI
+    Source("wandb/druidowm-nanogpt", "w1.toml", trials=8, rows=1184, steps=(0, 385),
+           metrics=_m("train/cross_entropy_error"), statuses={"COMPLETE": 1, "INCOMPLETE": 7}),
+    Source("wandb/junyoung-snet", "w1.toml", metric_map=("epoch_id=step",), trials=14,
+           rows=4214, steps=(0, 3000), metrics=_m("dataset_stats.S100_N30_m3_full.gap_mean"),
+           statuses={"COMPLETE": 14}),
+    Source("wandb/junyoung-snet", "w1.toml",
+           refused=("wandb_export.csv, line 1", "no step column", "--map COLUMN=step")),
+    Source("wandb/lucas-nanogpt-ablations/training_records", "w1.toml", metric_map=("Name=",),
+           refused=("wandb_export.csv, line 1", "W&B runs table", "not a training history",
+                    "--exclude 'wandb_export.csv'")),
+    Source("wandb/lucas-nanogpt-ablations/training_records", "w1.toml",
+           exclude=("wandb_export.csv",),
+           refused=("metrics.csv, line 1", "no step column", "one row per run")),
+    Source("wandb/oraby8-tts", "w2.toml", metric_map=("Name=",),
+           refused=("wandb_export_2026-03-02T10_38_30.064+02_00.csv, line 1", "W&B runs table")),
+    Source("wandb/oraby8-tts", "w2.toml", exclude=("wandb_export_*",), trials=1, rows=42,
+           steps=(0, 41), statuses={"COMPLETE": 1}),
+    # TensorBoard
+    Source("tensorboard/deep-lineary-gated/lightning_logs", trials=9, rows=2093,
+           steps=(0, 2599), statuses={"COMPLETE": 4, "INCOMPLETE": 5}),
+    Source("tensorboard/abdul-lstm/lightning_logs", "t2.toml", trials=1, rows=7720,
+           steps=(0, 384597), statuses={"COMPLETE": 1}),
+    Source("tensorboard/elluito-resnet50/lightning_logs", "t5.toml", trials=7, rows=16,
+           steps=(0, 351), statuses={"COMPLETE": 1, "INCOMPLETE": 6}),
+    Source("tensorboard/atomscott-fractaldb/lightning_logs", "t5.toml", trials=1, rows=234,
+           steps=(0, 3899), statuses={"COMPLETE": 1}),
+    # AlgoPerf: the trial folders hold the curve, a per-step log and TensorBoard files
+    Source("other/algoperf-amos-fastmri/fastmri_jax", "o1b.toml", trials=5, rows=377,
+           steps=(1, 36189),
+           metrics=_m("test/cross_entropy_error", "test/ssim", "train/cross_entropy_error",
+                      "train/ssim", "val/cross_entropy_error", "validation/ssim"),
+           statuses={"COMPLETE": 2, "INCOMPLETE": 3},
+           warns=("read as algoperf; not read: TensorBoard event files, measurements.csv",)),
+    Source("other/algoperf-amos-fastmri/fastmri_jax", "o1.toml", format="csv", trials=5,
+           rows=377, steps=(1, 36189), statuses={"COMPLETE": 2, "INCOMPLETE": 3},
+           warns=("skipped 5 AlgoPerf per-step log(s)",)),
+    Source("other/algoperf-amos-fastmri/fastmri_jax", "o1b.toml", format="tensorboard",
+           metric_map=("loss=minibatch_loss",), trials=5, rows=872, steps=(0, 36189),
+           statuses={"COMPLETE": 2, "INCOMPLETE": 3}),
+]
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda s: s.id)
+def test_real_logs(source: Source) -> None:
+    path = CORPUS / source.path
+    manifest = CORPUS / "_test_manifests" / source.manifest if source.manifest else None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", IngestWarning)
+        call = lambda: build(path, name="real/corpus/opt", format=source.format,  # noqa: E731
+                             manifest=manifest, metric_map=list(source.metric_map),
+                             include=source.include, exclude=source.exclude)
+        if source.refused:
+            with pytest.raises(IngestError) as info:
+                call()
+            message = str(info.value)
+            assert message.startswith(str(CORPUS)), message
+            for fragment in source.refused:
+                assert fragment in message, message
+            return
+        data = call()
+    tables = list(data.measurements.values())
+    steps = [s for t in tables for s in t.column("step").to_pylist()]
+    metrics = frozenset(c for t in tables for c in t.column_names) - {"step"}
+    got = {"trials": len(data.trials), "rows": sum(t.num_rows for t in tables),
+           "steps": (min(steps), max(steps)), "metrics": metrics,
+           "statuses": dict(Counter(t.status for t in data.trials))}
+    for field, value in got.items():
+        expected = getattr(source, field)
+        if expected is not None:
+            assert value == expected, f"{field}: {value!r} != {expected!r}"
+    messages = [str(w.message) for w in caught if issubclass(w.category, IngestWarning)]
+    for fragment in source.warns:
+        assert any(fragment in m for m in messages), messages
+
+
+def test_every_source_of_the_corpus_is_known() -> None:
+    """A source added to the corpus needs an entry here (or in the list of sources whose
+    expected outcome is written elsewhere)."""
+    groups = {p.parent.relative_to(CORPUS).parts[:2] for p in CORPUS.rglob("*")
+              if p.is_file() and not p.relative_to(CORPUS).parts[0].startswith("_")
+              and len(p.relative_to(CORPUS).parts) > 2}
+    covered = {tuple(s.path.split("/")[:2]) for s in SOURCES}
+    elsewhere = {("mlflow", "awritrojit-mnist"), ("mlflow", "imageclass-1010sb"),
+                 ("mlflow", "swahili-stt"), ("tensorboard", "swahili-keras")}
+    assert groups - covered - elsewhere == set()
