@@ -165,7 +165,8 @@ def check_home_path(path: str | os.PathLike[str], error: ErrorType) -> Path:
 
     Refused: a NUL character (no file system allows it), bytes that are not UTF-8 (DuckDB
     takes paths as UTF-8 text), a folder named with ``=`` (``step=7``: readers of hive
-    partitions would take it for a column of every table), a folder name longer than
+    partitions would take it for a column of every table), a backslash (DuckDB may read
+    it as a Windows path separator), a folder name longer than
     :data:`MAX_FOLDER_BYTES` bytes and a path longer than :data:`MAX_HOME_BYTES` bytes.
 
     >>> check_home_path("/tmp/my data/o'brien", CurvekitError).name
@@ -197,6 +198,10 @@ def check_home_path(path: str | os.PathLike[str], error: ErrorType) -> Path:
         folders = [out, out.resolve()]
     except (OSError, RuntimeError):  # a symlink loop: the store's opening reports it
         folders = [out]
+    if "\\" in text:
+        # DuckDB reads some backslash sequences as Windows path prefixes ("\\?" fails to open)
+        raise error(f"{where} {text!r} holds a backslash, which DuckDB may read as a Windows "
+                    "path separator; choose a folder without '\\' (--home or CURVEKIT_HOME)")
     for folder in folders:
         hive = [p for p in folder.parts if "=" in p]
         if hive:
