@@ -36,7 +36,14 @@ from curvekit.errors import IngestError
 from curvekit.ingest import FORMATS, csvlogs
 from curvekit.ingest import manifest as manifest_
 from curvekit.ingest.metrics import RESERVED, apply_map, fold, is_reserved, parse_overrides
-from curvekit.ingest.runs import INT64_MAX, MAX_COLUMNS, RunLog
+from curvekit.ingest.runs import (
+    INT64_MAX,
+    MAX_COLUMNS,
+    RunLog,
+    epochs_to_steps,
+    settle_axis,
+    steps_per_epoch,
+)
 from curvekit.ingest.status import decide
 from curvekit.names import check_name, split_workload
 from curvekit.release.archive import StudyKey, StudyRecord, TrialRecord
@@ -337,6 +344,70 @@ def _budget(man: manifest_.RunManifest, batch_size: int, runs: Sequence[RunLog],
     return max(last_steps, default=0)
 
 
+def _check_final_only(run: RunLog) -> None:
+    """Refuse metrics logged once, without a step (final values): stored at step 0 they
+    would read as the model's state before training."""
+    final = [c for c in run.final_only if c in run.frame.columns]
+    if not final:
+        return
+    metrics = [c for c in run.frame.columns if c not in ("step", "epoch")]
+    if len(final) == len(metrics):
+        raise IngestError(
+            f"run {run.key!r} holds final values only: each of its metrics "
+            f"({', '.join(final)}) is one value at step 0, logged without a step; curvekit "
+            "imports curves (a value per evaluation): log them during training with "
+            "mlflow.log_metric(key, value, step=<training step>)", path=run.path)
+    raise IngestError(
+        f"run {run.key!r}: metric {final[0]!r} is one value at step 0, logged after the "
+        f"run's curves (a final value, not a measurement at step 0); leave it out with "
+        f"--map '{final[0]}=' (or the manifest's [metrics] table)", path=run.path)
+
+
+def _count_param(params: Mapping[str, Any], name: str) -> int | None:
+    value = params.get(name)
+    return int(value) if _count(value) and value >= 1 else None
+
+
+def _on_steps(run: RunLog, specs: Sequence[manifest_.RunSpec], man: manifest_.RunManifest,
+              batch_size: int) -> tuple[pl.DataFrame, bool]:
+    """The run's rows on the step axis, and whether the manifest's steps per epoch (or
+    train examples) were used.
+
+    The one rule for every format: a run that counts epochs (see
+    :func:`~curvekit.ingest.runs.settle_axis`) gets steps_per_epoch from the manifest's
+    ``[[runs]]`` entry, its ``[workload]`` table, the log's own ``steps_per_epoch``
+    parameter (Keras's autologging records it), or ``train_examples`` and the batch size,
+    in that order; without one it is refused. A run whose logger lets the caller choose
+    the step (MLflow, TensorBoard) and a manifest that gives steps per epoch: the steps are
+    epochs, as the manifest says. A run whose log names its step axis and a ``[[runs]]``
+    entry that gives steps per epoch is refused: the value would be ignored.
+    """
+    own = next((s for s in reversed(specs) if s.steps_per_epoch), None)
+    if own is not None and run.axis_named and not run.by_epoch:
+        raise IngestError(
+            f"{own.where}: steps_per_epoch = {own.steps_per_epoch} is given for run "
+            f"{run.key!r}, but its log counts training steps (a step column, or an epoch "
+            "series apart from its steps); remove steps_per_epoch from the entry",
+            path=man.path or run.path)
+    from_manifest = (own.steps_per_epoch if own is not None else None) or man.steps_per_epoch
+    per_epoch = from_manifest or _count_param(run.params, "steps_per_epoch")
+    if per_epoch is None and man.train_examples:
+        from_manifest = per_epoch = steps_per_epoch(man.train_examples, batch_size)
+    frame = run.frame
+    if not run.by_epoch:
+        if from_manifest is None or run.axis_named:
+            return frame, False
+        frame = frame.rename({"step": "epoch"})  # the manifest says the steps are epochs
+    elif per_epoch is None:
+        raise IngestError(
+            f"run {run.key!r} counts epochs, not training steps: {run.why_epochs}; give "
+            "steps_per_epoch = N (training steps in one epoch) in the manifest's [workload] "
+            "table (or its [[runs]] entry), or train_examples = N to compute it from the "
+            "batch size, so that epochs become steps", path=run.path)
+    assert per_epoch is not None
+    return epochs_to_steps(frame, per_epoch, run.path), from_manifest is not None
+
+
 def _trial_ids(runs: Sequence[RunLog], explicit: Mapping[str, int | None], where: str
                ) -> dict[str, int]:
     """Trial ids: the manifest's, else 1, 2, ... in run order (see RunLog.order)."""
@@ -413,6 +484,7 @@ def _assemble(runs: list[RunLog], name: tuple[str, str, str], fmt: str, src: Pat
     renames = {old for old, new in overrides.items() if new == "step"}
     params: dict[str, dict[str, tuple[Any, str, str]]] = {}
     metric_names: list[tuple[str, str, str]] = []
+    per_epoch_used = False
     for run in runs:
         mine = specs[run.key]
         batch_size = next((s.batch_size for s in reversed(mine) if s.batch_size), None) \
@@ -422,18 +494,10 @@ def _assemble(runs: list[RunLog], name: tuple[str, str, str], fmt: str, src: Pat
                 f"run {run.key!r} has no batch size; give it in the manifest ([[runs]] "
                 f"run = \"{run.key}\", batch_size = N) or log it as a parameter named "
                 "batch_size", path=run.path)
-        frame = run.frame
-        if run.by_epoch:
-            per_epoch = next((s.steps_per_epoch for s in reversed(mine) if s.steps_per_epoch),
-                             None) or man.steps_per_epoch
-            if per_epoch is None and man.train_examples:
-                per_epoch = csvlogs.steps_per_epoch(man.train_examples, batch_size)
-            if per_epoch is None:
-                raise IngestError(
-                    "the log counts epochs (an epoch column, no step column); give "
-                    "steps_per_epoch (or train_examples) in the manifest's [workload] table "
-                    "so that epochs can become steps", path=run.path)
-            frame = csvlogs.epochs_to_steps(frame, per_epoch, run.path)
+        run = settle_axis(run, {old for old, new in overrides.items() if not new})
+        _check_final_only(run)
+        frame, used = _on_steps(run, mine, man, batch_size)
+        per_epoch_used = per_epoch_used or used
         mapped = apply_map(frame, "step", run.path,
                            {k: v for k, v in overrides.items() if k not in renames})
         metrics = [c for c in mapped.frame.columns if c != "step"]
@@ -443,6 +507,13 @@ def _assemble(runs: list[RunLog], name: tuple[str, str, str], fmt: str, src: Pat
         prepared.setdefault(batch_size, []).append((run, mine, out, mapped.sources))
         params[run.key] = _parameters(run, mine, where)
         metric_names.extend((new, old, run.path) for new, old in mapped.sources.items())
+    if not per_epoch_used and (man.steps_per_epoch or man.train_examples):
+        given = "steps_per_epoch" if man.steps_per_epoch else "train_examples"
+        value = man.steps_per_epoch or man.train_examples
+        raise IngestError(
+            f"[workload] {given} = {value} is given, but no run counts epochs: "
+            f"{runs[0].key!r} logs training steps (a step column, or an epoch series apart "
+            f"from its steps); remove {given} from the manifest", path=where)
     _check_columns(metric_names, ((stored, given, at) for p in params.values()
                                   for stored, (_, given, at) in p.items()))
     base_dir, model, optimizer = name

@@ -33,7 +33,6 @@ spell.
 from __future__ import annotations
 
 import csv
-import math
 import os
 import warnings
 from collections import Counter
@@ -54,9 +53,11 @@ from curvekit.ingest.runs import (
     IngestWarning,
     RunLog,
     data_line,
+    epochs_to_steps,
     exact_integers,
     merge_rows,
     overflow_warning,
+    steps_per_epoch,
 )
 from curvekit.ingest.yamlish import read_flat_yaml
 
@@ -324,24 +325,3 @@ def read_csv_runs(source: Path, *, step_renames: Iterable[str] = ()) -> list[Run
     renames = tuple(step_renames)
     with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:
         return list(pool.map(lambda f: read_csv_run(f[0], f[1], step_renames=renames), files))
-
-
-def epochs_to_steps(frame: pl.DataFrame, steps_per_epoch: int, path: str | None = None
-                    ) -> pl.DataFrame:
-    """Keras logs a row at the end of each 0-based epoch: step = (epoch + 1) * steps.
-
-    A product beyond int64 is refused rather than left to wrap around.
-    """
-    top = frame.get_column("epoch").max() if frame.height else None
-    last = int(top) if isinstance(top, int) else 0  # merge_rows made the epochs Int64
-    if (last + 1) * steps_per_epoch > INT64_MAX:
-        raise IngestError(f"epoch {last} times {steps_per_epoch} steps per epoch is beyond "
-                          f"2**63 - 1 = {INT64_MAX}, the largest step the store holds; check "
-                          "the epoch column and steps_per_epoch", path=path)
-    return frame.with_columns(((pl.col("epoch") + 1) * steps_per_epoch).alias("epoch")
-                              ).rename({"epoch": "step"})
-
-
-def steps_per_epoch(train_examples: int, batch_size: int) -> int:
-    """Steps in one epoch when the last, partial batch is kept (Keras's default)."""
-    return math.ceil(train_examples / batch_size)
