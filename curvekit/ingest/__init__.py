@@ -1,7 +1,8 @@
 """Import training runs of one's own as a workload of the store (``curvekit add``).
 
 One module per log format reads runs into :class:`~curvekit.ingest.runs.RunLog` objects
-(``release``, ``csvlogs``, ``tensorboard``, ``mlflow``, ``wandb``); ``manifest`` reads the
+(``release``, ``csvlogs``, ``tensorboard``, ``mlflow``, ``wandb``, ``hf`` for Hugging Face
+Trainer logs); ``manifest`` reads the
 run manifest that supplies batch sizes and metaparameters, ``metrics`` maps metric names onto
 the release's ``<split>/<metric>`` convention, ``status`` decides each run's status, and
 ``add`` checks everything and hands one :class:`~curvekit.store.update.WorkloadData` to the
@@ -12,5 +13,5 @@ from __future__ import annotations
 
 __all__ = ["FORMATS"]
 
-FORMATS: tuple[str, ...] = ("auto", "release", "csv", "tensorboard", "mlflow", "wandb")
+FORMATS: tuple[str, ...] = ("auto", "release", "csv", "tensorboard", "mlflow", "wandb", "hf")
 """The log formats ``curvekit add`` reads (``auto``: detect from the files)."""

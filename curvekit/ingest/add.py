@@ -51,7 +51,7 @@ from curvekit.store.update import AddResult, WorkloadData, add_workload
 
 __all__ = ["FORMATS", "Format", "add", "build", "detect_format"]
 
-Format = Literal["auto", "release", "csv", "tensorboard", "mlflow", "wandb"]
+Format = Literal["auto", "release", "csv", "tensorboard", "mlflow", "wandb", "hf"]
 BATCH_SIZE_PARAMS = ("batch_size", "batchsize", "batch-size", "train_batch_size",
                      "global_batch_size")
 BUDGET_PARAMS = ("train_steps", "max_steps", "total_steps", "num_steps")
@@ -66,9 +66,10 @@ Reader = Callable[[Path, tuple[str, ...]], list[RunLog]]
 
 
 def _readers() -> dict[str, Reader]:
-    from curvekit.ingest import mlflow, tensorboard, wandb
+    from curvekit.ingest import hf, mlflow, tensorboard, wandb
 
     return {
+        "hf": lambda s, r: hf.read_hf_runs(s),
         "csv": lambda s, r: csvlogs.read_csv_runs(s, step_renames=r),
         "wandb": lambda s, r: wandb.read_wandb_runs(s, step_renames=r),
         "tensorboard": lambda s, r: tensorboard.read_tensorboard_runs(s),
@@ -99,6 +100,8 @@ def detect_format(source: Path) -> str:
             return "release"
         if ".tfevents." in name:
             return "tensorboard"
+        if name == "trainer_state.json":
+            return "hf"
         if name.endswith(".parquet"):
             return "wandb"
         if name.endswith(".csv"):
@@ -111,6 +114,8 @@ def detect_format(source: Path) -> str:
         names = set(files)
         if "study.json" in names:
             found.add("release")
+        if "trainer_state.json" in names:
+            found.add("hf")
         if "meta.yaml" in names and ("metrics" in dirs or "experiment_id" in _peek(folder)):
             found.add("mlflow")
         for f in files:
@@ -124,6 +129,8 @@ def detect_format(source: Path) -> str:
                 found.add("wandb" if "_step" in head else "csv")
     if "mlflow" in found or "release" in found:
         found.discard("csv")  # MLflow artifacts may be CSV files; the release's measurements are
+    if "hf" in found:  # the Trainer's TensorBoard callback writes the same scalars (runs/)
+        found.discard("tensorboard")
     if len(found) == 1:
         return found.pop()
     if not found:
@@ -357,10 +364,14 @@ def _check_final_only(run: RunLog) -> None:
             f"({', '.join(final)}) is one value at step 0, logged without a step; curvekit "
             "imports curves (a value per evaluation): log them during training with "
             "mlflow.log_metric(key, value, step=<training step>)", path=run.path)
+    names = ", ".join(repr(c) for c in final)
+    maps = " ".join(f"--map '{c}='" for c in final)
     raise IngestError(
-        f"run {run.key!r}: metric {final[0]!r} is one value at step 0, logged after the "
-        f"run's curves (a final value, not a measurement at step 0); leave it out with "
-        f"--map '{final[0]}=' (or the manifest's [metrics] table)", path=run.path)
+        f"run {run.key!r}: {'metrics' if len(final) > 1 else 'metric'} {names} "
+        f"{'are' if len(final) > 1 else 'is'} one value at step 0, logged after the run's "
+        f"curves (final values, not measurements at step 0); leave "
+        f"{'them' if len(final) > 1 else 'it'} out with {maps} (or the manifest's [metrics] "
+        "table)", path=run.path)
 
 
 def _count_param(params: Mapping[str, Any], name: str) -> int | None:
