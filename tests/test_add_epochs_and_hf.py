@@ -22,19 +22,19 @@ from curvekit.ingest.hf import read_hf_runs
 from curvekit.ingest.metrics import apply_map, target
 from curvekit.ingest.runs import RunLog, settle_axis
 from curvekit.ingest.yamlish import read_flat_yaml
+from curvekit.store.update import WorkloadData
 from tests.conftest import snapshot
 
 NAME = "my_data/cnn/adam"
 
 
-def _steps(data: object) -> dict[int, list[int]]:
+def _steps(data: WorkloadData) -> dict[int, list[int]]:
     return {t.trial_id: data.measurements[(t.key, t.trial_id)].column("step").to_pylist()
-            for t in data.trials}  # type: ignore[attr-defined]
+            for t in data.trials}
 
 
-def _columns(data: object) -> list[str]:
-    tables = data.measurements.values()  # type: ignore[attr-defined]
-    return sorted({c for t in tables for c in t.column_names})
+def _columns(data: WorkloadData) -> list[str]:
+    return sorted({c for t in data.measurements.values() for c in t.column_names})
 
 
 # ---------------------------------------------------------------------- MLflow files

@@ -375,8 +375,10 @@ def _check_final_only(run: RunLog) -> None:
 
 
 def _count_param(params: Mapping[str, Any], name: str) -> int | None:
-    value = params.get(name)
-    return int(value) if _count(value) and value >= 1 else None
+    value: Any = params.get(name)
+    if not _count(value) or value < 1:
+        return None
+    return int(value)
 
 
 def _on_steps(run: RunLog, specs: Sequence[manifest_.RunSpec], man: manifest_.RunManifest,

@@ -48,7 +48,6 @@ import pyarrow.csv as pacsv
 
 from curvekit.errors import IngestError
 from curvekit.ingest.runs import (
-    INT64_MAX,
     MAX_COLUMNS,
     IngestWarning,
     RunLog,

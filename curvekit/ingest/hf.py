@@ -109,7 +109,7 @@ def _frame(state: dict[str, Any], path: Path) -> pl.DataFrame:
                               path=str(path), line=number)
         if _SUMMARY_KEYS & entry.keys():
             continue  # the end-of-training summary: averages and timings of the whole run
-        step = entry.get("step")
+        step: Any = entry.get("step")
         if not _number(step) or not math.isfinite(step) or step != int(step) \
                 or not 0 <= step <= INT64_MAX:
             raise IngestError(f"log_history entry {number} has step {step!r}, not a "

@@ -103,7 +103,7 @@ def read_flat_yaml(path: Path) -> dict[str, Any]:
     except ImportError:
         return parse_flat(text)
     try:
-        obj = yaml.load(text, Loader=_loader(yaml))  # noqa: S506 - a SafeLoader subclass
+        obj = yaml.load(text, Loader=_loader(yaml))
     except yaml.YAMLError:
         return parse_flat(text)  # the flat scalar keys are still worth reading
     if obj is None:
@@ -123,7 +123,7 @@ def _loader(yaml: Any) -> Any:
     if cached is not None:
         return cached
 
-    class Loader(yaml.SafeLoader):  # type: ignore[misc,name-defined]
+    class Loader(yaml.SafeLoader):  # type: ignore[misc]
         pass
 
     def python(loader: Any, suffix: str, node: Any) -> Any:
