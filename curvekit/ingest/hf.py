@@ -10,8 +10,9 @@ fraction), plus ``loss``, ``learning_rate``, ``grad_norm`` for training entries 
 hyperparameter search, ``trial_name`` and ``trial_params``.
 
 * **One run per output folder.** Checkpoints hold copies of one history, each a prefix of
-  the next: the folder's most complete copy is read (the largest ``global_step``, then the
-  longest history; the output folder's own file wins a tie), never one trial per checkpoint.
+  the next: the folder's most complete copy is read (of the newest checkpoint's and the
+  output folder's own, the one with the largest ``global_step``, then the longest history;
+  the folder's own file wins a tie), never one trial per checkpoint.
 * **Names** follow :mod:`curvekit.ingest.metrics`: ``loss`` is
   ``train/cross_entropy_error``, ``eval_loss`` is ``val/cross_entropy_error``,
   ``eval_accuracy`` is ``val/classification_error`` (as 1 - value); ``epoch`` is no metric.
@@ -171,7 +172,12 @@ def read_hf_runs(source: Path) -> list[RunLog]:
         found.setdefault(folder, []).append(path)
     runs = []
     for folder, copies in sorted(found.items()):
-        states = [(p, _load(p)) for p in copies]
+        # checkpoint-N holds the state at global step N: only the newest checkpoint and the
+        # folder's own file (save_state) can be the most complete, so only they are read.
+        numbered = [p for p in copies if _CHECKPOINT.match(p.parent.name)]
+        newest = max(numbered, key=lambda p: int(p.parent.name.split("-")[1]), default=None)
+        read = [p for p in copies if p not in numbered] + ([newest] if newest else [])
+        states = [(p, _load(p)) for p in read]
         path, state = max(states, key=lambda item: _rank(*item))
         rel = folder.relative_to(root).as_posix() if folder != root else "."
         key = (root.name or str(root)) if rel == "." else rel
