@@ -20,6 +20,11 @@ Side by side in one run, each in a fresh process with the peak memory of its pro
 * **AlgoPerf**: 100 trial folders of 200 evaluations each, beside each a 20,000-row
   ``measurements.csv`` and ``hparams.json``: ``curvekit add`` (auto-detected) against pandas
   reading each ``eval_measurements.csv``.
+* **Hugging Face Trainer**: 100 output folders, each with 10 ``checkpoint-*`` copies of its
+  ``trainer_state.json`` (the history grows checkpoint by checkpoint) and the final one
+  beside them: 1,000 steps, training entries every step and evaluations every 10 steps:
+  ``curvekit add`` (which reads every copy to pick the most complete) against ``json.load``
+  of each folder's final file, then pandas.
 
 Usage::
 
@@ -182,6 +187,21 @@ def make_algoperf_logs(root: Path, trials: int, evals: int) -> Path:
     return root
 
 
+NAIVE_HF = r"""
+import json, os, sys
+import pandas as pd
+root = sys.argv[1]
+frames = []
+for run in sorted(r for r in os.listdir(root) if not r.startswith(".")):
+    with open(os.path.join(root, run, "trainer_state.json")) as fh:
+        state = json.load(fh)
+    frame = pd.DataFrame([e for e in state["log_history"] if "train_runtime" not in e])
+    frame["run"], frame["batch_size"] = run, state["train_batch_size"]
+    frames.append(frame.groupby(["run", "step"], as_index=False).first())
+pd.concat(frames, ignore_index=True).to_parquet(sys.argv[2])
+"""
+
+
 def _curve(bs: int, trial: int, step: int) -> float:
     s_goal = 4000 * (1 + 512 / bs) * (1 + trial / 20)
     return 0.9 * math.exp(-math.log(0.9 / 0.1) * step / s_goal)
@@ -273,6 +293,44 @@ def make_mlflow_logs(root: Path, runs: int, evals: int) -> Path:
     return root / "mlruns" / str(experiment)
 
 
+def make_hf_logs(root: Path, runs: int, evals: int) -> Path:
+    """Trainer output folders: checkpoint-* copies of a growing trainer_state.json."""
+    if (root / ".done").exists():
+        return root
+    import json
+
+    start = time.perf_counter()
+    shutil.rmtree(root, ignore_errors=True)
+    for n in range(runs):
+        bs = BATCH_SIZES[n % len(BATCH_SIZES)]
+        folder = root / f"run_{n:03d}"
+        history: list[dict[str, float]] = []
+        for step in range(1, evals + 1):
+            err = _curve(bs, n // len(BATCH_SIZES), step * 10)
+            history.append({"epoch": step / evals, "step": step, "loss": 2.1 * err,
+                            "grad_norm": 1.0, "learning_rate": 0.1 * (1 - step / evals)})
+            if step % 10 == 0:
+                history.append({"epoch": step / evals, "step": step, "eval_loss": 2.3 * err,
+                                "eval_accuracy": 1 - err, "eval_runtime": 1.0,
+                                "eval_samples_per_second": 100.0,
+                                "eval_steps_per_second": 10.0})
+            if step % (evals // 10) == 0:
+                state = {"global_step": step, "max_steps": evals, "train_batch_size": bs,
+                         "num_train_epochs": 1, "log_history": history}
+                (folder / f"checkpoint-{step}").mkdir(parents=True)
+                (folder / f"checkpoint-{step}" / "trainer_state.json").write_text(
+                    json.dumps(state, indent=2))
+        history.append({"epoch": 1.0, "step": evals, "train_loss": 1.0, "train_runtime": 9.0,
+                        "train_samples_per_second": 1.0, "train_steps_per_second": 1.0,
+                        "total_flos": 1.0})
+        (folder / "trainer_state.json").write_text(json.dumps(
+            {"global_step": evals, "max_steps": evals, "train_batch_size": bs,
+             "num_train_epochs": 1, "log_history": history}, indent=2))
+    (root / ".done").write_text("")
+    print(f"wrote {runs} Trainer folders in {time.perf_counter() - start:.0f} s", flush=True)
+    return root
+
+
 def compare(label: str, source: Path, naive: str, naive_arg: Path, extra: list[str],
             repeat: int) -> dict[str, object]:
     runs = []
@@ -298,14 +356,14 @@ def compare(label: str, source: Path, naive: str, naive_arg: Path, extra: list[s
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=["csv", "tensorboard", "mlflow", "wandb-chart",
-                                           "algoperf"], action="append")
+                                           "algoperf", "hf"], action="append")
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--evals", type=int, default=1000)
     parser.add_argument("--small-runs", type=int, default=100,
                         help="runs of the TensorBoard and MLflow cases")
     parser.add_argument("--repeat", type=int, default=2)
     args = parser.parse_args()
-    only = set(args.only or ["csv", "tensorboard", "mlflow", "wandb-chart", "algoperf"])
+    only = set(args.only or ["csv", "tensorboard", "mlflow", "wandb-chart", "algoperf", "hf"])
     results: dict[str, object] = {"runs": args.runs, "evals": args.evals,
                                   "small_runs": args.small_runs, "cpus": os.cpu_count()}
     if "csv" in only:
@@ -322,6 +380,10 @@ def main() -> None:
                                 args.small_runs, args.evals)
         results["mlflow"] = compare("mlflow", logs, NAIVE_MLFLOW, logs.parent, [],
                                     args.repeat)
+    if "hf" in only:
+        logs = make_hf_logs(WORK / f"add-hf-{args.small_runs}x{args.evals}", args.small_runs,
+                            args.evals)
+        results["hf"] = compare("hf", logs, NAIVE_HF, logs, [], args.repeat)
     if "wandb-chart" in only:
         logs = make_chart_exports(WORK / f"add-chart-{args.small_runs}x{args.evals}",
                                   args.small_runs, args.evals)

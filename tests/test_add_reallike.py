@@ -306,7 +306,7 @@ def test_algoperf_trials_read_their_curve(tmp_path: Path, home: Path) -> None:
     assert [t.trial_id for t in data.trials] == [1, 2, 3]  # natural order: 1, 2, 10
     table = data.measurements[(data.trials[0].key, 1)]
     assert table.column_names == ["step", "train/cross_entropy_error",
-                                  "val/cross_entropy_error", "validation/ssim"]
+                                  "val/cross_entropy_error", "val/ssim"]
     assert table.column("step").to_pylist() == [1, 334, 575]
     assert data.trials[1].parameters == {"beta1": 0.9, "l2": 0.024,
                                          "param_optimizer": "amos"}

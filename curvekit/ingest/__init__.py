@@ -2,7 +2,8 @@
 
 One module per log format reads runs into :class:`~curvekit.ingest.runs.RunLog` objects
 (``release``, ``csvlogs``, ``tensorboard``, ``mlflow``, ``wandb``,
-``algoperf``); ``select`` chooses the files a source folder contributes; ``manifest`` reads the
+``algoperf``, ``hf`` for Hugging Face Trainer logs); ``select`` chooses the files a source
+folder contributes; ``manifest`` reads the
 run manifest that supplies batch sizes and metaparameters, ``metrics`` maps metric names onto
 the release's ``<split>/<metric>`` convention, ``status`` decides each run's status, and
 ``add`` checks everything and hands one :class:`~curvekit.store.update.WorkloadData` to the
@@ -14,5 +15,5 @@ from __future__ import annotations
 __all__ = ["FORMATS"]
 
 FORMATS: tuple[str, ...] = ("auto", "release", "csv", "tensorboard", "mlflow", "wandb",
-                            "algoperf")
+                            "algoperf", "hf")
 """The log formats ``curvekit add`` reads (``auto``: detect from the files)."""

@@ -39,7 +39,16 @@ from curvekit.ingest import FORMATS, csvlogs
 from curvekit.ingest import manifest as manifest_
 from curvekit.ingest.algoperf import is_trial_folder
 from curvekit.ingest.metrics import RESERVED, apply_map, fold, is_reserved, parse_overrides
-from curvekit.ingest.runs import INT64_MAX, MAX_COLUMNS, IngestWarning, ReadOptions, RunLog
+from curvekit.ingest.runs import (
+    INT64_MAX,
+    MAX_COLUMNS,
+    IngestWarning,
+    ReadOptions,
+    RunLog,
+    epochs_to_steps,
+    settle_axis,
+    steps_per_epoch,
+)
 from curvekit.ingest.select import ALL, FileFilter
 from curvekit.ingest.status import decide
 from curvekit.names import check_name, split_workload
@@ -48,7 +57,8 @@ from curvekit.store.update import AddResult, WorkloadData, add_workload
 
 __all__ = ["FORMATS", "Format", "add", "build", "detect_format"]
 
-Format = Literal["auto", "release", "csv", "tensorboard", "mlflow", "wandb", "algoperf"]
+Format = Literal["auto", "release", "csv", "tensorboard", "mlflow", "wandb", "algoperf",
+                 "hf"]
 BATCH_SIZE_PARAMS = ("batch_size", "batchsize", "batch-size", "train_batch_size",
                      "global_batch_size")
 BUDGET_PARAMS = ("train_steps", "max_steps", "total_steps", "num_steps")
@@ -63,9 +73,10 @@ Reader = Callable[[Path, ReadOptions], list[RunLog]]
 
 
 def _readers() -> dict[str, Reader]:
-    from curvekit.ingest import algoperf, mlflow, tensorboard, wandb
+    from curvekit.ingest import algoperf, hf, mlflow, tensorboard, wandb
 
     return {
+        "hf": lambda s, o: hf.read_hf_runs(s, select=o.select),
         "csv": csvlogs.read_csv_runs,
         "wandb": wandb.read_wandb_runs,
         "algoperf": algoperf.read_algoperf_runs,
@@ -122,6 +133,8 @@ def detect_format(source: Path, select: FileFilter = ALL) -> str:
             return "release"
         if ".tfevents." in name:
             return "tensorboard"
+        if name == "trainer_state.json":
+            return "hf"
         if name.endswith(".parquet"):
             return "wandb"
         if source.name == csvlogs.ALGOPERF_CURVE:
@@ -140,6 +153,8 @@ def detect_format(source: Path, select: FileFilter = ALL) -> str:
         names = {f for f in files if select.keeps(f"{rel}/{f}".removeprefix("./"))}
         if "study.json" in names:
             found.add("release")
+        if "trainer_state.json" in names:
+            found.add("hf")
         if "meta.yaml" in names and ("metrics" in dirs or "experiment_id" in _peek(folder)):
             found.add("mlflow")
         if is_trial_folder(names):
@@ -163,6 +178,8 @@ def detect_format(source: Path, select: FileFilter = ALL) -> str:
                 found.add(_csv_kind(here / f, f"{rel}/{f}".removeprefix("./")))
     if "mlflow" in found or "release" in found:
         found.discard("csv")  # MLflow artifacts may be CSV files; the release's measurements are
+    if "hf" in found:  # the Trainer's TensorBoard callback writes the same scalars (runs/)
+        found.discard("tensorboard")
     if len(found) == 1:
         picked = found.pop()
         made = byproducts.get(picked, set())
@@ -393,6 +410,76 @@ def _budget(man: manifest_.RunManifest, batch_size: int, runs: Sequence[RunLog],
     return max(last_steps, default=0)
 
 
+def _check_final_only(run: RunLog) -> None:
+    """Refuse metrics logged once, without a step (final values): stored at step 0 they
+    would read as the model's state before training."""
+    final = [c for c in run.final_only if c in run.frame.columns]
+    if not final:
+        return
+    metrics = [c for c in run.frame.columns if c not in ("step", "epoch")]
+    if len(final) == len(metrics):
+        raise IngestError(
+            f"run {run.key!r} holds final values only: each of its metrics "
+            f"({', '.join(final)}) is one value at step 0, logged without a step; curvekit "
+            "imports curves (a value per evaluation): log them during training with "
+            "mlflow.log_metric(key, value, step=<training step>)", path=run.path)
+    names = ", ".join(repr(c) for c in final)
+    maps = " ".join(f"--map '{c}='" for c in final)
+    raise IngestError(
+        f"run {run.key!r}: {'metrics' if len(final) > 1 else 'metric'} {names} "
+        f"{'are' if len(final) > 1 else 'is'} one value at step 0, logged after the run's "
+        f"curves (final values, not measurements at step 0); leave "
+        f"{'them' if len(final) > 1 else 'it'} out with {maps} (or the manifest's [metrics] "
+        "table)", path=run.path)
+
+
+def _count_param(params: Mapping[str, Any], name: str) -> int | None:
+    value: Any = params.get(name)
+    if not _count(value) or value < 1:
+        return None
+    return int(value)
+
+
+def _on_steps(run: RunLog, specs: Sequence[manifest_.RunSpec], man: manifest_.RunManifest,
+              batch_size: int) -> tuple[pl.DataFrame, bool]:
+    """The run's rows on the step axis, and whether the manifest's steps per epoch (or
+    train examples) were used.
+
+    The one rule for every format: a run that counts epochs (see
+    :func:`~curvekit.ingest.runs.settle_axis`) gets steps_per_epoch from the manifest's
+    ``[[runs]]`` entry, its ``[workload]`` table, the log's own ``steps_per_epoch``
+    parameter (Keras's autologging records it), or ``train_examples`` and the batch size,
+    in that order; without one it is refused. A run whose logger lets the caller choose
+    the step (MLflow, TensorBoard) and a manifest that gives steps per epoch: the steps are
+    epochs, as the manifest says. A run whose log names its step axis and a ``[[runs]]``
+    entry that gives steps per epoch is refused: the value would be ignored.
+    """
+    own = next((s for s in reversed(specs) if s.steps_per_epoch), None)
+    if own is not None and run.axis_named and not run.by_epoch:
+        raise IngestError(
+            f"{own.where}: steps_per_epoch = {own.steps_per_epoch} is given for run "
+            f"{run.key!r}, but its log counts training steps (a step column, or an epoch "
+            "series apart from its steps); remove steps_per_epoch from the entry",
+            path=man.path or run.path)
+    from_manifest = (own.steps_per_epoch if own is not None else None) or man.steps_per_epoch
+    per_epoch = from_manifest or _count_param(run.params, "steps_per_epoch")
+    if per_epoch is None and man.train_examples:
+        from_manifest = per_epoch = steps_per_epoch(man.train_examples, batch_size)
+    frame = run.frame
+    if not run.by_epoch:
+        if from_manifest is None or run.axis_named:
+            return frame, False
+        frame = frame.rename({"step": "epoch"})  # the manifest says the steps are epochs
+    elif per_epoch is None:
+        raise IngestError(
+            f"run {run.key!r} counts epochs, not training steps: {run.why_epochs}; give "
+            "steps_per_epoch = N (training steps in one epoch) in the manifest's [workload] "
+            "table (or its [[runs]] entry), or train_examples = N to compute it from the "
+            "batch size, so that epochs become steps", path=run.path)
+    assert per_epoch is not None
+    return epochs_to_steps(frame, per_epoch, run.path), from_manifest is not None
+
+
 def _trial_ids(runs: Sequence[RunLog], explicit: Mapping[str, int | None], where: str
                ) -> dict[str, int]:
     """Trial ids: the manifest's, else 1, 2, ... in run order (see RunLog.order)."""
@@ -476,6 +563,7 @@ def _assemble(runs: list[RunLog], name: tuple[str, str, str], fmt: str, src: Pat
     renames = {old for old, new in overrides.items() if new == "step"}
     params: dict[str, dict[str, tuple[Any, str, str]]] = {}
     metric_names: list[tuple[str, str, str]] = []
+    per_epoch_used = False
     for run in runs:
         mine = specs[run.key]
         batch_size = next((s.batch_size for s in reversed(mine) if s.batch_size), None) \
@@ -485,18 +573,10 @@ def _assemble(runs: list[RunLog], name: tuple[str, str, str], fmt: str, src: Pat
                 f"run {run.key!r} has no batch size; give it in the manifest ([[runs]] "
                 f"run = \"{run.key}\", batch_size = N) or log it as a parameter named "
                 "batch_size", path=run.path)
-        frame = run.frame
-        if run.by_epoch:
-            per_epoch = next((s.steps_per_epoch for s in reversed(mine) if s.steps_per_epoch),
-                             None) or man.steps_per_epoch
-            if per_epoch is None and man.train_examples:
-                per_epoch = csvlogs.steps_per_epoch(man.train_examples, batch_size)
-            if per_epoch is None:
-                raise IngestError(
-                    "the log counts epochs (an epoch column, no step column); give "
-                    "steps_per_epoch (or train_examples) in the manifest's [workload] table "
-                    "so that epochs can become steps", path=run.path)
-            frame = csvlogs.epochs_to_steps(frame, per_epoch, run.path)
+        run = settle_axis(run, {old for old, new in overrides.items() if not new})
+        _check_final_only(run)
+        frame, used = _on_steps(run, mine, man, batch_size)
+        per_epoch_used = per_epoch_used or used
         mapped = apply_map(frame, "step", run.path,
                            {k: v for k, v in overrides.items() if k not in renames})
         metrics = [c for c in mapped.frame.columns if c != "step"]
@@ -506,6 +586,13 @@ def _assemble(runs: list[RunLog], name: tuple[str, str, str], fmt: str, src: Pat
         prepared.setdefault(batch_size, []).append((run, mine, out, mapped.sources))
         params[run.key] = _parameters(run, mine, where)
         metric_names.extend((new, old, run.path) for new, old in mapped.sources.items())
+    if not per_epoch_used and (man.steps_per_epoch or man.train_examples):
+        given = "steps_per_epoch" if man.steps_per_epoch else "train_examples"
+        value = man.steps_per_epoch or man.train_examples
+        raise IngestError(
+            f"[workload] {given} = {value} is given, but no run counts epochs: "
+            f"{runs[0].key!r} logs training steps (a step column, or an epoch series apart "
+            f"from its steps); remove {given} from the manifest", path=where)
     _check_columns(metric_names, ((stored, given, at) for p in params.values()
                                   for stored, (_, given, at) in p.items()))
     base_dir, model, optimizer = name

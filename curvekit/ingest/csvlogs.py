@@ -35,7 +35,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 import os
 import re
 import warnings
@@ -52,15 +51,16 @@ import pyarrow.csv as pacsv
 
 from curvekit.errors import IngestError
 from curvekit.ingest.runs import (
-    INT64_MAX,
     MAX_COLUMNS,
     IngestWarning,
     ReadOptions,
     RunLog,
     data_line,
+    epochs_to_steps,
     exact_integers,
     merge_rows,
     overflow_warning,
+    steps_per_epoch,
 )
 from curvekit.ingest.select import ALL, FileFilter
 from curvekit.ingest.yamlish import read_flat_yaml
@@ -496,24 +496,3 @@ ALGOPERF_CURVE = "eval_measurements.csv"
 """AlgoPerf's curve: one row per evaluation, placed by ``global_step``."""
 ALGOPERF_STEPS = "measurements.csv"
 """AlgoPerf's per-step log (training loss, gradient norm) beside the curve."""
-
-
-def epochs_to_steps(frame: pl.DataFrame, steps_per_epoch: int, path: str | None = None
-                    ) -> pl.DataFrame:
-    """Keras logs a row at the end of each 0-based epoch: step = (epoch + 1) * steps.
-
-    A product beyond int64 is refused rather than left to wrap around.
-    """
-    top = frame.get_column("epoch").max() if frame.height else None
-    last = int(top) if isinstance(top, int) else 0  # merge_rows made the epochs Int64
-    if (last + 1) * steps_per_epoch > INT64_MAX:
-        raise IngestError(f"epoch {last} times {steps_per_epoch} steps per epoch is beyond "
-                          f"2**63 - 1 = {INT64_MAX}, the largest step the store holds; check "
-                          "the epoch column and steps_per_epoch", path=path)
-    return frame.with_columns(((pl.col("epoch") + 1) * steps_per_epoch).alias("epoch")
-                              ).rename({"epoch": "step"})
-
-
-def steps_per_epoch(train_examples: int, batch_size: int) -> int:
-    """Steps in one epoch when the last, partial batch is kept (Keras's default)."""
-    return math.ceil(train_examples / batch_size)

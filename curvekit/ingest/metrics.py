@@ -17,15 +17,39 @@ accuracy``, ``sparse categorical accuracy``             1 - value
 ``ap``, ``average precision``                          ``<split>/average_precision``
 =====================================================  ======================================
 
-Anything else keeps its own name. An override ``old=new`` (``--map``, or the manifest's
-``[metrics]`` table) wins over the defaults; ``old=1-new`` stores ``1 - value``; ``old=``
-(nothing after ``=``) drops the column; ``old=step`` makes ``old`` the step column.
+Logging libraries decorate these names; the decorated forms (siblings) are mapped too:
+
+* ``X_epoch`` (PyTorch Lightning's ``on_epoch`` mean, ``train_loss_epoch``) and ``epoch_X``
+  (Keras's per-epoch TensorBoard tags, ``epoch_loss``): the column of ``X``;
+* ``X_step`` (Lightning's ``on_step`` value, ``train_loss_step``) and ``batch_X`` (Keras's
+  per-batch tags, ``batch_loss``): the column of ``X`` with ``_step`` appended
+  (``train/cross_entropy_error_step``), the value of one batch;
+* a split word and words of no known kind (``val_mean_absolute_error``):
+  ``<split>/<the other words>`` (``val/mean_absolute_error``); a name without a split word
+  beside such a sibling (``mean_absolute_error``) is its training form
+  (``train/mean_absolute_error``).
+
+A decoration is dropped (or becomes ``_step``) only when the rest of the name maps to
+another column: ``grad_norm_epoch`` and ``epoch_lr`` keep their names. Two logged names that
+become one column and hold equal values wherever both have one (MLflow's autologging of a
+Lightning run logs ``acc`` and ``acc_epoch``, the same numbers) are one column; different
+values are refused. ``epoch`` is no metric: it tells the time axis (see
+:func:`curvekit.ingest.runs.settle_axis`). Anything else keeps its own name.
+
+An override ``old=new`` (``--map``, or the manifest's ``[metrics]`` table) wins over the
+defaults; ``old=1-new`` stores ``1 - value``; ``old=`` (nothing after ``=``) drops the
+column; ``old=step`` makes ``old`` the step column.
 
 >>> target("val_acc"), target("loss"), target("Loss/Validation"), target("lr")
 (('val/classification_error', True), ('train/cross_entropy_error', False), \
 ('val/cross_entropy_error', False), ('lr', False))
 >>> target("val_acc", {"val_acc": "val/top1"})
 ('val/top1', False)
+>>> target("train_loss_epoch"), target("epoch_accuracy"), target("acc_step")
+(('train/cross_entropy_error', False), ('train/classification_error', True), \
+('train/classification_error_step', True))
+>>> target("val_mean_absolute_error"), target("grad_norm_epoch")
+(('val/mean_absolute_error', False), ('grad_norm_epoch', False))
 """
 
 from __future__ import annotations
@@ -85,16 +109,24 @@ def _words(name: str) -> list[str]:
     return [w for w in _SEPARATORS.split(name.lower()) if w]
 
 
-def target(name: str, overrides: MetricMap | None = None) -> tuple[str, bool]:
-    """The column a logged metric goes to, and whether it is stored as ``1 - value``.
+_FIRST = re.compile(r"^([^/_\-.\s]+)[/_\-.\s]+(.+)$")
+_LAST = re.compile(r"^(.+?)[/_\-.\s]+([^/_\-.\s]+)$")
 
-    An empty column name means the metric is dropped.
-    """
-    if overrides and name in overrides:
-        new = overrides[name].strip()
-        if new.startswith("1-"):
-            return new[2:].strip(), True
-        return new, False
+
+def _split_rest(name: str) -> tuple[str, str] | None:
+    """(split, the rest of the name as written) for a name with a leading or trailing split
+    word and other words, else None."""
+    first = _FIRST.match(name)
+    if first and first.group(1).lower() in SPLITS:
+        return SPLITS[first.group(1).lower()], first.group(2)
+    last = _LAST.match(name)
+    if last and last.group(2).lower() in SPLITS:
+        return SPLITS[last.group(2).lower()], last.group(1)
+    return None
+
+
+def _known(name: str) -> tuple[str, bool] | None:
+    """The column of a name whose words are a split and a known kind, else None."""
     words = _words(name)
     split = "train"
     if words and words[0] in SPLITS:
@@ -102,9 +134,58 @@ def target(name: str, overrides: MetricMap | None = None) -> tuple[str, bool]:
     elif words and words[-1] in SPLITS:
         split, words = SPLITS[words[-1]], words[:-1]
     kind = KINDS.get(tuple(words))
-    if kind is None:
-        return name, False
-    return f"{split}/{kind[0]}", kind[1]
+    return None if kind is None else (f"{split}/{kind[0]}", kind[1])
+
+
+def _base(name: str, train_siblings: frozenset[str]) -> tuple[str, bool] | None:
+    """The column of an undecorated name, or None when it keeps its own name."""
+    known = _known(name)
+    if known is not None:
+        return known
+    split = _split_rest(name)
+    if split is not None:
+        return f"{split[0]}/{split[1]}", False
+    if fold(name) in train_siblings:
+        return f"train/{name}", False
+    return None
+
+
+def target(name: str, overrides: MetricMap | None = None,
+           train_siblings: frozenset[str] = frozenset()) -> tuple[str, bool]:
+    """The column a logged metric goes to, and whether it is stored as ``1 - value``.
+
+    An empty column name means the metric is dropped. ``train_siblings`` are names (in
+    :func:`fold` form) that have a validation or test sibling in the same run, and so are
+    training metrics (see the module docs); :func:`apply_map` computes them.
+    """
+    if overrides and name in overrides:
+        new = overrides[name].strip()
+        if new.startswith("1-"):
+            return new[2:].strip(), True
+        return new, False
+    known = _known(name)
+    if known is not None:
+        return known
+    for pattern, step in ((r"^(.+)_epoch$", False), (r"^epoch_(.+)$", False),
+                          (r"^(.+)_step$", True), (r"^batch_(.+)$", True)):
+        match = re.match(pattern, name)
+        if match is None:
+            continue
+        inner = _base(match.group(1), train_siblings)
+        if inner is not None and inner[0] != match.group(1):
+            return (inner[0] + "_step" if step else inner[0]), inner[1]
+    base = _base(name, train_siblings)
+    return base if base is not None else (name, False)
+
+
+def _train_siblings(names: list[str]) -> frozenset[str]:
+    """Names without a split word that another name repeats after a val/test split word."""
+    rests = set()
+    for name in names:
+        split = _split_rest(name)
+        if split is not None and split[0] != "train":
+            rests.add(fold(split[1]))
+    return frozenset(fold(n) for n in names if fold(n) in rests and _split_rest(n) is None)
 
 
 def parse_overrides(items: list[str] | tuple[str, ...], where: str = "--map"
@@ -134,13 +215,15 @@ class Mapped:
 
 def apply_map(frame: pl.DataFrame, axis: str, path: str, overrides: MetricMap | None = None
               ) -> Mapped:
-    """Rename (and complement) a run's metric columns; refuse two columns with one name."""
-    exprs: list[pl.Expr] = [pl.col(axis)]
+    """Rename (and complement) a run's metric columns; refuse two columns with one name,
+    unless they hold the same values (see the module docs)."""
+    columns: dict[str, pl.Series] = {axis: frame.get_column(axis)}
     sources: dict[str, str] = {}
+    siblings = _train_siblings([c for c in frame.columns if c != axis])
     for name in frame.columns:
         if name == axis:
             continue
-        new, complement = target(name, overrides)
+        new, complement = target(name, overrides, siblings)
         if not new:
             continue
         if is_reserved(new):
@@ -149,12 +232,27 @@ def apply_map(frame: pl.DataFrame, axis: str, path: str, overrides: MetricMap | 
                 f"({', '.join(sorted(RESERVED))}, in any case); rename it with "
                 f"--map '{name}=<new name>' (or the manifest's [metrics] table) or drop it "
                 f"with --map '{name}='", path=path)
+        values = frame.get_column(name).cast(pl.Float64)
+        values = (1.0 - values if complement else values).alias(new)
         if new in sources:
-            raise IngestError(
-                f"metrics {sources[new]!r} and {name!r} would both become the column {new!r}; "
-                f"keep one: --map '{name}=<another name>' renames it, --map '{name}=' drops it",
-                path=path)
+            merged = _same(columns[new], values)
+            if merged is None:
+                raise IngestError(
+                    f"metrics {sources[new]!r} and {name!r} would both become the column "
+                    f"{new!r}; keep one: --map '{name}=<another name>' renames it, "
+                    f"--map '{name}=' drops it", path=path)
+            columns[new] = merged
+            continue
         sources[new] = name
-        column = pl.col(name).cast(pl.Float64)
-        exprs.append((1.0 - column if complement else column).alias(new))
-    return Mapped(frame.select(exprs), sources)
+        columns[new] = values
+    return Mapped(pl.DataFrame(list(columns.values())), sources)
+
+
+def _same(one: pl.Series, two: pl.Series) -> pl.Series | None:
+    """The two columns as one if they agree wherever both hold a value, else None."""
+    both = one.is_not_null() & two.is_not_null()
+    a, b = one.filter(both), two.filter(both)
+    equal = (a == b) | (a.is_nan() & b.is_nan())
+    if not bool(equal.all()):
+        return None
+    return pl.select(pl.coalesce(one, two).alias(one.name)).to_series()

@@ -8,9 +8,14 @@ skipped.
 
 ``SOURCE`` is the ``mlruns`` folder when it holds one experiment with runs, else the folder
 of one experiment (``mlruns/<id>``) or of one run: runs of different experiments are never
-mixed by accident. A run answers to its run id and its run name in the manifest; trials are numbered
-in the order the runs started. Params are read as
-numbers where they spell one (MLflow stores them as text).
+mixed by accident. A run answers to its run id and its run name in the manifest; trials are
+numbered in the order the runs started. Params are read as numbers where they spell one
+(MLflow stores them as text), by the one rule of :func:`~curvekit.ingest.yamlish.param_value`.
+
+MLflow's ``step`` is whatever the caller passed: autologging (Keras, PyTorch) passes the
+epoch number, and :func:`~curvekit.ingest.runs.settle_axis` decides which axis a run has.
+A metric logged once without a step (a final value, at step 0) is marked, and refused
+unless left out with ``--map NAME=``.
 
 Since MLflow 3 the file store must be allowed explicitly to *write* one
 (``MLFLOW_ALLOW_FILE_STORE=true``); reading it here needs nothing.
@@ -50,7 +55,7 @@ from curvekit.ingest.runs import (
     overflow_warning,
 )
 from curvekit.ingest.select import ALL, FileFilter
-from curvekit.ingest.yamlish import read_flat_yaml, scalar
+from curvekit.ingest.yamlish import param_value, read_flat_yaml, scalar
 from curvekit.names import check_name
 
 __all__ = ["read_mlflow_runs"]
@@ -77,14 +82,15 @@ def _runs(experiment: Path) -> list[Path]:
             if p.is_dir() and (p / "meta.yaml").is_file() and (p / "metrics").is_dir()]
 
 
-def _metric(path: Path, key: str) -> pl.DataFrame:
-    """One metric file as (step, value, timestamp) rows, in file order."""
+def _metric(path: Path, key: str) -> tuple[pl.DataFrame, float | None]:
+    """One metric file as (step, value) rows, one per step, and the time of its last point
+    (milliseconds; None for an empty file)."""
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise IngestError(f"cannot read: {exc.strerror}", path=str(path)) from exc
     if not data.strip():
-        return pl.DataFrame(schema={"step": pl.Int64, key: pl.Float64})
+        return pl.DataFrame(schema={"step": pl.Int64, key: pl.Float64}), None
     width = len(data.split(b"\n", 1)[0].split())
     if width not in (2, 3, 4, 5):
         raise IngestError("not an MLflow metric file: lines must be 'timestamp value step'",
@@ -131,8 +137,10 @@ def _metric(path: Path, key: str) -> pl.DataFrame:
             f"all {frame.height} points of metric {key!r} are at step 0 (logged without a "
             "step); curvekit needs the training step of each evaluation: log it with "
             "mlflow.log_metric(key, value, step=...)", path=str(path), line=2)
+    last = frame.get_column("timestamp").max() if frame.height else None
     frame = frame.rename({"value": key}).select("step", key)
-    return merge_rows(frame, str(path), line_of)
+    return merge_rows(frame, str(path), line_of), \
+        float(last) if isinstance(last, int | float) else None
 
 
 def _values(data: bytes, field: int) -> list[str | None]:
@@ -155,6 +163,8 @@ def _read_run(folder: Path) -> RunLog | None:
     if not name and tag.is_file():
         name = tag.read_text(errors="replace").strip()
     params: dict[str, Any] = {}
+    tags = folder / "tags" / "mlflow.autologging"
+    flavor = tags.read_text(errors="replace").strip()[:40] if tags.is_file() else ""
     params_dir = folder / "params"
     if params_dir.is_dir():
         for p in sorted(params_dir.rglob("*")):
@@ -162,14 +172,14 @@ def _read_run(folder: Path) -> RunLog | None:
                 key = check_name(p.relative_to(params_dir).as_posix(), "metaparameter",
                                  fix="rename the params file",
                                  error=_at(p))
-                params[key] = scalar(
-                    p.read_text(errors="replace"))
+                params[key] = param_value(scalar(p.read_text(errors="replace")))
     metrics_dir = folder / "metrics"
     # A file name is the metric's name: checked before it becomes a column (the one rule).
-    frames = [_metric(p, check_name(p.relative_to(metrics_dir).as_posix(), "metric",
-                                    fix="rename the metrics file",
-                                    error=_at(p)))
-              for p in sorted(metrics_dir.rglob("*")) if p.is_file()]
+    read = [_metric(p, check_name(p.relative_to(metrics_dir).as_posix(), "metric",
+                                  fix="rename the metrics file",
+                                  error=_at(p)))
+            for p in sorted(metrics_dir.rglob("*")) if p.is_file()]
+    frames = [f for f, _ in read]
     frame: pl.DataFrame
     if frames:
         frame = pl.concat(frames, how="diagonal").group_by("step").agg(
@@ -179,8 +189,26 @@ def _read_run(folder: Path) -> RunLog | None:
         frame = pl.DataFrame({"step": pl.Series([], dtype=pl.Int64)})
     aliases = (str(name),) if name and str(name) != run_id else ()
     start = meta.get("start_time")
+    hint = (f"MLflow autologging ({flavor}) logs once per epoch, with step = the epoch "
+            "number") if flavor else None
     return RunLog(run_id, str(folder), frame, params, aliases=aliases,
-                  started=float(start) if isinstance(start, int | float) else None)
+                  started=float(start) if isinstance(start, int | float) else None,
+                  axis_named=False, epoch_hint=hint, final_only=_final_only(read))
+
+
+def _final_only(read: list[tuple[pl.DataFrame, float | None]]) -> tuple[str, ...]:
+    """Metrics logged as one value at step 0 after the run's curves (or in a run without
+    curves): ``mlflow.log_metric(key, value)`` at the end of training, a final value.
+
+    One point at step 0 logged *before* another metric's later points is an evaluation
+    before training, and stays (the timestamps tell them apart).
+    """
+    curves = [t for f, t in read if t is not None
+              and bool((f.get_column("step") > 0).any())]
+    end = max(curves, default=None)
+    return tuple(f.columns[1] for f, t in read
+                 if f.height == 1 and f.item(0, "step") == 0
+                 and (end is None or (t is not None and t >= end)))
 
 
 def read_mlflow_runs(source: Path, *, select: FileFilter = ALL) -> list[RunLog]:

@@ -16,9 +16,10 @@ metric at one step are an error, never silently resolved.
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -30,8 +31,9 @@ import pyarrow.compute as pc
 from curvekit.errors import IngestError
 from curvekit.ingest.select import ALL, FileFilter
 
-__all__ = ["INT64_MAX", "MAX_COLUMNS", "IngestWarning", "ReadOptions", "RunLog", "data_line",
-           "exact_integers", "merge_rows", "overflow_warning"]
+__all__ = ["EPOCH_COUNT_PARAMS", "INT64_MAX", "MAX_COLUMNS", "IngestWarning", "ReadOptions",
+           "RunLog", "data_line", "epochs_to_steps", "exact_integers", "merge_rows",
+           "overflow_warning", "settle_axis", "steps_per_epoch"]
 
 MAX_COLUMNS = 10_000
 """The most columns one log may have, and the most metric columns one workload may have.
@@ -77,6 +79,12 @@ class RunLog:
     convention: the training steps done when a row is logged are ``step + step_offset``
     (1 for PyTorch Lightning, which logs the 0-based index of the batch just trained; 0 for
     loggers that log the count of steps done). Completeness is judged on steps done.
+
+    ``axis_named`` is False where the logger lets the caller choose what its step counts
+    (MLflow's ``step=``, TensorBoard's ``global_step``): :func:`settle_axis` then looks for
+    evidence of an epoch axis, and a manifest's ``steps_per_epoch`` says so too.
+    ``epoch_hint`` is such evidence found by the reader (MLflow autologging). ``final_only``
+    names metrics logged as one value without a step (final values, not curves).
     """
 
     key: str
@@ -87,6 +95,10 @@ class RunLog:
     by_epoch: bool = False
     started: float | None = None  # start time, when the log records one (MLflow)
     step_offset: int = 0
+    axis_named: bool = True
+    epoch_hint: str | None = None
+    final_only: tuple[str, ...] = ()
+    why_epochs: str = "the log counts epochs (an epoch column, no step column)"
 
     @property
     def order(self) -> tuple[float, list[Any]]:
@@ -326,3 +338,115 @@ def merge_rows(frame: pl.DataFrame, path: str, line_of: LineOf, axis: str = "ste
     merged = pl.from_arrow(pa.table(columns))
     assert isinstance(merged, pl.DataFrame)
     return merged
+
+
+# ---------------------------------------------------------------------- the epoch axis
+EPOCH_COUNT_PARAMS = ("epochs", "num_epochs", "n_epochs", "max_epochs", "num_train_epochs",
+                      "nb_epoch")
+"""Parameters that record how many epochs a run was asked to train (Keras's ``fit(epochs=)``
+as MLflow autologging records it, Lightning's ``max_epochs``, Hugging Face's
+``num_train_epochs``)."""
+
+
+def _epoch_count(params: Mapping[str, object]) -> int | None:
+    for name in EPOCH_COUNT_PARAMS:
+        value = params.get(name)
+        if isinstance(value, int | float) and not isinstance(value, bool) \
+                and math.isfinite(value) and value == int(value) and value >= 2:
+            return int(value)
+    return None
+
+
+def settle_axis(run: RunLog, drop: Collection[str] = ()) -> RunLog:
+    """``run`` with its time axis settled: steps, or epochs where the log says so.
+
+    Never puts epochs on the step axis silently. The log says it counts epochs when:
+
+    * a logged ``epoch`` series equals the step at every point (two points or more): the
+      run was logged with ``step=epoch`` (an ``epoch`` series that differs from the step,
+      as PyTorch Lightning logs it, says the steps are training steps);
+    * every metric is one of Keras's per-epoch TensorBoard tags, ``epoch_*``;
+    * the steps are exactly 0, 1, ..., *E* - 1 and the run's ``epochs`` parameter (see
+      :data:`EPOCH_COUNT_PARAMS`) is *E*, or the reader found a hint (MLflow autologging,
+      which logs once per epoch) and the steps are 0, 1, ... without a gap.
+
+    ``epoch`` is never kept as a metric. ``drop`` are columns left out before looking
+    (``--map NAME=``), so that a user can leave out what confuses the rule. A run whose
+    axis turns out to be epochs comes back with ``by_epoch`` and an ``epoch`` column, for
+    :func:`epochs_to_steps`; ``why_epochs`` says why.
+
+    >>> frame = pl.DataFrame({"step": [0, 1, 2], "epoch": [0.0, 1.0, 2.0], "loss": [3.0, 2.0, 1.0]})
+    >>> run = settle_axis(RunLog("r", "r", frame, axis_named=False))
+    >>> run.by_epoch, run.frame.columns, run.why_epochs
+    (True, ['epoch', 'loss'], "its 'epoch' metric equals the step at every point")
+    """
+    frame = run.frame.drop([c for c in drop if c in run.frame.columns])
+    if run.by_epoch:
+        return replace(run, frame=frame)
+    named, why = run.axis_named, None
+    if "epoch" in frame.columns:
+        logged = frame.select("step", "epoch").drop_nulls()
+        frame = frame.drop("epoch")
+        metrics = [c for c in frame.columns if c != "step"]
+        if metrics:  # the rows that held only the epoch are no measurement
+            frame = frame.filter(pl.any_horizontal(pl.col(c).is_not_null() for c in metrics))
+        if logged.height:
+            if bool((logged.get_column("epoch") != logged.get_column("step")
+                     .cast(pl.Float64)).any()):
+                named = True
+            elif logged.get_column("step").n_unique() >= 2:
+                why = "its 'epoch' metric equals the step at every point"
+    if why is None and not named:
+        metrics = [c for c in frame.columns if c != "step"]
+        steps = frame.get_column("step")
+        gapless = frame.height >= 2 and bool(
+            (steps == pl.int_range(0, frame.height, eager=True)).all())
+        count = _epoch_count(run.params)
+        if metrics and all(c.startswith("epoch_") for c in metrics):
+            why = "its metrics are Keras's per-epoch TensorBoard tags (epoch_*)"
+        elif metrics and any(c.startswith("epoch_") for c in metrics) \
+                and any(c.startswith("batch_") for c in metrics):
+            batch = next(c for c in metrics if c.startswith("batch_"))
+            raise IngestError(
+                f"run {run.key!r} mixes Keras's per-epoch tags (epoch_*, at epoch numbers) "
+                f"and per-batch tags (batch_*, at steps) on one axis; import one kind: "
+                f"--map '{batch}=' leaves a per-batch tag out", path=run.path)
+        elif gapless and count == frame.height:
+            why = (f"its steps run 0..{count - 1} and its epochs parameter is {count}: one "
+                   "point per epoch")
+        elif gapless and run.epoch_hint:
+            why = run.epoch_hint
+    if why is None:
+        return replace(run, frame=frame, axis_named=named)
+    return replace(run, frame=frame.rename({"step": "epoch"}), by_epoch=True,
+                   why_epochs=why, axis_named=True)
+
+
+def epochs_to_steps(frame: pl.DataFrame, steps_per_epoch: int, path: str | None = None
+                    ) -> pl.DataFrame:
+    """A row logged at the end of 0-based epoch *e* is at step (*e* + 1) * steps_per_epoch
+    (Keras, MLflow autologging and PyTorch Lightning all log an epoch's values when it ends).
+
+    A product beyond int64 is refused rather than left to wrap around.
+
+    >>> epochs_to_steps(pl.DataFrame({"epoch": [0, 1], "loss": [2.0, 1.0]}), 100).rows()
+    [(100, 2.0), (200, 1.0)]
+    """
+    top = frame.get_column("epoch").max() if frame.height else None
+    last = int(top) if isinstance(top, int) else 0  # merge_rows made the epochs Int64
+    if (last + 1) * steps_per_epoch > INT64_MAX:
+        raise IngestError(f"epoch {last} times {steps_per_epoch} steps per epoch is beyond "
+                          f"2**63 - 1 = {INT64_MAX}, the largest step the store holds; check "
+                          "the epoch column and steps_per_epoch", path=path)
+    return frame.with_columns(((pl.col("epoch") + 1) * steps_per_epoch).alias("epoch")
+                              ).rename({"epoch": "step"})
+
+
+def steps_per_epoch(train_examples: int, batch_size: int) -> int:
+    """Steps in one epoch when the last, partial batch is kept (Keras's and PyTorch's
+    default).
+
+    >>> steps_per_epoch(50_000, 128)
+    391
+    """
+    return math.ceil(train_examples / batch_size)

@@ -14,7 +14,10 @@ Each folder holding event files is one run (its files are read in name order, wh
 time order). Hyperparameters logged with the ``hparams`` plugin become the run's
 parameters; tensorboardX and PyTorch write them into a child folder of the run, which is
 merged into its parent; an ``hparams.yaml`` in the run's folder (PyTorch Lightning's
-TensorBoardLogger) is read too. When steps go back (a restart from a checkpoint), later events
+TensorBoardLogger) is read too, and wins over the plugin's copies (see
+:func:`~curvekit.ingest.yamlish.param_value`). The ``epoch`` scalar is no metric: it tells
+whether the steps count epochs (:func:`~curvekit.ingest.runs.settle_axis`), as Keras's
+``epoch_*`` tags do. When steps go back (a restart from a checkpoint), later events
 replace the earlier ones from that step on, as TensorBoard does. A record cut short at the
 end of a file (a run killed while writing) is ignored; a corrupt length is an error.
 
@@ -53,7 +56,7 @@ from curvekit.errors import IngestError
 from curvekit.ingest.csvlogs import skip_folder
 from curvekit.ingest.runs import MAX_COLUMNS, RunLog
 from curvekit.ingest.select import ALL, FileFilter
-from curvekit.ingest.yamlish import read_flat_yaml
+from curvekit.ingest.yamlish import param_value, read_flat_yaml
 
 __all__ = ["masked_crc32c", "read_event_file", "read_tensorboard_runs", "record"]
 
@@ -466,12 +469,16 @@ def read_tensorboard_runs(source: Path, *, select: FileFilter = ALL) -> list[Run
             continue
         rel = folder.relative_to(root).as_posix()
         key = source.name if rel == "." else rel
-        params = dict(s.hparams)
+        # One typing rule (yamlish.param_value): the plugin stores numbers as doubles and
+        # objects as str(); Lightning's hparams.yaml, when there is one, keeps their types
+        # and wins.
+        params = {k: param_value(v, doubles=True) for k, v in s.hparams.items()}
         if (folder / "hparams.yaml").is_file():  # Lightning's TensorBoardLogger writes one
-            params = {**read_flat_yaml(folder / "hparams.yaml"), **params}
+            params = {**params, **read_flat_yaml(folder / "hparams.yaml")}
         if len(s.tags) > MAX_COLUMNS:
             raise IngestError(f"the run logs {len(s.tags):,} scalar tags; curvekit reads at "
                               f"most {MAX_COLUMNS:,} per run (one column per metric)",
                               path=str(folder))
-        runs.append(RunLog(key, str(folder), _frame(s), params))
+        # The step is the caller's global_step: settle_axis decides whether it counts epochs.
+        runs.append(RunLog(key, str(folder), _frame(s), params, axis_named=False))
     return runs
