@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import polars as pl
 
-from curvekit.figures.layout import CONFIG, MIN_FONT, TEXT, spaced_ticks, wrap
+from curvekit.figures.layout import CONFIG, MIN_FONT, TEXT, TITLE_OVERHANG, spaced_ticks, wrap
 from curvekit.figures.vegalite import Spec, channel, dataset, top_level
 
 if TYPE_CHECKING:
@@ -121,8 +121,8 @@ def _layers(layers: list[Spec], datasets: Datasets, *, title: Title, width: floa
     """A complete layered chart; properties that are None are left out. The title is made
     legible at the chart's width, and the legibility ``config`` goes with the chart (a
     figure lifts it to its top level, the one place Vega-Lite reads it)."""
-    spec = {"layer": layers, "title": legible_title(title, width), "width": width,
-            "height": height, **{k: v for k, v in properties.items() if v is not None},
+    spec = {"layer": layers, "title": legible_title(title, width + TITLE_OVERHANG),
+            "width": width, "height": height, **{k: v for k, v in properties.items() if v is not None},
             "config": CONFIG}
     return top_level(spec, datasets)
 
@@ -611,7 +611,7 @@ def scatter_chart(
         "data": dataset(data, datasets), "mark": {"type": "point", "filled": True, "clip": True},
         "encoding": {
             "x": x, "y": y, "color": color, "shape": shape,
-            "size": by_outcome([40, 40, 25, 400], legend=None),
+            "size": by_outcome([40, 40, 25, 300], legend=None),
             "opacity": by_outcome([1.0, 0.7, 0.7, 1.0], legend=None),
             "tooltip": _tooltips("trial_id:Q", "outcome:N", "learning_rate:Q",
                                  *(["one_minus_momentum:Q"] if with_momentum else []))}}
@@ -622,11 +622,10 @@ def scatter_chart(
     star: Spec = {
         "data": dataset(winners, datasets),
         "mark": {"type": "point", "filled": True, "stroke": "black", "strokeWidth": 0.5,
-                 "clip": True},
+                 "size": 300, "opacity": 1, "clip": True},
         # without momentum, the winner's star sits on the Goal Achieved row
         "encoding": {"x": x, "y": y if with_momentum else {**y, "field": "row"},
-                     "color": color, "shape": shape, "size": points["encoding"]["size"],
-                     "opacity": points["encoding"]["opacity"]}}
+                     "color": color, "shape": shape}}
     params = None
     if select:
         params = [_select("select_batch_size", int(select[0]), [int(b) for b in select],

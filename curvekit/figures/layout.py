@@ -24,7 +24,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-__all__ = ["CONFIG", "LABEL_GAP", "MIN_FONT", "TEXT", "spaced_ticks", "text_width", "wrap"]
+__all__ = ["CONFIG", "LABEL_GAP", "MIN_FONT", "TEXT", "TITLE_OVERHANG", "fits", "spaced_ticks", "text_width", "wrap"]
 
 TEXT = {"panel_title": 11.0, "figure_title": 14.0, "axis_title": 10.0, "tick_label": 9.0,
         "legend_label": 9.0, "note": 9.0}
@@ -33,6 +33,10 @@ TEXT = {"panel_title": 11.0, "figure_title": 14.0, "axis_title": 10.0, "tick_lab
 MIN_FONT = {"panel_title": 10.0, "axis_title": 9.0, "tick_label": 8.0, "legend_label": 8.0,
             "note": 8.0}
 """The smallest font size each kind of text may have at a figure's default size."""
+
+TITLE_OVERHANG = 40.0
+"""Pixels a panel title may run past its plot's width (half on each side, over the gap
+between panels)."""
 
 LABEL_GAP = 4.0
 """Pixels kept free between two neighbouring tick labels."""

@@ -1,6 +1,6 @@
 """Render a :class:`~curvekit.figures.spec.Figure` from a store.
 
->>> from curvekit.figures.layout import CONFIG, TEXT
+>>> from curvekit.figures.layout import CONFIG, TEXT, TITLE_OVERHANG
 from curvekit.figures.paper import FIGURES
 >>> sorted(FIGURES)[:2]
 [1, 2]
@@ -34,7 +34,7 @@ from curvekit.figures.builders import (
     search_space_chart,
     steps_chart,
 )
-from curvekit.figures.layout import CONFIG, TEXT
+from curvekit.figures.layout import CONFIG, TEXT, TITLE_OVERHANG
 from curvekit.figures.paper import FIGURES
 from curvekit.figures.plots import provenance
 from curvekit.figures.spec import Curve, Figure, Panel
@@ -235,7 +235,7 @@ def _panel(store: Store, panel: Panel, width: float, height: float,
                           xlim=panel.xlim, ylim=panel.ylim, legend=panel.legend,
                           legend_size=panel.legend_size, width=width, height=height)
     if notes:
-        spec["title"] = legible_title(noted(spec["title"], notes), width)
+        spec["title"] = legible_title(noted(spec["title"], notes), width + TITLE_OVERHANG)
         if all(not rows for rows in spec["datasets"].values()):
             spec["layer"].append(note_layer(notes, spec["datasets"], empty=True))
     return spec, notes
@@ -302,9 +302,13 @@ def _plain(title: Any) -> str:
 
 def _legend_channels(panel: Spec) -> list[Spec]:
     """The encoding channels of a panel that draw a legend."""
-    return [enc for layer in panel.get("layer", []) for enc in layer.get("encoding", {}).values()
-            if isinstance(enc, dict) and enc.get("type") == "nominal"
+    return [enc for layer in panel.get("layer", [])
+            for name, enc in layer.get("encoding", {}).items()
+            if name in _LEGEND_CHANNELS and enc.get("type") == "nominal"
             and enc.get("legend", {}) is not None and "field" in enc]
+
+
+_LEGEND_CHANNELS = ("color", "fill", "stroke", "shape", "size", "opacity", "strokeDash")
 
 
 def _share_legends(panels: list[Spec], cols: int) -> None:
