@@ -43,6 +43,7 @@ __all__ = [
     "note_layer",
     "noted",
     "scatter_chart",
+    "scatter_outcomes",
     "search_space_chart",
     "steps_chart",
 ]
@@ -548,6 +549,13 @@ BEST_TRIAL = "Best Trial"
 """The legend entry of the winning trial's star."""
 
 
+def scatter_outcomes(trials: pl.DataFrame) -> set[str]:
+    """The legend entries a scatter of ``trials`` draws: their outcomes, and the star of
+    the winner if there is one."""
+    found = set(trials["outcome"].to_list())
+    return found | ({BEST_TRIAL} if trials["winner"].any() else set())
+
+
 def scatter_chart(
     trials: pl.DataFrame,
     *,
@@ -557,10 +565,14 @@ def scatter_chart(
     legend: LegendOrient | None = "bottom-right",
     legend_size: float = 8,
     select: Sequence[int] | None = None,
+    outcomes: Sequence[str] | None = None,
     width: float = 200,
     height: float = 175,
 ) -> Spec:
     """Learning rate against 1 − momentum, log10 × log10, one mark per trial.
+
+    The legend lists ``outcomes`` (default: those the trials have, and the star if there
+    is a winner); a figure passes the outcomes of all its panels so that they share it.
 
     With ``select`` (batch sizes; ``trials`` then has a ``batch_size`` column), one study
     shows at a time, chosen in a drop-down, on limits shared by all of them.
@@ -600,10 +612,15 @@ def scatter_chart(
         y = channel("outcome:N", title=None, sort=list(OUTCOMES),
                     scale={"domain": list(OUTCOMES)}, axis={"grid": False})
     keys = _legend(legend, legend_size) if legend else None
-    entries = [*OUTCOMES, BEST_TRIAL]
+    if outcomes is None:
+        outcomes = scatter_outcomes(trials)
+    entries = [e for e in (*OUTCOMES, BEST_TRIAL) if e in outcomes]
 
     def by_outcome(values: list[Any], **properties: Any) -> Spec:
-        return channel("outcome:N", scale={"domain": entries, "range": values}, **properties)
+        styles = dict(zip((*OUTCOMES, BEST_TRIAL), values, strict=True))
+        return channel("outcome:N", scale={"domain": entries,
+                                           "range": [styles[e] for e in entries]},
+                       **properties)
 
     color = by_outcome(["#4c72b0", "#c44e52", "black", "#f2d03b"], legend=keys, title=None)
     shape = by_outcome(["circle", "triangle-up", X_SHAPE, STAR_SHAPE], legend=keys, title=None)

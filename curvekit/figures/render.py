@@ -31,6 +31,7 @@ from curvekit.figures.builders import (
     note_layer,
     noted,
     scatter_chart,
+    scatter_outcomes,
     search_space_chart,
     steps_chart,
 )
@@ -183,7 +184,8 @@ def _search_space(store: Store, panel: Panel, title: Title, width: float, height
 
 def _panel(store: Store, panel: Panel, width: float, height: float,
            title_size: float | None = None, limits: Limits | None = None,
-           scatter: pl.DataFrame | None = None) -> tuple[Spec, list[str]]:
+           scatter: pl.DataFrame | None = None, outcomes: set[str] | None = None
+           ) -> tuple[Spec, list[str]]:
     """One panel's chart and its notes (what it lacks, and why); ``limits`` and
     ``scatter`` are a scatter's shared limits and its trials when the figure computed
     them already."""
@@ -213,7 +215,8 @@ def _panel(store: Store, panel: Panel, width: float, height: float,
         trials = scatter if scatter is not None else _scatter_data(store, panel)
         spec = scatter_chart(trials, title=title, xlim=xlim, ylim=ylim,
                              legend=panel.legend or "bottom-right",
-                             legend_size=panel.legend_size, width=width, height=height)
+                             legend_size=panel.legend_size, outcomes=outcomes, width=width,
+                             height=height)
     elif panel.kind == "search_space":
         spec = _search_space(store, panel, title, width, height)
         if not spec["datasets"] or all(not rows for rows in spec["datasets"].values()):
@@ -250,10 +253,10 @@ def _shared_limits(store: Store, spec: Figure
                    ) -> tuple[Limits | None, dict[int, pl.DataFrame]]:
     """Half-decade limits over every scatter panel of a figure that shares them, and each
     scatter panel's trials (by panel index), so that no study is queried twice."""
-    if not spec.shared_limits:
-        return None, {}
     frames = {i: _scatter_data(store, _resolve(store, p)) for i, p in enumerate(spec.panels)
               if p.kind == "scatter"}
+    if not spec.shared_limits or not frames:
+        return None, frames
     data = pl.concat(list(frames.values()))
     return (half_decade_limits(data["learning_rate"].to_list()),
             half_decade_limits((1 - data["momentum"]).to_list())), frames
@@ -282,11 +285,13 @@ def _charts(spec: Figure, store: Store) -> tuple[list[Spec], list[str]]:
     width, height = spec.size_px
     panel_w, panel_h = width / spec.cols - 60, height / spec.rows - 60
     limits, scatters = _shared_limits(store, spec)
+    # the scatters' legend lists what any of them draws, so that they share one
+    outcomes = set().union(*map(scatter_outcomes, scatters.values())) if scatters else None
     # DuckDB releases the GIL: two panels query at once, each on its thread's cursor.
     with store.one_thread_per_query(), ThreadPoolExecutor(max_workers=2) as pool:
         drawn = list(pool.map(
             lambda i: _panel(store, spec.panels[i], panel_w, panel_h, spec.title_size, limits,
-                             scatters.get(i)),
+                             scatters.get(i), outcomes),
             range(len(spec.panels))))
     notes = [f"{_plain(chart.get('title'))}: {note}" for chart, panel_notes in drawn
              for note in panel_notes]
