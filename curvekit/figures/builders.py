@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import polars as pl
 
-from curvekit.figures.layout import CONFIG, MIN_FONT, TEXT, TITLE_OVERHANG, spaced_ticks, wrap
+from curvekit.figures.layout import CONFIG, MIN_FONT, TEXT, spaced_ticks, wrap
 from curvekit.figures.vegalite import Spec, channel, dataset, top_level
 
 if TYPE_CHECKING:
@@ -34,11 +34,11 @@ __all__ = [
     "Title",
     "best_chart",
     "contour_lines",
-    "half_decade_limits",
-    "log10_axis",
-    "log2_axis",
-    "legible_title",
     "grouped",
+    "half_decade_limits",
+    "legible_title",
+    "log2_axis",
+    "log10_axis",
     "metaparameter_chart",
     "note_layer",
     "noted",
@@ -90,28 +90,30 @@ def _legend(orient: LegendOrient | None, size: float) -> Spec:
             "strokeColor": "#ccc"}
 
 
-def legible_title(title: Title, width: float) -> Title:
-    """``title`` at no less than the legible size, broken into lines that fit ``width``.
+def legible_title(title: Title, width: float | None) -> Title:
+    """``title`` at no less than the legible size, broken into lines that fit ``width``
+    (``None``: one line, for a chart that stands alone and has room for it).
 
     >>> legible_title({"text": "a/b", "fontSize": 6}, 200)
     {'text': 'a/b', 'fontSize': 10.0}
     >>> legible_title("Simple CNN on MNIST", 200)
     'Simple CNN on MNIST'
     """
-    props = dict(title) if isinstance(title, dict) else {"text": title}
+    props: dict[str, Any] = dict(title) if isinstance(title, dict) else {"text": title}
     size = max(float(props.get("fontSize", TEXT["panel_title"])), MIN_FONT["panel_title"])
     if "fontSize" in props:
         props["fontSize"] = size
     text = props.get("text")
-    if isinstance(text, str):
+    if isinstance(text, str) and width is not None:
         lines = wrap(text, width, size)
         props["text"] = lines[0] if len(lines) == 1 else lines
     sub = props.get("subtitle")
     if sub is not None:
         sub_size = max(float(props.get("subtitleFontSize", TEXT["note"])), MIN_FONT["note"])
         props["subtitleFontSize"] = sub_size
-        props["subtitle"] = [line for item in ([sub] if isinstance(sub, str) else sub)
-                             for line in wrap(item, width, sub_size)]
+        items = [sub] if isinstance(sub, str) else list(sub)
+        props["subtitle"] = items if width is None else [
+            line for item in items for line in wrap(item, width, sub_size)]
     if set(props) == {"text"} and isinstance(props["text"], str):
         return str(props["text"])
     return props
@@ -119,11 +121,11 @@ def legible_title(title: Title, width: float) -> Title:
 
 def _layers(layers: list[Spec], datasets: Datasets, *, title: Title, width: float,
             height: float, **properties: Any) -> Spec:
-    """A complete layered chart; properties that are None are left out. The title is made
-    legible at the chart's width, and the legibility ``config`` goes with the chart (a
-    figure lifts it to its top level, the one place Vega-Lite reads it)."""
-    spec = {"layer": layers, "title": legible_title(title, width + TITLE_OVERHANG),
-            "width": width, "height": height, **{k: v for k, v in properties.items() if v is not None},
+    """A complete layered chart; properties that are None are left out. The title gets a
+    legible size (a figure also wraps it to its panel), and the legibility ``config`` goes
+    with the chart (a figure lifts it to its top level, the one place Vega-Lite reads it)."""
+    spec = {"layer": layers, "title": legible_title(title, None), "width": width,
+            "height": height, **{k: v for k, v in properties.items() if v is not None},
             "config": CONFIG}
     return top_level(spec, datasets)
 
@@ -347,7 +349,8 @@ def _fit_layers(fit: RegimeFit, critical: CriticalBatchFit | None, x_scale: Spec
     names = [f"{REGIME_LABELS[s]} (fit)" for s in fit.segments]
     bands = pl.DataFrame({"start": edges[:-1], "end": edges[1:], "regime": names})
     colors = [REGIME_COLORS[REGIME_LABELS[s]] for s in fit.segments]
-    shade = {"data": dataset(bands, datasets), "mark": {"type": "rect", "opacity": 0.12},
+    shade: Spec = {"data": dataset(bands, datasets),
+                   "mark": {"type": "rect", "opacity": 0.12},
              "encoding": {
                  "x": channel("start:Q", scale=x_scale), "x2": {"field": "end"},
                  "color": channel("regime:N", scale={"domain": names, "range": colors},
@@ -364,7 +367,7 @@ def _fit_layers(fit: RegimeFit, critical: CriticalBatchFit | None, x_scale: Spec
         keys.append(lines[-1]["fit"][0])
         strokes.append("#8172b3")
         dashes.append([2, 2])
-    fitted = {"data": dataset(pl.concat(lines), datasets),
+    fitted: Spec = {"data": dataset(pl.concat(lines), datasets),
               "mark": {"type": "line", "strokeWidth": 1.5, "opacity": 0.9, "clip": True},
               "encoding": {"x": channel("batch_size:Q", scale=x_scale),
                            "y": channel("step:Q", scale=y_scale),
@@ -565,7 +568,7 @@ def scatter_chart(
     legend: LegendOrient | None = "bottom-right",
     legend_size: float = 8,
     select: Sequence[int] | None = None,
-    outcomes: Sequence[str] | None = None,
+    outcomes: Collection[str] | None = None,
     width: float = 200,
     height: float = 175,
 ) -> Spec:

@@ -11,9 +11,10 @@ Examples
 --------
 >>> text_width("2^10", 10)
 24.0
->>> spaced_ticks([2.0**k for k in range(0, 21)], 150, "x", lambda v: f"2^{round(math.log2(v))}")[:3]
-[1.0, 8.0, 64.0]
->>> wrap("imagenet/resnet_50/nesterov_momentum, goal 0.25", 120, 11)
+>>> ticks = [2.0**k for k in range(0, 21)]
+>>> spaced_ticks(ticks, 150, "x", lambda v: f"2^{round(math.log2(v))}")[:3]
+[1.0, 16.0, 256.0]
+>>> wrap("imagenet/resnet_50/nesterov_momentum, goal 0.25", 130, 11)
 ['imagenet/resnet_50/', 'nesterov_momentum,', 'goal 0.25']
 """
 
@@ -24,7 +25,8 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-__all__ = ["CONFIG", "LABEL_GAP", "MIN_FONT", "TEXT", "TITLE_OVERHANG", "fits", "spaced_ticks", "text_width", "wrap"]
+__all__ = ["CONFIG", "LABEL_GAP", "MIN_FONT", "TEXT", "TITLE_OVERHANG", "fits", "spaced_ticks",
+           "text_width", "wrap"]
 
 TEXT = {"panel_title": 11.0, "figure_title": 14.0, "axis_title": 10.0, "tick_label": 9.0,
         "legend_label": 9.0, "note": 9.0}
@@ -92,7 +94,7 @@ def fits(ticks: Sequence[float], length: float, orient: Literal["x", "y"],
     position = [length * (math.log(v) - math.log(lo)) / span for v in ticks]
     extent = [text_width(label(v), size) if orient == "x" else size for v in ticks]
     return all(p1 - p0 >= (e0 + e1) / 2 + LABEL_GAP
-               for p0, p1, e0, e1 in zip(position, position[1:], extent, extent[1:]))
+               for p0, p1, e0, e1 in zip(position, position[1:], extent, extent[1:], strict=False))
 
 
 def wrap(text: str, width: float, size: float) -> list[str]:

@@ -1,7 +1,6 @@
 """Render a :class:`~curvekit.figures.spec.Figure` from a store.
 
->>> from curvekit.figures.layout import CONFIG, TEXT, TITLE_OVERHANG
-from curvekit.figures.paper import FIGURES
+>>> from curvekit.figures.paper import FIGURES
 >>> sorted(FIGURES)[:2]
 [1, 2]
 """
@@ -135,10 +134,13 @@ def _normalized(panel: Panel, curves: list[tuple[str, pl.DataFrame]]
     """
     notes = [f"{label}: no batch size reaches the goal" for label, t in curves if t.is_empty()]
     drawn = [(label, t) for label, t in curves if not t.is_empty()]
-    at = panel.normalize_at
-    if at is None or not drawn:
-        return at if isinstance(at, int) else None, {}, drawn, notes
-    if at == "common":
+    nominal = panel.normalize_at
+    if nominal is None or not drawn:
+        return nominal if isinstance(nominal, int) else None, {}, drawn, notes
+    at: int
+    if nominal != "common":
+        at = nominal
+    else:
         counts: dict[int, int] = {}
         for _, table in drawn:
             for b in set(table["batch_size"].to_list()):
@@ -197,10 +199,12 @@ def _panel(store: Store, panel: Panel, width: float, height: float,
         at, anchors, curves, more = _normalized(
             panel, [(c.label, _steps(store, c)) for c in panel.curves])
         notes += more
-        return steps_chart(curves, title=title, scaling_label=panel.scaling_label,
+        spec = steps_chart(curves, title=title, scaling_label=panel.scaling_label,
                            normalize_at=at, anchors=anchors, ylim=panel.ylim, width=width,
                            height=height, legend=panel.legend, legend_size=panel.legend_size,
-                           notes=notes), notes
+                           notes=notes)
+        spec["title"] = legible_title(spec["title"], width + TITLE_OVERHANG)
+        return spec, notes
     if panel.kind == "metaparameter":
         curves = [(c.label, _steps(store, c).select(
             "batch_size", pl.col(panel.y).alias("value"))) for c in panel.curves]
@@ -237,10 +241,10 @@ def _panel(store: Store, panel: Panel, width: float, height: float,
                           goal_label=_goal_label(first) if first is not None else "goal",
                           xlim=panel.xlim, ylim=panel.ylim, legend=panel.legend,
                           legend_size=panel.legend_size, width=width, height=height)
-    if notes:
-        spec["title"] = legible_title(noted(spec["title"], notes), width + TITLE_OVERHANG)
-        if all(not rows for rows in spec["datasets"].values()):
-            spec["layer"].append(note_layer(notes, spec["datasets"], empty=True))
+    # in a grid, a long title would run into the next panel's: break it into lines
+    spec["title"] = legible_title(noted(spec["title"], notes), width + TITLE_OVERHANG)
+    if notes and all(not rows for rows in spec["datasets"].values()):
+        spec["layer"].append(note_layer(notes, spec["datasets"], empty=True))
     return spec, notes
 
 
