@@ -160,8 +160,9 @@ def log10_axis(title: str, domain: tuple[float, float], *, length: float = 200,
     """A log10 scale over ``domain`` with power-of-ten ticks labelled 10^k, spaced as
     :func:`log2_axis` spaces its ticks: (scale, axis) properties.
 
-    >>> log10_axis("Learning Rate", (1e-4, 1e-1))[1]["values"]
-    [0.0001, 0.001, 0.01, 0.1]
+    >>> scale, axis = log10_axis("Learning Rate", (1e-4, 1e-1))
+    >>> axis["values"] == [1e-4, 1e-3, 1e-2, 1e-1]
+    True
     """
     lo, hi = math.ceil(math.log10(domain[0]) - 1e-9), math.floor(math.log10(domain[1]) + 1e-9)
     ticks = [float(f"1e{k}") for k in range(lo, hi + 1)]
@@ -304,8 +305,9 @@ def grouped(notes: Sequence[str]) -> list[str]:
 def noted(title: Title, notes: Sequence[str]) -> Title:
     """``title`` with ``notes`` (what the panel lacks, and why) as its red subtitle.
 
-    >>> noted("Figure", ["a: no point at B=64; normalized at B=128"])["subtitle"]
-    ['a: no point at B=64; normalized at B=128']
+    >>> title = noted("Figure", ["a: no point at B=64; normalized at B=128"])
+    >>> " | ".join(title["subtitle"])
+    'a: no point at B=64; normalized at B=128'
     """
     if not notes:
         return title
