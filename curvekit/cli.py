@@ -340,6 +340,40 @@ plot_format_option = click.option(
     "--format", "fmt", type=click.Choice(["png", "svg", "pdf", "html", "json"]), default="png",
     show_default=True, help="Output format (json: the Vega-Lite spec).")
 
+scale_option = click.option(
+    "--scale", type=click.FloatRange(min=0.25, max=8), default=2.0, show_default=True,
+    help="PNG pixels per point: 2 keeps the layout and doubles the resolution "
+         "(SVG and PDF are unchanged).")
+
+
+@contextmanager
+def _figure_notes() -> Iterator[None]:
+    """Print the gaps figures were drawn with (each also said on the figure) as one summary
+    on stderr, after the figures are written."""
+    import warnings
+
+    from curvekit.figures.render import FigureNotesWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", FigureNotesWarning)
+        try:
+            yield
+        finally:
+            found = [r.message for r in caught if isinstance(r.message, FigureNotesWarning)]
+            for record in caught:
+                if not isinstance(record.message, FigureNotesWarning):
+                    warnings.warn_explicit(record.message, record.category, record.filename,
+                                           record.lineno)
+            if found:
+                count = sum(len(w.notes) for w in found)
+                click.echo(f"Note: {len(found)} figure(s) drawn with {count} gap(s), each "
+                           "also written on its panel:", err=True)
+                for w in found:
+                    click.echo(f"  Figure {w.figure}:", err=True)
+                    for note in w.notes:
+                        click.echo(f"    - {note}", err=True)
+
+
 EXIT_EMPTY = 3
 """Exit status of steps-to-result and best when no batch size has a row (stdout still holds
 the empty table, stderr says why); a partly empty result exits 0 with warnings."""
@@ -546,10 +580,11 @@ def plot() -> None:
               help="Overlay the regime fit: fitted line and shaded regimes.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
               help="Output file (default steps-to-result.<format>).")
+@scale_option
 def plot_steps_to_result(workload: str, metric: str, maximize: bool, trials: int | None,
                          max_steps: float | None, max_examples: float | None,
                          home: Path | None, statuses: tuple[str, ...], fmt: str, goal: float,
-                         with_fit: bool, out: Path | None) -> None:
+                         with_fit: bool, out: Path | None, scale: float) -> None:
     """Steps to result against batch size, log2 × log2, with the perfect-scaling line.
 
     Batch sizes that do not reach the goal are left out and stderr says why. When none
@@ -563,21 +598,22 @@ def plot_steps_to_result(workload: str, metric: str, maximize: bool, trials: int
         chart, meta = plot_(_open(home), workload, metric, goal, maximize=maximize,
                             trials=trials, step_budget=max_steps, example_budget=max_examples,
                             statuses=statuses, fit=with_fit)
-    target = save(chart, out or Path(f"steps-to-result.{fmt}"), meta, fmt=fmt)
+    target = save(chart, out or Path(f"steps-to-result.{fmt}"), meta, fmt=fmt, scale=scale)
     click.echo(f"Wrote {target}")
 
 
 def _save_plot(chart: Any, meta: dict[str, Any], out: Path | None, default: str,
-               fmt: str) -> None:
+               fmt: str, scale: float) -> None:
     from curvekit.figures.output import save
 
-    target = save(chart, out or Path(f"{default}.{fmt}"), meta, fmt=fmt)
+    target = save(chart, out or Path(f"{default}.{fmt}"), meta, fmt=fmt, scale=scale)
     click.echo(f"Wrote {target}")
 
 
 def _out_option(default: str) -> Callable[[F], F]:
-    return click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
-                        help=f"Output file (default {default}.<format>).")
+    out = click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+                       help=f"Output file (default {default}.<format>).")
+    return lambda f: out(scale_option(f))
 
 
 @plot.command("metaparameters")
@@ -590,7 +626,7 @@ def _out_option(default: str) -> Callable[[F], F]:
 def plot_metaparameters(workload: str, metric: str, maximize: bool, trials: int | None,
                         max_steps: float | None, max_examples: float | None,
                         home: Path | None, fmt: str, goal: float, parameter: str,
-                        out: Path | None) -> None:
+                        out: Path | None, scale: float) -> None:
     """The winning trial's metaparameter per batch size, with the scaling heuristics."""
     from curvekit.figures.plots import plot_metaparameters as plot_
 
@@ -598,7 +634,7 @@ def plot_metaparameters(workload: str, metric: str, maximize: bool, trials: int 
         chart, meta = plot_(_open(home), workload, metric, goal, parameter=parameter,
                             maximize=maximize, trials=trials, step_budget=max_steps,
                             example_budget=max_examples)
-    _save_plot(chart, meta, out, "metaparameters", fmt)
+    _save_plot(chart, meta, out, "metaparameters", fmt, scale)
 
 
 @plot.command("scatter")
@@ -609,14 +645,15 @@ def plot_metaparameters(workload: str, metric: str, maximize: bool, trials: int 
 @_out_option("scatter")
 def plot_scatter(workload: str, metric: str, maximize: bool, trials: int | None,
                  max_steps: float | None, max_examples: float | None, home: Path | None,
-                 fmt: str, goal: float, batch_size: int, out: Path | None) -> None:
+                 fmt: str, goal: float, batch_size: int, out: Path | None,
+                 scale: float) -> None:
     """Learning rate vs 1 - momentum of one study: goal achieved, not achieved, infeasible."""
     from curvekit.figures.plots import plot_scatter as plot_
 
     chart, meta = plot_(_open(home), workload, metric, goal, batch_size,
                         maximize=maximize, trials=trials, step_budget=max_steps,
                         example_budget=max_examples)
-    _save_plot(chart, meta, out, "scatter", fmt)
+    _save_plot(chart, meta, out, "scatter", fmt, scale)
 
 
 @plot.command("best")
@@ -626,14 +663,14 @@ def plot_scatter(workload: str, metric: str, maximize: bool, trials: int | None,
 @_out_option("best")
 def plot_best(workload: str, metric: str, maximize: bool, trials: int | None,
               max_steps: float | None, max_examples: float | None, home: Path | None,
-              fmt: str, goal: float | None, out: Path | None) -> None:
+              fmt: str, goal: float | None, out: Path | None, scale: float) -> None:
     """The best value of the metric per batch size, within the budgets."""
     from curvekit.figures.plots import plot_best as plot_
 
     with _explained():
         chart, meta = plot_(_open(home), workload, metric, goal=goal, maximize=maximize,
                             trials=trials, step_budget=max_steps, example_budget=max_examples)
-    _save_plot(chart, meta, out, "best", fmt)
+    _save_plot(chart, meta, out, "best", fmt, scale)
 
 
 @main.command("figure")
@@ -641,8 +678,9 @@ def plot_best(workload: str, metric: str, maximize: bool, trials: int | None,
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
               help="Output file (default figure-NN.<format>).")
 @plot_format_option
+@scale_option
 @home_option
-def figure_(number: int, out: Path | None, fmt: str, home: Path | None) -> None:
+def figure_(number: int, out: Path | None, fmt: str, scale: float, home: Path | None) -> None:
     """Render the paper's figure NUMBER (1–24) from the store."""
     from contextlib import nullcontext
 
@@ -654,9 +692,10 @@ def figure_(number: int, out: Path | None, fmt: str, home: Path | None) -> None:
         from curvekit.figures.render import check_figure_number, figure_spec
 
         check_figure_number(number)  # a wrong number is the first thing to hear about
-        chart, meta = figure_spec(number, _open(home))
+        with _figure_notes():
+            chart, meta = figure_spec(number, _open(home))
         target = save(chart, out or Path(f"figure-{number:02d}.{fmt}"), meta, fmt=fmt,
-                      renderer=renderer)
+                      scale=scale, renderer=renderer)
     click.echo(f"Wrote {target}")
 
 
@@ -664,12 +703,17 @@ def figure_(number: int, out: Path | None, fmt: str, home: Path | None) -> None:
 @click.option("--out", "folder", type=click.Path(file_okay=False, path_type=Path),
               default=Path("figures"), show_default=True, help="Output folder.")
 @plot_format_option
+@scale_option
 @home_option
-def figures(folder: Path, fmt: str, home: Path | None) -> None:
-    """Render every available figure of the paper into a folder, with an index.html gallery."""
+def figures(folder: Path, fmt: str, scale: float, home: Path | None) -> None:
+    """Render every available figure of the paper into a folder, with an index.html gallery.
+
+    Figures drawn with gaps (a curve normalized at another batch size, a curve without
+    points) say so on the panel; stderr lists them once, after the run."""
     from curvekit.figures.render import render_all
 
-    written = render_all(_open(home), folder, fmt=fmt)
+    with _figure_notes():
+        written = render_all(_open(home), folder, fmt=fmt, scale=scale)
     click.echo(f"Wrote {len(written)} figures and {folder / 'index.html'}")
 
 

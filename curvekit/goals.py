@@ -24,7 +24,7 @@ from curvekit.release.manifest import Manifest, load_manifest
 if TYPE_CHECKING:
     from curvekit.store.store import Store
 
-__all__ = ["Goal", "default_goal", "paper_goal", "round_significant"]
+__all__ = ["Goal", "default_goal", "goal_source", "paper_goal", "round_significant"]
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,21 @@ class Goal:
     maximize: bool
     trials: int
     source: str
+
+
+def goal_source(goal: Goal) -> str:
+    """Where ``goal`` comes from, in words, for charts and pages.
+
+    >>> goal_source(Goal("w", "val/error", 0.3, False, 100, "Fig 1"))
+    "the paper's goal (Fig 1)"
+    >>> goal_source(Goal("w", "val/error", 0.3, False, 100, "origin"))
+    'the goal recorded with the workload'
+    """
+    if goal.source == "rule":
+        return "computed: median best value, rounded"
+    if goal.source == "origin":
+        return "the goal recorded with the workload"
+    return f"the paper's goal ({goal.source})"
 
 
 def round_significant(value: float, *, up: bool, digits: int = 2) -> float:

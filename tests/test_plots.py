@@ -59,7 +59,8 @@ def test_png_renders_with_a_sidecar(home: Path, tmp_path: Path) -> None:
     data = (tmp_path / "p.png").read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack(">II", data[16:24])
-    assert 400 < width < 900 and 320 < height < 600  # 360×300 plot area, axes, legend
+    # 360×300 plot area, axes, legend, at the default PNG scale of 2
+    assert 800 < width < 1800 and 640 < height < 1200
     assert json.loads((tmp_path / "p.png.json").read_text())["plot"] == "steps-to-result"
     no_fit = json.loads(CliRunner().invoke(main, [
         "plot", "steps-to-result", WORKLOAD, "--metric", "val/classification_error",

@@ -16,26 +16,34 @@ Examples
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import polars as pl
 
+from curvekit.figures.layout import CONFIG, MIN_FONT, TEXT, spaced_ticks, wrap
 from curvekit.figures.vegalite import Spec, channel, dataset, top_level
 
 if TYPE_CHECKING:
-    from curvekit.fit import RegimeFit
+    from curvekit.fit import CriticalBatchFit, RegimeFit
 
 __all__ = [
     "OUTCOMES",
     "Title",
     "best_chart",
     "contour_lines",
+    "grouped",
     "half_decade_limits",
+    "legible_title",
     "log2_axis",
+    "log10_axis",
     "metaparameter_chart",
+    "note_layer",
+    "noted",
     "scatter_chart",
+    "scatter_outcomes",
     "search_space_chart",
     "steps_chart",
 ]
@@ -71,33 +79,97 @@ def _tooltips(*fields: str) -> list[Spec]:
 
 
 def _legend(orient: LegendOrient | None, size: float) -> Spec:
-    """A legend outside on the right, or inside the plot at ``orient`` (e.g. ``top-left``)."""
+    """A legend outside on the right, or inside the plot at ``orient`` (e.g. ``top-left``).
+
+    Its labels are never smaller than the legible minimum, whatever the spec asks.
+    """
+    size = max(size, MIN_FONT["legend_label"])
     if orient is None:
         return {"labelFontSize": size}
     return {"orient": orient, "labelFontSize": size, "fillColor": "white", "padding": 3,
             "strokeColor": "#ccc"}
 
 
+def legible_title(title: Title, width: float | None) -> Title:
+    """``title`` at no less than the legible size, broken into lines that fit ``width``
+    (``None``: one line, for a chart that stands alone and has room for it).
+
+    >>> legible_title({"text": "a/b", "fontSize": 6}, 200)
+    {'text': 'a/b', 'fontSize': 10.0}
+    >>> legible_title("Simple CNN on MNIST", 200)
+    'Simple CNN on MNIST'
+    """
+    props: dict[str, Any] = dict(title) if isinstance(title, dict) else {"text": title}
+    size = max(float(props.get("fontSize", TEXT["panel_title"])), MIN_FONT["panel_title"])
+    if "fontSize" in props:
+        props["fontSize"] = size
+    text = props.get("text")
+    if isinstance(text, str) and width is not None:
+        lines = wrap(text, width, size)
+        props["text"] = lines[0] if len(lines) == 1 else lines
+    sub = props.get("subtitle")
+    if sub is not None:
+        sub_size = max(float(props.get("subtitleFontSize", TEXT["note"])), MIN_FONT["note"])
+        props["subtitleFontSize"] = sub_size
+        items = [sub] if isinstance(sub, str) else list(sub)
+        props["subtitle"] = items if width is None else [
+            line for item in items for line in wrap(item, width, sub_size)]
+    if set(props) == {"text"} and isinstance(props["text"], str):
+        return str(props["text"])
+    return props
+
+
 def _layers(layers: list[Spec], datasets: Datasets, *, title: Title, width: float,
             height: float, **properties: Any) -> Spec:
-    """A complete layered chart; properties that are None are left out."""
-    spec = {"layer": layers, "title": title, "width": width, "height": height,
-            **{k: v for k, v in properties.items() if v is not None}}
+    """A complete layered chart; properties that are None are left out. The title gets a
+    legible size (a figure also wraps it to its panel), and the legibility ``config`` goes
+    with the chart (a figure lifts it to its top level, the one place Vega-Lite reads it)."""
+    spec = {"layer": layers, "title": legible_title(title, None), "width": width,
+            "height": height, **{k: v for k, v in properties.items() if v is not None},
+            "config": CONFIG}
     return top_level(spec, datasets)
 
 
-def log2_axis(title: str, values: Sequence[float], domain: tuple[float, float] | None = None
-              ) -> tuple[Spec, Spec]:
-    """A log2 scale with power-of-two ticks labelled 2^k: (scale, axis) properties."""
+def _power_label(base: int) -> Any:
+    def label(value: float) -> str:
+        return f"{base}^{round(math.log(value, base))}"
+    return label
+
+
+def log2_axis(title: str, values: Sequence[float], domain: tuple[float, float] | None = None,
+              *, length: float = 200, orient: Literal["x", "y"] = "x") -> tuple[Spec, Spec]:
+    """A log2 scale with power-of-two ticks labelled 2^k: (scale, axis) properties.
+
+    The ticks are every power of two, or every other, every third ... as the axis's
+    ``length`` in pixels allows without two labels overlapping.
+    """
     scale: Spec = {"type": "log", "base": 2}
     if domain is not None:
         scale["domain"] = list(domain)
     ticks = _powers_of_two([*values, *(domain or ())])
-    if len(ticks) > 12:  # keep labels readable: every other power
-        ticks = ticks[:: math.ceil(len(ticks) / 12)]
-    axis = {"title": title, "values": ticks, "grid": True, "labelOverlap": "greedy",
+    if domain is not None:
+        ticks = [t for t in ticks if domain[0] <= t <= domain[1]]
+    ticks = spaced_ticks(ticks, length, orient, _power_label(2), domain=domain)
+    axis = {"title": title, "values": ticks, "grid": True,
             "labelExpr": "'2^' + round(log(datum.value) / log(2))"}
     return scale, axis
+
+
+def log10_axis(title: str, domain: tuple[float, float], *, length: float = 200,
+               orient: Literal["x", "y"] = "x") -> tuple[Spec, Spec]:
+    """A log10 scale over ``domain`` with power-of-ten ticks labelled 10^k, spaced as
+    :func:`log2_axis` spaces its ticks: (scale, axis) properties.
+
+    >>> scale, axis = log10_axis("Learning Rate", (1e-4, 1e-1))
+    >>> axis["values"] == [1e-4, 1e-3, 1e-2, 1e-1]
+    True
+    """
+    lo, hi = math.ceil(math.log10(domain[0]) - 1e-9), math.floor(math.log10(domain[1]) + 1e-9)
+    ticks = [float(f"1e{k}") for k in range(lo, hi + 1)]
+    ticks = spaced_ticks(ticks, length, orient, _power_label(10), domain=domain)
+    axis = {"title": title, "values": ticks, "grid": True,
+            "labelExpr": "'10^' + round(log(datum.value) / log(10))"}
+    return {"type": "log", "domain": list(domain)}, axis
 
 
 def _select(label: str, value: Any, options: Sequence[Any], name: str) -> Spec:
@@ -117,8 +189,11 @@ def steps_chart(
     title: Title,
     scaling_label: str | None = None,
     normalize_at: int | None = None,
+    anchors: Mapping[str, int] | None = None,
     ylim: tuple[float, float] | None = None,
     fit: RegimeFit | None = None,
+    critical: CriticalBatchFit | None = None,
+    notes: Sequence[str] = (),
     legend: LegendOrient | None = None,
     legend_size: float = 8,
     select: str | None = None,
@@ -129,17 +204,21 @@ def steps_chart(
 
     ``curves`` are (label, table with ``batch_size`` and ``step``). The curve named
     ``scaling_label`` gets the black dashed perfect-scaling line, drawn at its own batch
-    sizes. ``normalize_at`` divides each curve by its steps at that batch size. ``fit``
-    overlays a regime fit of the (single) curve: the fitted line and shaded regimes, both
-    labelled as fits. With ``select`` (the selector's name, e.g. "goal"), one curve shows
-    at a time, chosen in a drop-down (``scaling_label`` first), each with its own
-    perfect-scaling line.
+    sizes. ``normalize_at`` divides each curve by its steps at that batch size, or at the
+    batch size ``anchors`` names for it (a curve without a point at ``normalize_at``).
+    ``fit`` overlays a regime fit of the curve ``scaling_label`` (the only curve, or the one
+    selected): the fitted line and the shaded regimes the fitted model has, labelled as
+    fits; ``critical`` adds the critical-batch-size curve. With ``select`` (the selector's
+    name, e.g. "goal"), one curve shows at a time, chosen in a drop-down (``scaling_label``
+    first), each with its own perfect-scaling line. ``notes`` are lines written inside the
+    plot: what is missing from it and why.
     """
+    anchors = dict(anchors or {})
     frames = []
     for label, table in curves:
         t = table.select(pl.col("batch_size").cast(pl.Float64), pl.col("step").cast(pl.Float64))
         if normalize_at is not None:
-            at = t.filter(pl.col("batch_size") == normalize_at)["step"]
+            at = t.filter(pl.col("batch_size") == anchors.get(label, normalize_at))["step"]
             t = t.with_columns(pl.col("step") / at[0])
         frames.append(t.with_columns(pl.lit(label).alias("curve")))
     data = pl.concat(frames) if frames else pl.DataFrame(
@@ -153,24 +232,33 @@ def steps_chart(
         ref = data.filter(pl.col("curve") == label).sort("batch_size")
         if ref.height:
             b0, s0 = ref["batch_size"][0], ref["step"][0]
-            anchor = (normalize_at / ref["batch_size"]) if normalize_at is not None else (
-                s0 * b0 / ref["batch_size"])
+            anchor = (anchors.get(label, normalize_at) / ref["batch_size"]
+                      if normalize_at is not None else s0 * b0 / ref["batch_size"])
             lines.append(ref.select("batch_size", anchor.alias("step"), "curve"))
     if lines:
         line = pl.concat(lines)
     ys = data["step"].to_list() + ([] if line is None else line["step"].to_list())
-    x_scale, x_axis = log2_axis("Batch Size", data["batch_size"].to_list())
+    if fit is not None:
+        ys += [float(v) for v in fit.predict(fit.batch_sizes)]
+    x_scale, x_axis = log2_axis("Batch Size", data["batch_size"].to_list(), length=width)
     y_title = ("Steps" if normalize_at is None
                else f"Steps / (Steps at B={int(normalize_at)})")
-    y_scale, y_axis = log2_axis(y_title, ys, ylim)
+    y_scale, y_axis = log2_axis(y_title, ys, ylim, length=height, orient="y")
+    # A panel of several curves keeps its legend when only one is left to draw: the line
+    # must still say which it is, and the note says where the others went.
+    keyed = len(curves) > 1 or bool(notes)
     color = channel("curve:N", sort=labels, title=None,
-                    legend=_legend(legend, legend_size) if len(curves) > 1 else None)
+                    legend=_legend(legend, legend_size) if keyed else None)
     x = channel("batch_size:Q", scale=x_scale, axis=x_axis)
     y = channel("step:Q", scale=y_scale, axis=y_axis)
     datasets: Datasets = {}
     layers: list[Spec] = []
+    name = _param_name(select) if select is not None else None
     if fit is not None:
-        layers += _fit_layers(fit, x_scale, y_scale, datasets)
+        # With a drop-down, the fit (made at the main goal) shows with that goal only.
+        shown = (None if name is None else
+                 [{"filter": f"{name} === {json.dumps(scaling_label)}"}])
+        layers += _fit_layers(fit, critical, x_scale, y_scale, datasets, shown)
     clip = ylim is not None  # fixed limits: keep marks inside the plot
     curve_layer: Spec = {
         "data": dataset(data, datasets),
@@ -183,8 +271,7 @@ def steps_chart(
                  "clip": clip},
         "encoding": {"x": x, "y": y}}
     params = None
-    if select is not None and labels:
-        name = _param_name(select)
+    if name is not None and labels:
         params = [_select(name, scaling_label or labels[0], labels, f"{select} ")]
         curve_layer["transform"] = _only("curve", name)
         if line_layer is not None:
@@ -192,8 +279,54 @@ def steps_chart(
     layers.append(curve_layer)
     if line_layer is not None:
         layers.append(line_layer)
-    return _layers(layers, datasets, title=title, width=width, height=height,
+    if notes and data.is_empty():
+        layers.append(note_layer(notes, datasets, empty=True))
+    return _layers(layers, datasets, title=noted(title, notes), width=width, height=height,
                    resolve=_INDEPENDENT_COLOR, params=params)
+
+
+def grouped(notes: Sequence[str]) -> list[str]:
+    """Notes of the form ``label: reason`` with one line per reason, listing the labels.
+
+    >>> grouped(["10k steps: no study ran the budget", "20k steps: no study ran the budget"])
+    ['10k steps, 20k steps: no study ran the budget']
+    """
+    reasons: dict[str, list[str]] = {}
+    for note in notes:
+        label, sep, reason = note.partition(": ")
+        if sep and ": " not in reason:
+            reasons.setdefault(reason, []).append(label)
+        else:
+            reasons.setdefault(note, [])
+    return [f"{', '.join(labels)}: {reason}" if labels else reason
+            for reason, labels in reasons.items()]
+
+
+def noted(title: Title, notes: Sequence[str]) -> Title:
+    """``title`` with ``notes`` (what the panel lacks, and why) as its red subtitle.
+
+    >>> title = noted("Figure", ["a: no point at B=64; normalized at B=128"])
+    >>> " | ".join(title["subtitle"])
+    'a: no point at B=64; normalized at B=128'
+    """
+    if not notes:
+        return title
+    base = dict(title) if isinstance(title, dict) else {"text": title}
+    return {**base, "subtitle": grouped(notes), "subtitleColor": "#b00000",
+            "subtitleFontSize": TEXT["note"]}
+
+
+def note_layer(notes: Sequence[str], datasets: Datasets, *, empty: bool = False) -> Spec:
+    """Text inside the plot saying what is missing from it: at its centre when nothing
+    else is drawn, else along its bottom edge."""
+    lines = ["Nothing to draw:", *grouped(notes)] if empty else grouped(notes)
+    rows = pl.DataFrame({"note": ["\n".join(lines)]})  # one row: the text is drawn once
+    size = TEXT["note"]
+    # placed in data-free units: the panel's centre (an empty panel has no scales to use)
+    return {"data": dataset(rows, datasets),
+            "mark": {"type": "text", "fontSize": size, "color": "#b00000",
+                     "lineHeight": size + 3},
+            "encoding": {"text": {"value": lines}}}
 
 
 def _param_name(label: str) -> str:
@@ -201,30 +334,53 @@ def _param_name(label: str) -> str:
     return "select_" + "".join(c if c.isalnum() else "_" for c in label)
 
 
-def _fit_layers(fit: RegimeFit, x_scale: Spec, y_scale: Spec, datasets: Datasets
+def _fit_layers(fit: RegimeFit, critical: CriticalBatchFit | None, x_scale: Spec,
+                y_scale: Spec, datasets: Datasets, shown: list[Spec] | None = None
                 ) -> list[Spec]:
-    """Shaded regimes and the fitted line of a regime fit."""
+    """Shaded regimes, the fitted line and the critical-batch curve of a fit.
+
+    The legend lists the regimes the chosen model has, in its order, under the model's
+    name; the two lines are keyed by a second legend. ``shown`` filters every layer (a
+    drop-down shows them with one curve only).
+    """
     import numpy as np
 
     b = fit.batch_sizes
     lo, hi = float(b.min()), float(b.max())
     edges = [lo, *fit.breakpoints, hi]
-    bands = pl.DataFrame({
-        "start": edges[:-1], "end": edges[1:],
-        "regime": [f"{REGIME_LABELS[s]} (fit)" for s in fit.segments]})
-    domain = [f"{name} (fit)" for name in REGIME_COLORS]
-    shade = {"data": dataset(bands, datasets), "mark": {"type": "rect", "opacity": 0.12},
+    names = [f"{REGIME_LABELS[s]} (fit)" for s in fit.segments]
+    bands = pl.DataFrame({"start": edges[:-1], "end": edges[1:], "regime": names})
+    colors = [REGIME_COLORS[REGIME_LABELS[s]] for s in fit.segments]
+    shade: Spec = {"data": dataset(bands, datasets),
+                   "mark": {"type": "rect", "opacity": 0.12},
              "encoding": {
                  "x": channel("start:Q", scale=x_scale), "x2": {"field": "end"},
-                 "color": channel("regime:N", scale={"domain": domain,
-                                                     "range": list(REGIME_COLORS.values())},
-                                  title=f"Regimes (fit: {fit.model})")}}
+                 "color": channel("regime:N", scale={"domain": names, "range": colors},
+                                  title=f"Regimes (fit: {fit.model.replace('+', ' + ')})",
+                                  legend={"orient": "right", "titleLimit": 0,
+                                          "labelLimit": 0})}}
     grid = np.exp2(np.linspace(math.log2(lo), math.log2(hi), 64))
-    line = pl.DataFrame({"batch_size": grid, "step": fit.predict(grid)})
-    fitted = {"data": dataset(line, datasets),
-              "mark": {"type": "line", "color": "#c44e52", "strokeWidth": 1.5, "opacity": 0.9},
+    lines = [pl.DataFrame({"batch_size": grid, "step": fit.predict(grid),
+                           "fit": "regime fit"})]
+    keys, strokes, dashes = ["regime fit"], ["#c44e52"], [[1, 0]]
+    if critical is not None:
+        lines.append(pl.DataFrame({"batch_size": grid, "step": critical.predict(grid),
+                                   "fit": f"critical batch fit (B_crit ≈ {critical.b_crit:,.0f})"}))
+        keys.append(lines[-1]["fit"][0])
+        strokes.append("#8172b3")
+        dashes.append([2, 2])
+    fitted: Spec = {"data": dataset(pl.concat(lines), datasets),
+              "mark": {"type": "line", "strokeWidth": 1.5, "opacity": 0.9, "clip": True},
               "encoding": {"x": channel("batch_size:Q", scale=x_scale),
-                           "y": channel("step:Q", scale=y_scale)}}
+                           "y": channel("step:Q", scale=y_scale),
+                           "stroke": channel("fit:N", scale={"domain": keys, "range": strokes},
+                                             title="Fitted curves",
+                                             legend={"orient": "right", "labelLimit": 0}),
+                           "strokeDash": channel("fit:N", scale={"domain": keys,
+                                                                 "range": dashes},
+                                                 legend=None)}}
+    if shown is not None:
+        shade["transform"] = fitted["transform"] = shown
     return [shade, fitted]
 
 
@@ -263,8 +419,8 @@ def metaparameter_chart(
                                     pl.lit("Square Root Heuristic").alias("curve")))
     guides = pl.concat(lines) if lines else None
     ys = data["value"].to_list() + ([] if guides is None else guides["value"].to_list())
-    x_scale, x_axis = log2_axis("Batch Size", data["batch_size"].to_list())
-    y_scale, y_axis = log2_axis(y_title, ys)
+    x_scale, x_axis = log2_axis("Batch Size", data["batch_size"].to_list(), length=width)
+    y_scale, y_axis = log2_axis(y_title, ys, length=height, orient="y")
     labels = [label for label, _ in curves]
     domain = [*labels, *(["Linear Heuristic", "Square Root Heuristic"] if guides is not None
                          else [])]
@@ -313,7 +469,8 @@ def best_chart(
               .with_columns(pl.lit(label).alias("curve")) for label, t in curves]
     data = pl.concat(frames) if frames else pl.DataFrame(
         schema={"batch_size": pl.Float64, "value": pl.Float64, "curve": pl.String})
-    x_scale, x_axis = log2_axis("Batch Size", data["batch_size"].to_list(), xlim)
+    x_scale, x_axis = log2_axis("Batch Size", data["batch_size"].to_list(), xlim,
+                                length=width)
     y_scale: Spec = {"zero": False} if ylim is None else {"zero": False, "domain": list(ylim)}
     labels = [label for label, _ in curves]
     color = channel("curve:N", sort=labels, title=None,
@@ -333,7 +490,7 @@ def best_chart(
             "mark": {"type": "rule", "color": "grey", "strokeDash": [1, 2], "strokeWidth": 1},
             "encoding": {"y": channel("value:Q"),
                          "opacity": channel("label:N", title=None,
-                                            legend={"labelFontSize": 6})}})
+                                            legend=_legend(None, legend_size))}})
     return _layers(layers, datasets, title=title, width=width, height=height,
                    resolve=_INDEPENDENT_COLOR)
 
@@ -393,6 +550,17 @@ def half_decade_limits(values: Sequence[float]) -> tuple[float, float]:
     return 10.0 ** (lo / 2), 10.0 ** (hi / 2)
 
 
+BEST_TRIAL = "Best Trial"
+"""The legend entry of the winning trial's star."""
+
+
+def scatter_outcomes(trials: pl.DataFrame) -> set[str]:
+    """The legend entries a scatter of ``trials`` draws: their outcomes, and the star of
+    the winner if there is one."""
+    found = set(trials["outcome"].to_list())
+    return found | ({BEST_TRIAL} if trials["winner"].any() else set())
+
+
 def scatter_chart(
     trials: pl.DataFrame,
     *,
@@ -402,67 +570,90 @@ def scatter_chart(
     legend: LegendOrient | None = "bottom-right",
     legend_size: float = 8,
     select: Sequence[int] | None = None,
+    outcomes: Collection[str] | None = None,
     width: float = 200,
     height: float = 175,
 ) -> Spec:
     """Learning rate against 1 − momentum, log10 × log10, one mark per trial.
+
+    The legend lists ``outcomes`` (default: those the trials have, and the star if there
+    is a winner); a figure passes the outcomes of all its panels so that they share it.
 
     With ``select`` (batch sizes; ``trials`` then has a ``batch_size`` column), one study
     shows at a time, chosen in a drop-down, on limits shared by all of them.
 
     ``trials`` has ``learning_rate``, ``momentum``, ``outcome`` (one of
     :data:`OUTCOMES`) and ``winner``. Goal achieved: blue circles; not achieved: red
-    triangles; infeasible: black crosses; a yellow star on the winning trial; ten black
-    contours of constant effective learning rate.
+    triangles; infeasible: black crosses; a yellow star on the winning trial (a legend
+    entry of its own); ten black contours of constant effective learning rate.
+
+    Trials without momentum (plain SGD: every momentum missing or 0) have no 1 − momentum
+    to draw: the chart then shows learning rate against the outcome, one row per outcome.
     """
+    momentum = trials["momentum"].cast(pl.Float64)
+    with_momentum = momentum.drop_nulls().filter(momentum.drop_nulls() != 0).len() > 0
     data = trials.select(
         pl.col("learning_rate").cast(pl.Float64),
         # rounded so that 1 - 0.9 lands on 0.1, not a hair below it
         (1 - pl.col("momentum").cast(pl.Float64)).round(12).alias("one_minus_momentum"),
         "outcome", "winner", pl.col("trial_id"),
         *(["batch_size"] if select is not None else []))
-    if xlim is None or ylim is None:
-        xlim = xlim or half_decade_limits(data["learning_rate"].to_list())
-        ylim = ylim or half_decade_limits(data["one_minus_momentum"].to_list())
-    x_scale, y_scale = {"type": "log", "domain": list(xlim)}, {"type": "log",
-                                                               "domain": list(ylim)}
-    x = channel("learning_rate:Q", title="Learning Rate", scale=x_scale, axis={"grid": True})
-    y = channel("one_minus_momentum:Q", title="1 - Momentum", scale=y_scale,
-                axis={"grid": True})
+    xlim = xlim or half_decade_limits(data["learning_rate"].to_list())
+    x_scale, x_axis = log10_axis("Learning Rate", xlim, length=width)
+    x = channel("learning_rate:Q", scale=x_scale, axis=x_axis)
     datasets: Datasets = {}
-    contours = {"data": dataset(contour_lines(xlim, ylim), datasets),
-                "mark": {"type": "line", "color": "black", "opacity": 0.5, "strokeWidth": 0.8,
-                         "clip": True},
-                "encoding": {"x": channel("x:Q", scale=x_scale),
-                             "y": channel("y:Q", scale=y_scale),
-                             "detail": channel("level:N")}}
+    layers: list[Spec] = []
+    if with_momentum:
+        ylim = ylim or half_decade_limits(data["one_minus_momentum"].to_list())
+        y_scale, y_axis = log10_axis("1 - Momentum", ylim, length=height, orient="y")
+        y = channel("one_minus_momentum:Q", scale=y_scale, axis=y_axis)
+        layers.append({
+            "data": dataset(contour_lines(xlim, ylim), datasets),
+            "mark": {"type": "line", "color": "black", "opacity": 0.5, "strokeWidth": 0.8,
+                     "clip": True},
+            "encoding": {"x": channel("x:Q", scale=x_scale), "y": channel("y:Q", scale=y_scale),
+                         "detail": channel("level:N")}})
+    else:
+        y = channel("outcome:N", title=None, sort=list(OUTCOMES),
+                    scale={"domain": list(OUTCOMES)}, axis={"grid": False})
     keys = _legend(legend, legend_size) if legend else None
+    if outcomes is None:
+        outcomes = scatter_outcomes(trials)
+    entries = [e for e in (*OUTCOMES, BEST_TRIAL) if e in outcomes]
 
     def by_outcome(values: list[Any], **properties: Any) -> Spec:
-        return channel("outcome:N", scale={"domain": list(OUTCOMES), "range": values},
+        styles = dict(zip((*OUTCOMES, BEST_TRIAL), values, strict=True))
+        return channel("outcome:N", scale={"domain": entries,
+                                           "range": [styles[e] for e in entries]},
                        **properties)
 
+    color = by_outcome(["#4c72b0", "#c44e52", "black", "#f2d03b"], legend=keys, title=None)
+    shape = by_outcome(["circle", "triangle-up", X_SHAPE, STAR_SHAPE], legend=keys, title=None)
     points: Spec = {
         "data": dataset(data, datasets), "mark": {"type": "point", "filled": True, "clip": True},
         "encoding": {
-            "x": x, "y": y,
-            "color": by_outcome(["#4c72b0", "#c44e52", "black"], legend=keys, title=None),
-            "shape": by_outcome(["circle", "triangle-up", X_SHAPE], legend=keys, title=None),
-            "size": by_outcome([40, 40, 25], legend=None),
-            "opacity": by_outcome([1.0, 0.7, 0.7], legend=None),
+            "x": x, "y": y, "color": color, "shape": shape,
+            "size": by_outcome([40, 40, 25, 300], legend=None),
+            "opacity": by_outcome([1.0, 0.7, 0.7, 1.0], legend=None),
             "tooltip": _tooltips("trial_id:Q", "outcome:N", "learning_rate:Q",
-                                 "one_minus_momentum:Q")}}
+                                 *(["one_minus_momentum:Q"] if with_momentum else []))}}
+    # The star is the winner drawn again on top, as a "Best Trial" row: the shared scales
+    # give it its legend entry beside the three outcomes.
+    winners = data.filter(pl.col("winner")).with_columns(pl.lit(BEST_TRIAL).alias("outcome"),
+                                                         pl.lit(OUTCOMES[0]).alias("row"))
     star: Spec = {
-        "data": dataset(data.filter(pl.col("winner")), datasets),
-        "mark": {"type": "point", "filled": True, "shape": STAR_SHAPE, "size": 400,
-                 "color": "#f2d03b", "stroke": "black", "strokeWidth": 0.5, "clip": True},
-        "encoding": {"x": x, "y": y}}
+        "data": dataset(winners, datasets),
+        "mark": {"type": "point", "filled": True, "stroke": "black", "strokeWidth": 0.5,
+                 "size": 300, "opacity": 1, "clip": True},
+        # without momentum, the winner's star sits on the Goal Achieved row
+        "encoding": {"x": x, "y": y if with_momentum else {**y, "field": "row"},
+                     "color": color, "shape": shape}}
     params = None
     if select:
         params = [_select("select_batch_size", int(select[0]), [int(b) for b in select],
                           "batch size ")]
         points["transform"] = star["transform"] = _only("batch_size", "select_batch_size")
-    return _layers([contours, points, star], datasets, title=title, width=width,
+    return _layers([*layers, points, star], datasets, title=title, width=width,
                    height=height, params=params)
 
 
@@ -487,17 +678,16 @@ def search_space_chart(
                              .otherwise(floor).alias("low"),
                              pl.lit("Search Space").alias("series"))
     xs = [*winners["batch_size"].to_list(), *band["batch_size"].to_list()]
-    x_scale, x_axis = log2_axis("Batch Size", xs)
+    x_scale, x_axis = log2_axis("Batch Size", xs, length=width)
     x = channel("batch_size:Q", scale=x_scale, axis=x_axis)
     top = 10.0 ** math.ceil(math.log10(max(positive))) if positive else 1.0
-    y_scale = {"type": "log", "domain": [floor, top]}
+    y_scale, y_axis = log10_axis(y_title, (floor, top), length=height, orient="y")
     color = channel("series:N", scale={"domain": ["Optimal Learning Rate", "Search Space"],
                                        "range": ["#4c72b0", "grey"]}, title=None)
     datasets: Datasets = {}
     area = {"data": dataset(band, datasets),
             "mark": {"type": "area", "opacity": 0.2, "stroke": "grey", "strokeWidth": 0.5},
-            "encoding": {"x": x, "y": channel("low:Q", scale=y_scale, title=y_title,
-                                              axis={"grid": True}),
+            "encoding": {"x": x, "y": channel("low:Q", scale=y_scale, axis=y_axis),
                          "y2": {"field": "high"}, "color": color}}
     winners = winners.with_columns(pl.lit("Optimal Learning Rate").alias("series"))
     line = {"data": dataset(winners, datasets), "mark": {"type": "line", "point": _TRIANGLES},

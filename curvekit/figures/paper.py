@@ -43,6 +43,9 @@ def _figure1() -> Figure:
     return Figure(1, "Steps to result vs batch size, nine workloads", 3, 3, panels)
 
 
+_METRIC_NAMES = {CLS: "classification error", CE: "cross entropy", AP: "average precision"}
+
+
 def _figure2() -> Figure:
     spec = (
         ("Simple CNN on MNIST", "mnist/simple_cnn_base/nesterov_momentum", CLS,
@@ -53,7 +56,8 @@ def _figure2() -> Figure:
          (0.25, 0.27, 0.29, 0.31)),
     )
     panels = tuple(
-        Panel(title, "steps", tuple(Curve(w, f"goal error = {g!r}", metric, g) for g in goals))
+        Panel(title, "steps", tuple(Curve(w, f"goal {_METRIC_NAMES[metric]} = {g!r}", metric, g)
+                                    for g in goals))
         for title, w, metric, goals in spec)
     return Figure(2, "Steps to result for several goals", 1, 3, panels)
 
@@ -256,12 +260,11 @@ def _figure12() -> Figure:
     for title, w, n_train, metric, y_title, steps, epochs, xlim, ylim in rows:
         panels.append(Panel(title, "best", tuple(
             Curve(w, f"{k}k steps", metric, trials=None, step_budget=k * 1000.0, eligible=True)
-            for k in steps), xlim=xlim, ylim=ylim, y_title=y_title, legend="top-right",
-                            legend_size=9))
+            for k in steps), xlim=xlim, ylim=ylim, y_title=y_title, legend_size=9))
         panels.append(Panel(title, "best", tuple(
             Curve(w, f"{e!r} epochs", metric, trials=None, example_budget=e * n_train,
                   eligible=True) for e in epochs), xlim=xlim, ylim=ylim, y_title=y_title,
-                            legend="top-left", legend_size=9))
+                            legend_size=9))
     return Figure(12, "Best validation metric, step vs epoch budgets", 4, 2, tuple(panels),
                   aspect=4 / 3)
 
@@ -305,7 +308,7 @@ def _figure23() -> Figure:
     names = [w["name"] for w in load_manifest("batch_science").workloads]
     return Figure(23, "Steps to result for every workload", 7, 5, tuple(
         Panel("{workload}, goal {goal}", "steps", (Curve(name, name, goal=None),),
-              scaling_label=name) for name in names), width_in=15.0, title_size=6)
+              scaling_label=name) for name in names), width_in=15.0)
 
 
 FIGURES: dict[int, Figure] = {f.number: f for f in (
@@ -314,11 +317,11 @@ FIGURES: dict[int, Figure] = {f.number: f for f in (
     _scatter(9, "LR-momentum scatter, fixed epoch budget", 2, 3, tuple(
         (f"Batch Size {b}", _LM1B_BASE, b) for b in (128, 256, 512, 1024, 2048, 4096)),
         metric=CE, goal=3.9, example_budget=float(LM1B_EPOCH), lims=(10**-4.5, 10**-0.5),
-        ylim=(1e-6, 10.0), legend_size=5.5),
+        ylim=(1e-6, 10.0)),
     _scatter(10, "LR-momentum scatter, fixed step budget", 2, 3, tuple(
         (f"Batch Size {b}", _LM1B_BASE, b) for b in (512, 1024, 2048, 4096, 8192, 16384)),
         metric=CE, goal=3.9, step_budget=25_000.0, lims=(10**-4.5, 10**-0.5),
-        ylim=(1e-6, 10.0), legend_size=5.5),
+        ylim=(1e-6, 10.0)),
     _scatter(11, "LR-momentum scatter, four Transformer sizes", 2, 2, tuple(
         (label, w, 1024) for label, w, *_ in _TRANSFORMERS), metric=CE, goal=4.2,
         step_budget=50_000.0, lims=(1e-4, 1e-1)),

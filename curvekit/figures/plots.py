@@ -79,21 +79,29 @@ def plot_steps_to_result(store: Store, workload: str, metric: str, goal: float, 
                                      step_budget=step_budget, example_budget=example_budget,
                                      statuses=tuple(statuses))
     curve = _curve_or_refuse(store, workload, metric, goal, selection)
-    from curvekit.fit import FitError, fit_regimes
+    from curvekit.fit import FitError, fit_critical_batch, fit_regimes
 
     if fit and curve.height < 3:
         raise FitError(f"--fit needs at least 3 batch sizes on the curve, {workload} has "
                        f"{curve.height} reaching {_goal_text(metric, goal, maximize)}; "
                        "drop --fit, or widen the selection as the warnings say")
     regimes = fit_regimes(curve) if fit else None
+    critical = None
+    if fit:
+        try:
+            critical = fit_critical_batch(curve)
+        except FitError:  # the regime fit still draws; the curve has no critical-batch fit
+            critical = None
     sign = ">" if maximize else "<"
     chart = steps_chart([(workload, curve)], title=f"{workload}, {metric} {sign} {goal}",
-                        scaling_label=workload, fit=regimes, width=WIDTH, height=HEIGHT)
+                        scaling_label=workload, fit=regimes, critical=critical, width=WIDTH,
+                        height=HEIGHT)
     meta = provenance(store, plot="steps-to-result", workloads=[workload], metric=metric,
                       goal=goal, maximize=maximize, trials=trials, step_budget=step_budget,
                       example_budget=example_budget, statuses=list(statuses),
                       fit=None if regimes is None else {
                           "model": regimes.model, "breakpoints": list(regimes.breakpoints),
+                          "b_crit": None if critical is None else critical.b_crit,
                           "note": regimes.note, "definition": "docs/fits.md"})
     return to_altair(_marked(store, chart)), meta
 

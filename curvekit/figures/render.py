@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import html
 import json
+import math
 import os
 import warnings
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -18,16 +20,21 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from curvekit.errors import CurvekitError
+from curvekit.errors import CurvekitError, CurvekitWarning
 from curvekit.figures.builders import (
     Title,
     best_chart,
     half_decade_limits,
+    legible_title,
     metaparameter_chart,
+    note_layer,
+    noted,
     scatter_chart,
+    scatter_outcomes,
     search_space_chart,
     steps_chart,
 )
+from curvekit.figures.layout import CONFIG, TEXT, TITLE_OVERHANG
 from curvekit.figures.paper import FIGURES
 from curvekit.figures.plots import provenance
 from curvekit.figures.spec import Curve, Figure, Panel
@@ -40,7 +47,8 @@ from curvekit.store.store import Store
 if TYPE_CHECKING:
     import altair as alt
 
-__all__ = ["FigureError", "check_figure_number", "figure", "figure_spec", "render_all"]
+__all__ = ["FigureError", "FigureNotesWarning", "check_figure_number", "figure", "figure_spec",
+           "render_all"]
 
 
 Limits = tuple[tuple[float, float], tuple[float, float]]
@@ -51,9 +59,21 @@ class FigureError(CurvekitError):
     """A figure cannot be drawn: unknown number, or workloads missing from the store."""
 
 
-def _resolve(store: Store, panel: Panel) -> Panel:
+class FigureNotesWarning(CurvekitWarning):
+    """A figure was drawn with gaps, each said on the figure itself: a curve normalized at
+    another batch size, a curve or panel without points, a fallback metric.
+
+    ``figure`` is the figure's number and ``notes`` the notes, one per gap (``panel: what``).
+    """
+
+    def __init__(self, figure: int, notes: Sequence[str]) -> None:
+        self.figure, self.notes = figure, list(notes)
+        super().__init__(f"Figure {figure}: " + "; ".join(self.notes))
+
+
+def _resolve(store: Store, panel: Panel, notes: list[str] | None = None) -> Panel:
     """Fill in render-time choices: the paper's goal where a curve's goal is None, and the
-    fallback metric of a curve whose workload lacks its metric (retitled, with a warning)."""
+    fallback metric of a curve whose workload lacks its metric (retitled, noted)."""
     curves, title = [], panel.title
     for c in panel.curves:
         if c.goal is None and panel.kind in ("steps", "metaparameter", "search_space"):
@@ -62,8 +82,9 @@ def _resolve(store: Store, panel: Panel) -> Panel:
             title = panel.title.format(workload=c.workload, goal=f"{g.goal!r}") + (
                 " (rule)" if g.source == "rule" else "")
         if c.fallback_metric and c.metric not in store.metrics(c.workload):
-            warnings.warn(f"{c.workload} has no {c.metric}; drawing {c.fallback_metric} "
-                          "instead", stacklevel=2)
+            if notes is not None:
+                notes.append(f"{c.workload} has no {c.metric}; drawn with "
+                             f"{c.fallback_metric} instead")
             c = replace(c, metric=c.fallback_metric)
             title = title.replace(" (train)", " (validation)")
         curves.append(c)
@@ -96,25 +117,42 @@ def _eligible(store: Store, c: Curve, table: pl.DataFrame) -> pl.DataFrame:
     return table.filter(pl.col("batch_size").is_in(keep.implode()))
 
 
+def _nearest(at: int, sizes: Sequence[int]) -> int:
+    """The batch size of ``sizes`` nearest ``at`` on the log2 axis (the smaller on a tie)."""
+    return min(sizes, key=lambda b: (abs(math.log2(b) - math.log2(at)), b))
+
+
 def _normalized(panel: Panel, curves: list[tuple[str, pl.DataFrame]]
-                ) -> tuple[int | None, list[tuple[str, pl.DataFrame]]]:
-    at = panel.normalize_at
-    if at is None:
-        return None, curves
-    if at == "common":
-        shared = set.intersection(*(set(t["batch_size"].to_list()) for _, t in curves))
-        if not shared:
-            raise FigureError(f"{panel.title}: no batch size reaches the goal on every curve, "
-                              "so the panel cannot be normalized")
-        at = min(shared)
-    kept = []
-    for label, table in curves:
-        if at in table["batch_size"].to_list():
-            kept.append((label, table))
-        else:
-            warnings.warn(f"{label}: no point at batch size {at}; left out of the normalized "
-                          "panel", stacklevel=3)
-    return at, kept
+                ) -> tuple[int | None, dict[str, int], list[tuple[str, pl.DataFrame]],
+                           list[str]]:
+    """The panel's normalizing batch size, the curves normalized elsewhere (label → batch
+    size), the curves to draw and the notes that say what changed.
+
+    A curve without a point at the panel's batch size is normalized at its nearest measured
+    one, and said so; a curve without any point is left out, and said so. ``common`` is the
+    smallest batch size every curve reaches, else the one most curves reach.
+    """
+    notes = [f"{label}: no batch size reaches the goal" for label, t in curves if t.is_empty()]
+    drawn = [(label, t) for label, t in curves if not t.is_empty()]
+    nominal = panel.normalize_at
+    if nominal is None or not drawn:
+        return nominal if isinstance(nominal, int) else None, {}, drawn, notes
+    at: int
+    if nominal != "common":
+        at = nominal
+    else:
+        counts: dict[int, int] = {}
+        for _, table in drawn:
+            for b in set(table["batch_size"].to_list()):
+                counts[b] = counts.get(b, 0) + 1
+        at = min(counts, key=lambda b: (-counts[b], b))
+    anchors = {}
+    for label, table in drawn:
+        sizes = table["batch_size"].to_list()
+        if at not in sizes:
+            anchors[label] = _nearest(at, sizes)
+            notes.append(f"{label}: no point at B={at}; normalized at B={anchors[label]}")
+    return at, anchors, drawn, notes
 
 
 def _scatter_data(store: Store, panel: Panel) -> pl.DataFrame:
@@ -148,49 +186,81 @@ def _search_space(store: Store, panel: Panel, title: Title, width: float, height
 
 def _panel(store: Store, panel: Panel, width: float, height: float,
            title_size: float | None = None, limits: Limits | None = None,
-           scatter: pl.DataFrame | None = None) -> Spec:
-    """One panel's chart; ``limits`` and ``scatter`` are a scatter's shared limits and its
-    trials when the figure computed them already."""
-    panel = _resolve(store, panel)
+           scatter: pl.DataFrame | None = None, outcomes: set[str] | None = None
+           ) -> tuple[Spec, list[str]]:
+    """One panel's chart and its notes (what it lacks, and why); ``limits`` and
+    ``scatter`` are a scatter's shared limits and its trials when the figure computed
+    them already."""
+    notes: list[str] = []
+    panel = _resolve(store, panel, notes)
     title: Title = (panel.title if title_size is None
                     else {"text": panel.title, "fontSize": title_size})
     if panel.kind == "steps":
-        at, curves = _normalized(panel, [(c.label, _steps(store, c)) for c in panel.curves])
-        return steps_chart(curves, title=title, scaling_label=panel.scaling_label,
-                           normalize_at=at, ylim=panel.ylim, width=width, height=height,
-                           legend=panel.legend, legend_size=panel.legend_size)
+        at, anchors, curves, more = _normalized(
+            panel, [(c.label, _steps(store, c)) for c in panel.curves])
+        notes += more
+        spec = steps_chart(curves, title=title, scaling_label=panel.scaling_label,
+                           normalize_at=at, anchors=anchors, ylim=panel.ylim, width=width,
+                           height=height, legend=panel.legend, legend_size=panel.legend_size,
+                           notes=notes)
+        spec["title"] = legible_title(spec["title"], width + TITLE_OVERHANG)
+        return spec, notes
     if panel.kind == "metaparameter":
         curves = [(c.label, _steps(store, c).select(
             "batch_size", pl.col(panel.y).alias("value"))) for c in panel.curves]
-        return metaparameter_chart(curves, title=title, y_title=panel.y_title,
+        notes += [f"{label}: no batch size reaches the goal"
+                  for label, t in curves if t.is_empty()]
+        spec = metaparameter_chart([(label, t) for label, t in curves if not t.is_empty()],
+                                   title=title, y_title=panel.y_title,
                                    heuristics=panel.heuristics, width=width, height=height,
                                    legend=panel.legend, legend_size=panel.legend_size)
-    if panel.kind == "scatter":
+    elif panel.kind == "scatter":
         xlim, ylim = limits or (panel.xlim, panel.ylim)
         trials = scatter if scatter is not None else _scatter_data(store, panel)
-        return scatter_chart(trials, title=title, xlim=xlim, ylim=ylim,
+        spec = scatter_chart(trials, title=title, xlim=xlim, ylim=ylim,
                              legend=panel.legend or "bottom-right",
-                             legend_size=panel.legend_size, width=width, height=height)
-    if panel.kind == "search_space":
-        return _search_space(store, panel, title, width, height)
-    curves = []
-    for c in panel.curves:
-        best = _eligible(store, c, store.best_measurement(c.workload, c.metric, **_options(c)))
-        curves.append((c.label, best.select("batch_size", pl.col(c.metric).alias("value"))))
-    goal = panel.curves[0].goal if panel.curves and panel.goal_line else None
-    return best_chart(curves, title=title, y_title=panel.y_title, goal_line=goal,
-                      xlim=panel.xlim, ylim=panel.ylim, legend=panel.legend,
-                      legend_size=panel.legend_size, width=width, height=height)
+                             legend_size=panel.legend_size, outcomes=outcomes, width=width,
+                             height=height)
+    elif panel.kind == "search_space":
+        spec = _search_space(store, panel, title, width, height)
+        if not spec["datasets"] or all(not rows for rows in spec["datasets"].values()):
+            notes.append("no batch size reaches the goal")
+    else:
+        curves = []
+        for c in panel.curves:
+            best = _eligible(store, c, store.best_measurement(c.workload, c.metric,
+                                                              **_options(c)))
+            if best.is_empty():
+                notes.append(f"{c.label}: no study ran the budget" if c.eligible
+                             else f"{c.label}: no measurements")
+                continue
+            curves.append((c.label, best.select("batch_size", pl.col(c.metric).alias("value"))))
+        first = panel.curves[0] if panel.curves else None
+        goal = first.goal if first is not None and panel.goal_line else None
+        spec = best_chart(curves, title=title, y_title=panel.y_title, goal_line=goal,
+                          goal_label=_goal_label(first) if first is not None else "goal",
+                          xlim=panel.xlim, ylim=panel.ylim, legend=panel.legend,
+                          legend_size=panel.legend_size, width=width, height=height)
+    # in a grid, a long title would run into the next panel's: break it into lines
+    spec["title"] = legible_title(noted(spec["title"], notes), width + TITLE_OVERHANG)
+    if notes and all(not rows for rows in spec["datasets"].values()):
+        spec["layer"].append(note_layer(notes, spec["datasets"], empty=True))
+    return spec, notes
+
+
+def _goal_label(c: Curve) -> str:
+    """A goal line's legend entry: the goal with the metric it is a goal of."""
+    return f"goal {c.metric} {'>' if c.maximize else '<'} {c.goal!r}"
 
 
 def _shared_limits(store: Store, spec: Figure
                    ) -> tuple[Limits | None, dict[int, pl.DataFrame]]:
     """Half-decade limits over every scatter panel of a figure that shares them, and each
     scatter panel's trials (by panel index), so that no study is queried twice."""
-    if not spec.shared_limits:
-        return None, {}
     frames = {i: _scatter_data(store, _resolve(store, p)) for i, p in enumerate(spec.panels)
               if p.kind == "scatter"}
+    if not spec.shared_limits or not frames:
+        return None, frames
     data = pl.concat(list(frames.values()))
     return (half_decade_limits(data["learning_rate"].to_list()),
             half_decade_limits((1 - data["momentum"]).to_list())), frames
@@ -214,16 +284,64 @@ def _check(number: int, store: Store) -> Figure:
     return spec
 
 
-def _charts(spec: Figure, store: Store) -> list[Spec]:
+def _charts(spec: Figure, store: Store) -> tuple[list[Spec], list[str]]:
+    """Every panel's chart, and the notes of all of them (``panel title: note``)."""
     width, height = spec.size_px
     panel_w, panel_h = width / spec.cols - 60, height / spec.rows - 60
     limits, scatters = _shared_limits(store, spec)
+    # the scatters' legend lists what any of them draws, so that they share one
+    outcomes = set().union(*map(scatter_outcomes, scatters.values())) if scatters else None
     # DuckDB releases the GIL: two panels query at once, each on its thread's cursor.
     with store.one_thread_per_query(), ThreadPoolExecutor(max_workers=2) as pool:
-        return list(pool.map(
+        drawn = list(pool.map(
             lambda i: _panel(store, spec.panels[i], panel_w, panel_h, spec.title_size, limits,
-                             scatters.get(i)),
+                             scatters.get(i), outcomes),
             range(len(spec.panels))))
+    notes = [f"{_plain(chart.get('title'))}: {note}" for chart, panel_notes in drawn
+             for note in panel_notes]
+    return [chart for chart, _ in drawn], notes
+
+
+def _plain(title: Any) -> str:
+    """A chart title as one line of text."""
+    if isinstance(title, dict):
+        title = title.get("text", "")
+    return " ".join(title) if isinstance(title, list) else str(title or "")
+
+
+def _legend_channels(panel: Spec) -> list[Spec]:
+    """The encoding channels of a panel that draw a legend."""
+    return [enc for layer in panel.get("layer", [])
+            for name, enc in layer.get("encoding", {}).items()
+            if name in _LEGEND_CHANNELS and enc.get("type") == "nominal"
+            and enc.get("legend", {}) is not None and "field" in enc]
+
+
+_LEGEND_CHANNELS = ("color", "fill", "stroke", "shape", "size", "opacity", "strokeDash")
+
+
+def _share_legends(panels: list[Spec], cols: int) -> None:
+    """One legend for a figure whose panels all have the same one: kept outside the plot of
+    the first row's last panel, dropped from the others."""
+    if len(panels) < 2:
+        return
+
+    def signature(panel: Spec) -> str:
+        return json.dumps([(c["field"], c.get("scale", {}).get("domain"), c.get("sort"))
+                           for c in _legend_channels(panel)])
+
+    first = signature(panels[0])
+    if first == "[]" or any(signature(p) != first for p in panels[1:]):
+        return
+    keep = min(cols, len(panels)) - 1
+    for i, panel in enumerate(panels):
+        for enc in _legend_channels(panel):
+            if i == keep:
+                enc["legend"] = {k: v for k, v in enc["legend"].items()
+                                 if k not in ("orient", "fillColor", "padding", "strokeColor")
+                                 } if isinstance(enc.get("legend"), dict) else {}
+            else:
+                enc["legend"] = None
 
 
 def _provenance(spec: Figure, store: Store) -> dict[str, Any]:
@@ -252,21 +370,32 @@ def figure_spec(number: int, store: Store | None = None) -> tuple[Spec, dict[str
     The spec is a grid (rows of ``hconcat`` in a ``vconcat``) of one layered chart per
     panel, with the panels' data in its ``datasets``. ``store`` defaults to the current
     store of curvekit's home.
+
+    A panel that lacks a curve, or draws one normalized at another batch size than the
+    others, says so in a note inside it; the provenance lists the notes under ``notes``,
+    and one :class:`FigureNotesWarning` carries them all.
     """
     store = store or Store.open()
     spec = _check(number, store)
-    panels = _charts(spec, store)
+    panels, notes = _charts(spec, store)
+    _share_legends(panels, spec.cols)
     datasets: dict[str, Any] = {}
     for panel in panels:
         datasets.update(panel.pop("datasets"))
         del panel["$schema"]
+        panel.pop("config", None)  # Vega-Lite reads config at the top level only
     rows = [{"hconcat": panels[i:i + spec.cols], "resolve": _LEGENDS}
             for i in range(0, len(panels), spec.cols)]
     note = synthetic_note(store)
+    title: Spec = {"text": _title(spec), "fontSize": TEXT["figure_title"]}
     out = {"$schema": SCHEMA, "vconcat": rows, "resolve": _LEGENDS,
-           "title": subtitled(_title(spec), note) if note else _title(spec),
-           "datasets": datasets}
-    return out, _provenance(spec, store)
+           "title": subtitled(title, note) if note else title,
+           "config": CONFIG, "datasets": datasets}
+    meta = _provenance(spec, store)
+    meta["notes"] = notes
+    if notes:
+        warnings.warn(FigureNotesWarning(number, notes), stacklevel=2)
+    return out, meta
 
 
 def figure(number: int, store: Store | None = None
@@ -280,12 +409,13 @@ def figure(number: int, store: Store | None = None
     return to_altair(spec), meta
 
 
-def render_all(store: Store, folder: str | os.PathLike[str], *, fmt: str = "png"
-               ) -> list[Path]:
+def render_all(store: Store, folder: str | os.PathLike[str], *, fmt: str = "png",
+               scale: float = 1.0) -> list[Path]:
     """Render every available figure into ``folder`` plus an ``index.html`` gallery.
 
     A figure whose workloads are missing from the store is listed in the gallery with the
-    reason instead of failing the whole run.
+    reason instead of failing the whole run. ``scale`` multiplies a PNG's pixel size.
+    Each figure drawn with gaps gives a :class:`FigureNotesWarning`.
     """
     from curvekit.figures.output import save
 
@@ -300,7 +430,7 @@ def render_all(store: Store, folder: str | os.PathLike[str], *, fmt: str = "png"
         except FigureError as exc:
             items.append(f"<li><h2>Figure {number}</h2><p>{html.escape(str(exc))}</p></li>")
             continue
-        written.append(save(chart, folder / name, meta, fmt=fmt))
+        written.append(save(chart, folder / name, meta, fmt=fmt, scale=scale))
         title = html.escape(FIGURES[number].title)
         body = (f'<img src="{name}" alt="Figure {number}">' if fmt in ("png", "svg")
                 else f'<a href="{name}">{name}</a>')

@@ -20,7 +20,7 @@ from typing import Any
 import polars as pl
 
 from curvekit.errors import CurvekitError
-from curvekit.fit import fit_workload
+from curvekit.fit import CriticalBatchFit, RegimeFit, fit_workload
 from curvekit.goals import Goal, default_goal, round_significant
 from curvekit.measure import trial_outcomes
 from curvekit.store.store import Store
@@ -42,6 +42,8 @@ class WorkloadData:
     scatter: pl.DataFrame = field(repr=False)  # trial_outcomes of every study
     best: pl.DataFrame = field(repr=False)  # batch_size, value
     fit: dict[str, Any] = field(default_factory=dict)
+    regimes: RegimeFit | None = field(default=None, repr=False)  # drawn on the steps chart
+    critical: CriticalBatchFit | None = field(default=None, repr=False)
 
 
 def goal_choices(goal: Goal, best_values: list[float], *, limit: int = 5) -> list[float]:
@@ -80,14 +82,17 @@ def workload_data(store: Store, workload: str, *, bootstrap: int = 200,
     studies = store.trials(workload)
     counts = {s: int((studies["status"] == s).sum()) for s in
               ("COMPLETE", "INCOMPLETE", "INFEASIBLE")}
+    regimes, critical = None, None
     try:
-        fitted = fit_workload(store, workload, metric, goal.goal, maximize=maximize,
+        result = fit_workload(store, workload, metric, goal.goal, maximize=maximize,
                               trials=trials, bootstrap_samples=bootstrap, seed=seed,
-                              explain=False).summary()
+                              explain=False)
+        fitted, regimes, critical = result.summary(), result.regimes, result.critical
     except CurvekitError as exc:
         fitted = {"note": str(exc)}
     return WorkloadData(
         workload=workload, goal=goal, goals=goals,
         batch_sizes=sorted(store.studies(workload)["batch_size"].to_list()),
         trial_counts=counts, steps=pl.concat(frames), optimal=optimal, scatter=scatter,
-        best=best.select("batch_size", pl.col(metric).alias("value")), fit=fitted)
+        best=best.select("batch_size", pl.col(metric).alias("value")), fit=fitted,
+        regimes=regimes, critical=critical)

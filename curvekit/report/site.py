@@ -56,7 +56,7 @@ from curvekit.figures.page import (
     json_script,
     page_name,
 )
-from curvekit.goals import Goal
+from curvekit.goals import Goal, goal_source
 from curvekit.report.data import WorkloadData, workload_data
 from curvekit.store.catalog import synthetic_note
 from curvekit.store.store import Store
@@ -140,7 +140,8 @@ def _charts(data: WorkloadData) -> list[tuple[str, dict[str, Any]]]:
     main_label = f"{g.metric} {sign} {g.goal!r}"
     charts: list[tuple[str, dict[str, Any]]] = [
         ("steps", steps_chart(steps, title="Steps to result", scaling_label=main_label,
-                              select="goal", width=380, height=300)),
+                              select="goal", fit=data.regimes, critical=data.critical,
+                              width=380, height=300)),
         ("optimal", metaparameter_chart(
             [("Optimal Effective Learning Rate", data.optimal)],
             title=f"Optimal effective learning rate ({main_label})",
@@ -153,14 +154,15 @@ def _charts(data: WorkloadData) -> list[tuple[str, dict[str, Any]]]:
             scatter, title=f"Trials at {main_label}", select=sizes, width=380, height=300)))
     charts.append(("best", best_chart(
         [(data.workload, data.best)], title="Best value per batch size",
-        y_title=f"Best {g.metric}", goal_line=g.goal, goal_label="goal", width=380,
+        y_title=f"Best {g.metric}", goal_line=g.goal,
+        goal_label=f"goal {g.metric} {sign} {g.goal!r} ({goal_source(g)})", width=380,
         height=300)))
     return charts
 
 
 def _workload_page(data: WorkloadData, note: str | None = None) -> str:
     g, fit = data.goal, data.fit
-    source = "the paper's goal" if g.source != "rule" else "the median rule"
+    source = goal_source(g)
     facts = (
         f"<p>{len(data.batch_sizes)} batch sizes ({data.batch_sizes[0]:,}–"
         f"{data.batch_sizes[-1]:,}); trials: "
