@@ -11,6 +11,11 @@ from collections.abc import Callable, Generator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# Property tests check values, not speed: a loaded CI machine must not fail them on time.
+settings.register_profile("curvekit", deadline=None)
+settings.load_profile("curvekit")
 
 ROOT = "batch_science"
 
