@@ -251,7 +251,10 @@ class Sweep:
         data["steps"] = {str(b): s for b, s in self.steps.items()}
         data["spaces"] = {o: {str(b): c for b, c in per.items()}
                           for o, per in self.spaces.items()}
-        data["protocol"] = None if self.protocol is None else self.protocol.to_json()
+        # A tuned sweep's plan stays as it was before protocols existed (same plan.json).
+        data.pop("protocol")
+        if self.protocol is not None:
+            data["protocol"] = self.protocol.to_json()
         return {"plan_format": PLAN_FORMAT, **data}
 
     @classmethod
