@@ -174,6 +174,7 @@ def test_ghost_batch_norm_is_plain_batch_norm_at_the_batch_size(kind: str) -> No
     dims = [0, *range(2, x.dim())]
     chunk_means = torch.stack([c.mean(dim=dims) for c in x.split(8)]).mean(dim=0)
     assert torch.allclose(small.layer.running_mean, 0.1 * chunk_means, atol=1e-6)
+    assert small.layer.num_batches_tracked is not None
     assert int(small.layer.num_batches_tracked) == 1
     small.eval()  # evaluation uses the running statistics, as plain BN does
     assert torch.allclose(small(x), small.layer(x))
