@@ -580,16 +580,22 @@ def plot() -> None:
               help="Overlay the regime fit: fitted line and shaded regimes.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
               help="Output file (default steps-to-result.<format>).")
+@click.option("--compare", "compare", multiple=True, metavar="WORKLOAD",
+              help="Overlay another workload's steps to result, e.g. a scaling protocol's "
+                   "runs NAME/MODEL/sgd+linear-scaling (repeatable).")
 @scale_option
 def plot_steps_to_result(workload: str, metric: str, maximize: bool, trials: int | None,
                          max_steps: float | None, max_examples: float | None,
                          home: Path | None, statuses: tuple[str, ...], fmt: str, goal: float,
-                         with_fit: bool, out: Path | None, scale: float) -> None:
+                         with_fit: bool, out: Path | None, compare: tuple[str, ...],
+                         scale: float) -> None:
     """Steps to result against batch size, log2 × log2, with the perfect-scaling line.
 
     Batch sizes that do not reach the goal are left out and stderr says why. When none
     reaches it nothing is written: a blank chart would say nothing, so the command fails
-    (exit 1) with the explanation.
+    (exit 1) with the explanation. --compare draws more workloads on the same axes (the
+    tuned frontier beside a heuristic protocol); the perfect-scaling line and --fit stay
+    WORKLOAD's.
     """
     from curvekit.figures.output import save
     from curvekit.figures.plots import plot_steps_to_result as plot_
@@ -597,7 +603,7 @@ def plot_steps_to_result(workload: str, metric: str, maximize: bool, trials: int
     with _explained():
         chart, meta = plot_(_open(home), workload, metric, goal, maximize=maximize,
                             trials=trials, step_budget=max_steps, example_budget=max_examples,
-                            statuses=statuses, fit=with_fit)
+                            statuses=statuses, fit=with_fit, compare=compare)
     target = save(chart, out or Path(f"steps-to-result.{fmt}"), meta, fmt=fmt, scale=scale)
     click.echo(f"Wrote {target}")
 
@@ -767,6 +773,22 @@ def _steps(text: str) -> int | dict[int, int]:
                                  "8:4000,16:2000", param_hint="--steps") from None
 
 
+def _base_parameters(items: tuple[str, ...]) -> dict[str, float]:
+    """``--base-parameter NAME=VALUE`` options as a mapping of numbers."""
+    out: dict[str, float] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        try:
+            number = float(value)
+        except ValueError:
+            number = math.nan
+        if not sep or not key.strip() or not math.isfinite(number):
+            raise click.BadParameter(f"{item!r}: give NAME=VALUE with a finite number, such "
+                                     "as momentum=0.9", param_hint="--base-parameter")
+        out[key.strip()] = number
+    return out
+
+
 @main.command("run")
 @click.argument("name", required=False)
 @click.option("--dataset", default="digits", show_default=True,
@@ -778,8 +800,9 @@ def _steps(text: str) -> int | dict[int, int]:
               help="Comma-separated: sgd, momentum, nesterov_momentum, adam.")
 @click.option("--batch-sizes", default="16,64,256", show_default=True,
               help="Comma-separated batch sizes; 'full' is the whole training set.")
-@click.option("--trials", type=click.IntRange(min=1), default=8, show_default=True,
-              help="Trials (quasi-random search points) per batch size.")
+@click.option("--trials", type=click.IntRange(min=1),
+              help="Trials (quasi-random search points) per batch size [default: 8; 1 seed "
+                   "with a scaling protocol].")
 @click.option("--steps", default="1000", show_default=True,
               help="Step budget of every trial, or per batch size as 8:4000,16:2000,...")
 @click.option("--eval-every", type=click.IntRange(min=1), default=50, show_default=True,
@@ -803,19 +826,45 @@ def _steps(text: str) -> int | dict[int, int]:
               help="Where torchvision data sets (MNIST, ...) are.")
 @click.option("--no-store", is_flag=True, help="Keep the results in the work folder only.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
+@click.option("--protocol", type=click.Choice(["tuned", "linear-scaling", "sqrt-scaling"]),
+              default="tuned", show_default=True,
+              help="tuned: search at every batch size; linear-/sqrt-scaling: scale a base "
+                   "learning rate with the batch size, no search (--trials seeds each).")
+@click.option("--base-batch-size", type=click.IntRange(min=1),
+              help="Scaling protocols: the batch size the base setting belongs to.")
+@click.option("--base-learning-rate", type=click.FloatRange(min=0, min_open=True),
+              help="Scaling protocols: the learning rate at the base batch size (default: "
+                   "the best trial of the tuned workload there, from the store).")
+@click.option("--base-parameter", "base_parameters", multiple=True, metavar="NAME=VALUE",
+              help="Scaling protocols: another base metaparameter, e.g. momentum=0.9 "
+                   "(repeatable).")
+@click.option("--warmup", default="0", show_default=True,
+              help="Scaling protocols: warmup in steps (200) or epochs (5e).")
+@click.option("--ghost-batch-size", type=click.IntRange(min=2),
+              help="Scaling protocols: batch-norm statistics per chunk of this many examples "
+                   "(models with batch norm, e.g. fc_128_128_bn).")
 @home_option
 def run(name: str | None, dataset: str, model: str, optimizers: str, batch_sizes: str,
-        trials: int, steps: str, eval_every: int, space: Path | None, seed: int, sampler: str,
-        device: str, workers: int | None, executor: str, ray_address: str | None,
-        work_dir: Path | None, data_dir: Path | None, no_store: bool, quiet: bool,
-        home: Path | None) -> None:
+        trials: int | None, steps: str, eval_every: int, space: Path | None, seed: int,
+        sampler: str, device: str, workers: int | None, executor: str,
+        ray_address: str | None, work_dir: Path | None, data_dir: Path | None,
+        no_store: bool, quiet: bool, protocol: str, base_batch_size: int | None,
+        base_learning_rate: float | None, base_parameters: tuple[str, ...], warmup: str,
+        ghost_batch_size: int | None, home: Path | None) -> None:
     """Train a sweep with the paper's protocol and add it to the store.
 
     One study per optimizer and batch size, each with --trials quasi-random trials of a
     fixed step budget; the results become workloads NAME/MODEL/OPTIMIZER (NAME defaults
     to the data set's name). Run the same command again to resume an interrupted sweep.
+
+    With --protocol linear-scaling or sqrt-scaling, each batch size trains the learning
+    rate scaled from --base-batch-size (warmup, then the paper's linear decay), --trials
+    seeds each (default 1), into the workload NAME/MODEL/OPTIMIZER+PROTOCOL.
     """
     from curvekit.runner.sweep import run as run_
+
+    if trials is None:
+        trials = 8 if protocol == "tuned" else 1
 
     space_data = None
     if space is not None:
@@ -829,7 +878,10 @@ def run(name: str | None, dataset: str, model: str, optimizers: str, batch_sizes
         steps=_steps(steps), eval_every=eval_every, space=space_data, seed=seed,
         sampler=sampler, device=device, workers=workers, executor=executor,
         ray_address=ray_address, home=home, work_dir=work_dir, data_dir=data_dir,
-        store=not no_store)
+        store=not no_store, protocol=protocol, base_batch_size=base_batch_size,
+        base_learning_rate=base_learning_rate,
+        base_parameters=_base_parameters(base_parameters), warmup=warmup,
+        ghost_batch_size=ghost_batch_size)
     if quiet:
         result = run_(name, **options)
     else:

@@ -66,19 +66,26 @@ def plot_steps_to_result(store: Store, workload: str, metric: str, goal: float, 
                          step_budget: float | None = None,
                          example_budget: float | None = None,
                          statuses: Sequence[str] = ("COMPLETE",),
-                         fit: bool = False) -> tuple[alt.TopLevelMixin, dict[str, Any]]:
+                         fit: bool = False, compare: Sequence[str] = ()
+                         ) -> tuple[alt.TopLevelMixin, dict[str, Any]]:
     """Steps to result of one workload, with the perfect-scaling line and optionally the fit.
 
     Returns the chart and its provenance (for :func:`curvekit.figures.output.save`).
     Batch sizes that do not reach the goal are left out and explained by
     :class:`curvekit.measure.EmptyResultWarning` warnings; when none reaches it there is
     nothing to draw, and a :class:`~curvekit.errors.QueryError` says why instead of a blank
-    chart.
+    chart. ``compare`` overlays more workloads, measured the same way (e.g. the tuned
+    frontier and a scaling protocol's runs, ``.../sgd`` and ``.../sgd+linear-scaling``):
+    one series each, in a legend; the perfect-scaling line and the fit belong to
+    ``workload``.
     """
     selection: dict[str, Any] = dict(maximize=maximize, trials=trials,
                                      step_budget=step_budget, example_budget=example_budget,
                                      statuses=tuple(statuses))
+    others = list(dict.fromkeys(w for w in compare if w != workload))
     curve = _curve_or_refuse(store, workload, metric, goal, selection)
+    extra = [(other, _curve_or_refuse(store, other, metric, goal, selection))
+             for other in others]
     from curvekit.fit import FitError, fit_critical_batch, fit_regimes
 
     if fit and curve.height < 3:
@@ -93,10 +100,13 @@ def plot_steps_to_result(store: Store, workload: str, metric: str, goal: float, 
         except FitError:  # the regime fit still draws; the curve has no critical-batch fit
             critical = None
     sign = ">" if maximize else "<"
-    chart = steps_chart([(workload, curve)], title=f"{workload}, {metric} {sign} {goal}",
-                        scaling_label=workload, fit=regimes, critical=critical, width=WIDTH,
-                        height=HEIGHT)
-    meta = provenance(store, plot="steps-to-result", workloads=[workload], metric=metric,
+    # Compared, the legend names the workloads: the title keeps only what they share.
+    title = f"{metric} {sign} {goal}" if others else f"{workload}, {metric} {sign} {goal}"
+    chart = steps_chart([(workload, curve), *extra], title=title, scaling_label=workload,
+                        fit=regimes, critical=critical, legend="bottom" if others else None,
+                        width=WIDTH, height=HEIGHT)
+    meta = provenance(store, plot="steps-to-result", workloads=[workload, *others],
+                      metric=metric,
                       goal=goal, maximize=maximize, trials=trials, step_budget=step_budget,
                       example_budget=example_budget, statuses=list(statuses),
                       fit=None if regimes is None else {

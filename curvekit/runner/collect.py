@@ -64,14 +64,17 @@ def sweep_tables(sweep: Sweep, specs: Sequence[TrialSpec],
         prefix["trial_id"] = pa.array([spec.trial_id] * n, pa.int64())
         parts.append(pa.table({**prefix, **{c: table[c] for c in table.column_names}}))
     torch_versions = sorted({m["torch_version"] for m, _, _ in finished.values()})
-    studies = [{"base_dir": sweep.base_dir, "model": model, "optimizer": opt, "batch_size": b,
-                "dataset": sweep.dataset, "train_steps": sweep.steps[b],
+    runner: dict[str, Any] = {"curvekit": __version__, "torch": torch_versions,
+                              "trials": sweep.trials, "seed": sweep.seed,
+                              "sampler": sweep.sampler, "eval_every": sweep.eval_every,
+                              "model": sweep.model}
+    if sweep.protocol is not None:  # how the single point of each study was chosen
+        runner["protocol"] = sweep.protocol.to_json()
+    studies = [{"base_dir": sweep.base_dir, "model": model, "optimizer": sweep.directory(opt),
+                "batch_size": b, "dataset": sweep.dataset, "train_steps": sweep.steps[b],
                 "parameter_configs": _json(sweep.spaces[opt][b]),
                 "extra": _json({"runner": {
-                    "curvekit": __version__, "torch": torch_versions,
-                    "devices": sorted(devices.get((opt, b), ())), "trials": sweep.trials,
-                    "seed": sweep.seed, "sampler": sweep.sampler,
-                    "eval_every": sweep.eval_every, "model": sweep.model}}),
+                    **runner, "devices": sorted(devices.get((sweep.directory(opt), b), ()))}}),
                 "member": str(work_dir / PLAN_FILE)}
                for opt in sweep.optimizers for b in sweep.batch_sizes]
     return {"studies": pa.Table.from_pylist(studies), "trials": pa.Table.from_pylist(trials),

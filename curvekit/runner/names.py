@@ -3,10 +3,12 @@
 Models follow the release's directory names: ``fc_<width>_<width>...`` (a fully connected
 ReLU network with those hidden widths; ``fc-128-128`` is accepted too), the paper's
 ``simple_cnn_base``, ``simple_cnn_narrow`` and ``simple_cnn_wide`` (``simple_cnn`` is the
-base one), or a user's entry point ``package.module:function``.
+base one), or a user's entry point ``package.module:function``. A ``_bn`` suffix
+(``fc_128_128_bn``, ``simple_cnn_base_bn``) adds batch norm after every hidden layer, before
+its ReLU: the built-in models that ghost batch norm (``--ghost-batch-size``) applies to.
 
->>> canonical_model("fc-128-128"), canonical_model("simple_cnn")
-('fc_128_128', 'simple_cnn_base')
+>>> canonical_model("fc-128-128"), canonical_model("simple_cnn"), canonical_model("fc-64-BN")
+('fc_128_128', 'simple_cnn_base', 'fc_64_bn')
 >>> model_directory("my_models.nets:build")
 'my_models.nets.build'
 """
@@ -21,6 +23,7 @@ from typing import Any
 from curvekit.errors import RunError
 
 __all__ = [
+    "BATCH_NORM_SUFFIX",
     "DATASETS",
     "OPTIMIZERS",
     "SIMPLE_CNNS",
@@ -36,7 +39,8 @@ OPTIMIZERS = ("sgd", "momentum", "nesterov_momentum", "adam")
 DATASETS = ("digits", "mnist", "fashion_mnist", "cifar_10")
 # The paper's simple CNN: conv 5x5 (c1) -> max pool -> conv 5x5 (c2) -> max pool -> dense (d).
 SIMPLE_CNNS = {"base": (32, 64, 1024), "narrow": (16, 32, 512), "wide": (64, 128, 2048)}
-_FC = re.compile(r"fc(?:[_-][1-9][0-9]*)+")
+_FC = re.compile(r"fc(?:[_-][1-9][0-9]*)+(?:[_-]bn)?")
+BATCH_NORM_SUFFIX = "_bn"
 _ENTRY = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 
 
@@ -53,14 +57,18 @@ def canonical_model(name: str) -> str:
     lowered = text.lower()
     if _FC.fullmatch(lowered):
         return lowered.replace("-", "_")
-    if lowered in ("simple_cnn", "simple-cnn"):
-        return "simple_cnn_base"
+    norm = lowered.replace("-", "_")
+    bn = BATCH_NORM_SUFFIX if norm.endswith(BATCH_NORM_SUFFIX) else ""
+    cnn = norm.removesuffix(bn)
+    if cnn == "simple_cnn":
+        return "simple_cnn_base" + bn
     for size in SIMPLE_CNNS:
-        if lowered.replace("-", "_") == f"simple_cnn_{size}":
-            return f"simple_cnn_{size}"
+        if cnn == f"simple_cnn_{size}":
+            return f"simple_cnn_{size}{bn}"
     raise RunError(f"unknown model {name!r}; use fc_<width>_<width>... (e.g. fc_128_128), "
-                   f"simple_cnn_base, simple_cnn_narrow, simple_cnn_wide, or your own "
-                   f"builder as package.module:function")
+                   f"simple_cnn_base, simple_cnn_narrow, simple_cnn_wide (each with an "
+                   f"optional _bn suffix for batch norm), or your own builder as "
+                   f"package.module:function")
 
 
 def canonical_dataset(name: str) -> str:

@@ -35,6 +35,7 @@ from curvekit.runner.names import (
     dataset_directory,
     model_directory,
 )
+from curvekit.runner.protocols import Protocol, optimizer_directory
 from curvekit.runner.space import SearchSpace
 
 __all__ = ["PLAN_FORMAT", "Sweep", "TrialResult", "TrialSpec", "default_space"]
@@ -43,6 +44,7 @@ PLAN_FORMAT = 1
 KNOWN_PARAMETERS = {
     "learning_rate", "momentum", "end_learning_rate_factor", "learning_rate_decay_steps",
     "label_smoothing", "beta1", "beta2", "epsilon", "weight_decay",
+    "warmup_steps", "warmup_start_learning_rate", "ghost_batch_size",
 }
 _LEARNING_RATES = {"sgd": (0.01, 10.0), "momentum": (0.001, 1.0),
                    "nesterov_momentum": (0.001, 1.0), "adam": (1e-5, 0.1)}
@@ -81,7 +83,11 @@ def _stable(text: str) -> int:
 
 @dataclass(frozen=True)
 class TrialSpec:
-    """Everything one trial needs; picklable, so it travels to worker processes and Ray."""
+    """Everything one trial needs; picklable, so it travels to worker processes and Ray.
+
+    ``optimizer`` is the workload's optimizer directory: the optimizer's name, followed by
+    ``+PROTOCOL`` for a scaling protocol (:mod:`curvekit.runner.protocols`).
+    """
 
     base_dir: str
     model: str
@@ -133,17 +139,22 @@ class Sweep:
     sampler: str = "sobol"
     spaces: dict[str, dict[int, dict[str, Any]]] = field(default_factory=dict)
     data_dir: str | None = None
+    protocol: Protocol | None = None
 
     @classmethod
     def create(cls, base_dir: str | None, *, dataset: str, model: str,
                optimizers: Sequence[str], batch_sizes: Sequence[int], trials: int,
                steps: int | Mapping[int, int], eval_every: int, seed: int = 0,
                sampler: str = "sobol", space: Mapping[str, Any] | None = None,
-               data_dir: str | None = None) -> Sweep:
+               data_dir: str | None = None, protocol: Protocol | None = None,
+               n_train: int | None = None) -> Sweep:
         """Validate the options and build the plan (raises :class:`RunError`).
 
         ``space`` is one ``parameter_configs`` mapping for every study, or a mapping from
         optimizer name to one; without it each optimizer gets :func:`default_space`.
+        With a scaling ``protocol`` there is no search: each study's space is the single
+        point the protocol gives it (``n_train``, the training-set size, turns a warmup
+        in epochs into steps), and its trials differ only in their seed.
         """
         dataset, model = canonical_dataset(dataset), canonical_model(model)
         base_dir = (base_dir or dataset_directory(dataset)).strip("/")
@@ -172,6 +183,12 @@ class Sweep:
         if sampler not in ("sobol", "halton"):
             raise RunError(f"unknown sampler {sampler!r}; choose sobol or halton")
         per_opt: dict[str, Any] = {}
+        if protocol is not None and space is not None:
+            raise RunError(f"the {protocol.name} protocol does not search, so it takes no "
+                           "search space; drop --space (or use --protocol tuned)")
+        if protocol is not None and protocol.warmup.unit == "epochs" and n_train is None:
+            raise RunError(f"warmup {protocol.warmup} is in epochs: give the training-set "
+                           "size (n_train) to turn it into steps")
         if space is not None and set(space) and set(space) <= set(OPTIMIZERS):
             per_opt = dict(space)
         spaces: dict[str, dict[int, dict[str, Any]]] = {}
@@ -179,20 +196,35 @@ class Sweep:
             spaces[opt] = {}
             for b in sizes:
                 given = per_opt.get(opt, space if not per_opt else None)
-                configs = dict(given) if given is not None else default_space(opt, budget[b])
+                if protocol is not None:
+                    configs = _point_space(protocol.parameters(b, steps=budget[b],
+                                                               n_train=n_train or 1))
+                elif given is not None:
+                    configs = dict(given)
+                else:
+                    configs = default_space(opt, budget[b])
                 spaces[opt][b] = _check_space(configs, opt)
         return cls(base_dir, dataset, model, opts, sizes, int(trials),
                    {b: budget[b] for b in sizes}, int(eval_every), int(seed), sampler, spaces,
-                   data_dir)
+                   data_dir, protocol)
+
+    @property
+    def protocol_name(self) -> str:
+        """``tuned``, or the scaling protocol's name."""
+        return "tuned" if self.protocol is None else self.protocol.name
+
+    def directory(self, optimizer: str) -> str:
+        """The optimizer part of ``optimizer``'s workload name (with ``+PROTOCOL``)."""
+        return optimizer_directory(optimizer, self.protocol_name)
 
     def workloads(self) -> list[str]:
         """The store workloads this sweep writes, one per optimizer."""
         model = model_directory(self.model)
-        return [f"{self.base_dir}/{model}/{opt}" for opt in self.optimizers]
+        return [f"{self.base_dir}/{model}/{self.directory(opt)}" for opt in self.optimizers]
 
     def study_seed(self, optimizer: str, batch_size: int) -> list[int]:
         """Entropy of a study's quasi-random sequence."""
-        workload = f"{self.base_dir}/{model_directory(self.model)}/{optimizer}"
+        workload = f"{self.base_dir}/{model_directory(self.model)}/{self.directory(optimizer)}"
         return [self.seed, _stable(workload), batch_size]
 
     def trial_specs(self, *, device: str = "cpu", threads: int = 1) -> list[TrialSpec]:
@@ -207,7 +239,8 @@ class Sweep:
                 for trial_id, params in enumerate(points, start=1):
                     seed = int(np.random.SeedSequence([*entropy, trial_id])
                                .generate_state(1)[0])
-                    specs.append(TrialSpec(self.base_dir, self.model, opt, b, trial_id,
+                    specs.append(TrialSpec(self.base_dir, self.model, self.directory(opt), b,
+                                           trial_id,
                                            self.dataset, params, self.steps[b], self.eval_every,
                                            seed, self.data_dir, device, threads))
         return specs
@@ -218,6 +251,10 @@ class Sweep:
         data["steps"] = {str(b): s for b, s in self.steps.items()}
         data["spaces"] = {o: {str(b): c for b, c in per.items()}
                           for o, per in self.spaces.items()}
+        # A tuned sweep's plan stays as it was before protocols existed (same plan.json).
+        data.pop("protocol")
+        if self.protocol is not None:
+            data["protocol"] = self.protocol.to_json()
         return {"plan_format": PLAN_FORMAT, **data}
 
     @classmethod
@@ -232,7 +269,8 @@ class Sweep:
         fields["steps"] = {int(b): s for b, s in fields["steps"].items()}
         fields["spaces"] = {o: {int(b): c for b, c in per.items()}
                             for o, per in fields["spaces"].items()}
-        return cls(**fields)
+        protocol = fields.pop("protocol", None)  # plans written before protocols: tuned
+        return cls(**fields, protocol=None if protocol is None else Protocol.from_json(protocol))
 
     def differences(self, other: Sweep) -> list[str]:
         """Fields in which ``other`` is not this sweep or an extension of it.
@@ -255,6 +293,12 @@ class Sweep:
                for o in self.optimizers if o in other.optimizers for x in shared):
             out.add("spaces")
         return sorted(out)
+
+
+def _point_space(point: Mapping[str, Any]) -> dict[str, Any]:
+    """A search space holding one point: how a protocol study's configs say "no search"."""
+    return {name: {"type": "DISCRETE", "feasible_points": [value], "scale": ""}
+            for name, value in point.items()}
 
 
 def _check_space(configs: dict[str, Any], optimizer: str) -> dict[str, Any]:

@@ -7,6 +7,11 @@ folder (default ``<home>/runs/<name>/<model>``), so running the same command aga
 crash or Ctrl-C resumes with every finished trial. When all trials are done, each
 optimizer's results go into the store as a workload ``<name>/<model>/<optimizer>``, which
 ``steps-to-result``, ``fit`` and ``plot`` then read like any release workload.
+
+With a scaling ``protocol`` (:mod:`curvekit.runner.protocols`) there is no search: each
+batch size trains the point the protocol derives from a base setting, ``trials`` times with
+different seeds, into the workload ``<name>/<model>/<optimizer>+<protocol>`` (work folder
+``<home>/runs/<name>/<model>+<protocol>``).
 """
 
 from __future__ import annotations
@@ -22,11 +27,12 @@ from typing import Any
 from curvekit.errors import RunError
 from curvekit.home import resolve_home
 from curvekit.runner.executors import EXECUTORS, execute
-from curvekit.runner.names import canonical_dataset, model_directory
+from curvekit.runner.names import canonical_dataset, dataset_directory, model_directory
 from curvekit.runner.parts import finished_trials, open_work_dir, write_part
 from curvekit.runner.plan import Sweep, TrialResult
+from curvekit.runner.protocols import PROTOCOLS, TUNED, Protocol, Warmup, parse_warmup
 
-__all__ = ["Progress", "RunResult", "run"]
+__all__ = ["BASE_METRIC", "Progress", "RunResult", "base_setting", "run"]
 
 Progress = Callable[[int, int, TrialResult], None]
 """``progress(done, total, result)`` after each trial finishes and is saved."""
@@ -82,6 +88,90 @@ def _check_names(workloads: Sequence[str]) -> None:
                        "run another name (e.g. my_runs/mnist) so both can live in the store")
 
 
+BASE_METRIC = "val/classification_error"
+"""How the best trial of a tuned study is chosen as a protocol's base setting: the lowest
+value of this metric reached, then the earliest step, then the lowest trial id."""
+_MOMENTUM = ("momentum", "nesterov_momentum")
+
+
+def base_setting(home: Path, workload: str, batch_size: int) -> tuple[dict[str, Any], str]:
+    """The metaparameters of the best trial of ``workload``'s study at ``batch_size`` (by
+    :data:`BASE_METRIC`), and a note saying which trial it was."""
+    from curvekit.errors import CurvekitError
+    from curvekit.store.store import Store
+
+    fix = ("pass --base-learning-rate (and --base-parameter momentum=... for momentum "
+           "optimizers), or run the tuned sweep first")
+    try:
+        store = Store.open(home)
+    except CurvekitError as exc:
+        raise RunError(f"no base setting: {exc}; {fix}") from exc
+    with store:
+        if workload not in store.workloads():
+            raise RunError(f"no base setting: the store has no tuned workload {workload} to take "
+                           f"the best trial at batch size {batch_size} from; {fix}")
+        best = store.best_measurement(workload, BASE_METRIC, explain=False)
+        row = best.filter(best["batch_size"] == batch_size)
+        if row.is_empty():
+            have = sorted(best["batch_size"].to_list())
+            raise RunError(f"no base setting: {workload} has no COMPLETE trial with "
+                           f"{BASE_METRIC} at batch size {batch_size} (it has {have}); give "
+                           f"--base-batch-size one of those, or {fix}")
+        record = row.to_dicts()[0]
+        params = {k: record[k] for k in store.parameter_columns(workload)
+                  if k in record and record[k] is not None}
+    note = (f"{workload} trial {record['trial_id']} at batch size {batch_size} "
+            f"(best {BASE_METRIC} {record[BASE_METRIC]:.4g})")
+    return params, note
+
+
+def _protocol(name: str, sweep_name: str | None, *, dataset: str, model: str,
+              optimizers: Sequence[str], home: Path, base_batch_size: int | None,
+              base_learning_rate: float | None, base_parameters: Mapping[str, Any] | None,
+              warmup: str | int | float | Warmup, ghost_batch_size: int | None
+              ) -> Protocol | None:
+    """The sweep's protocol, its base setting resolved (None for ``tuned``)."""
+    if name not in PROTOCOLS:
+        raise RunError(f"unknown protocol {name!r}; choose {', '.join(PROTOCOLS)}")
+    length = parse_warmup(warmup)
+    if name == TUNED:
+        given = [option for option, value in (
+            ("--base-batch-size", base_batch_size), ("--base-learning-rate", base_learning_rate),
+            ("--base-parameter", base_parameters or None),
+            ("--warmup", length.value or None), ("--ghost-batch-size", ghost_batch_size))
+            if value is not None]
+        if given:
+            raise RunError(f"{', '.join(given)} only apply to the scaling protocols; add "
+                           "--protocol linear-scaling (or sqrt-scaling), or drop them")
+        return None
+    if base_batch_size is None:
+        raise RunError(f"the {name} protocol scales from a base batch size: pass "
+                       "--base-batch-size")
+    opts = list(dict.fromkeys(optimizers))
+    if len(opts) != 1:
+        raise RunError(f"the {name} protocol takes one optimizer, got {', '.join(opts)}; "
+                       "run one command per optimizer (each gets its own base setting)")
+    optimizer = opts[0]
+    params = dict(base_parameters or {})
+    if base_learning_rate is not None:
+        params["learning_rate"] = base_learning_rate
+    source = "given"
+    if "learning_rate" not in params:
+        from curvekit.runner.names import model_directory
+
+        base_dir = (sweep_name or dataset_directory(dataset)).strip("/")
+        tuned, source = base_setting(home, f"{base_dir}/{model_directory(model)}/{optimizer}",
+                                     int(base_batch_size))
+        params = {**tuned, **params}
+    if optimizer in _MOMENTUM and "momentum" not in params:
+        raise RunError(f"{optimizer} needs a momentum in the base setting; pass "
+                       "--base-parameter momentum=0.9 (for example)")
+    if optimizer not in _MOMENTUM and "momentum" in params:
+        raise RunError(f"{optimizer} has no momentum; drop momentum from the base setting")
+    return Protocol.create(name, base_batch_size=base_batch_size, base_parameters=params,
+                           warmup=length, ghost_batch_size=ghost_batch_size, base_from=source)
+
+
 def run(
     name: str | None = None,
     *,
@@ -104,6 +194,12 @@ def run(
     data_dir: str | os.PathLike[str] | None = None,
     store: bool = True,
     progress: Progress | None = None,
+    protocol: str = TUNED,
+    base_batch_size: int | None = None,
+    base_learning_rate: float | None = None,
+    base_parameters: Mapping[str, Any] | None = None,
+    warmup: str | int | float = 0,
+    ghost_batch_size: int | None = None,
 ) -> RunResult:
     """Run a sweep (or resume it) and add its workloads to the store.
 
@@ -136,6 +232,19 @@ def run(
     progress
         Called as ``progress(done, total, result)`` after each trial is saved; an exception
         it raises stops the sweep, keeping every trial saved so far.
+    protocol
+        ``tuned`` (the paper's search at every batch size), ``linear-scaling`` or
+        ``sqrt-scaling`` (:mod:`curvekit.runner.protocols`: one optimizer; ``trials`` is
+        then the number of seeds per batch size).
+    base_batch_size, base_learning_rate, base_parameters
+        A scaling protocol's base setting: the batch size it scales from, its learning
+        rate and other metaparameters (``momentum``, ``end_learning_rate_factor``, ...).
+        Without a learning rate, the best trial of the tuned workload
+        ``name/<model>/<optimizer>`` at the base batch size in the store gives them
+        (:data:`BASE_METRIC`); given values override its.
+    warmup, ghost_batch_size
+        A scaling protocol's warmup, in steps (``200``) or epochs (``"5e"``); the ghost
+        batch size for models with batch norm.
 
     Examples
     --------
@@ -152,14 +261,25 @@ def run(
         raise RunError(f"unknown executor {executor!r}; choose {' or '.join(EXECUTORS)}")
     data_text = None if data_dir is None else str(Path(data_dir).expanduser())
     dataset = canonical_dataset(dataset)
+    home_path = resolve_home(home)
+    chosen = _protocol(protocol, name, dataset=dataset, model=model, optimizers=optimizers,
+                       home=home_path, base_batch_size=base_batch_size,
+                       base_learning_rate=base_learning_rate, base_parameters=base_parameters,
+                       warmup=warmup, ghost_batch_size=ghost_batch_size)
+    n_train = None
+    if chosen is not None and chosen.warmup.unit == "epochs":
+        from curvekit.runner.workloads import load_dataset
+
+        n_train = load_dataset(dataset, data_text).n_train
     sweep = Sweep.create(name, dataset=dataset, model=model, optimizers=optimizers,
                          batch_sizes=_batch_sizes(batch_sizes, dataset, data_text),
                          trials=trials, steps=steps, eval_every=eval_every, seed=seed,
-                         sampler=sampler, space=space, data_dir=data_text)
+                         sampler=sampler, space=space, data_dir=data_text, protocol=chosen,
+                         n_train=n_train)
     _check_names(sweep.workloads())
-    home_path = resolve_home(home)
+    folder_name = model_directory(sweep.model) + ("" if chosen is None else f"+{chosen.name}")
     folder = (Path(work_dir).expanduser() if work_dir is not None
-              else home_path / "runs" / sweep.base_dir / model_directory(sweep.model))
+              else home_path / "runs" / sweep.base_dir / folder_name)
     if executor == "ray":
         resolved = device  # resolved on the worker that runs the trial
         gpus = 0

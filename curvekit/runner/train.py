@@ -7,9 +7,16 @@ The protocol of Shallue et al. (2019), section 3:
   set each epoch (a batch never straddles two epochs; the remainder of an epoch is skipped).
 * **Schedule.** The learning rate decays linearly from ``learning_rate`` to
   ``end_learning_rate_factor × learning_rate`` over ``learning_rate_decay_steps`` steps,
-  then stays constant (no decay when those parameters are absent).
+  then stays constant (no decay when those parameters are absent). A scaling protocol
+  (:mod:`curvekit.runner.protocols`) puts a warmup first: over ``warmup_steps`` steps the
+  rate ramps linearly from ``warmup_start_learning_rate`` to ``learning_rate``, and the
+  decay starts after it.
+* **Ghost batch norm.** With ``ghost_batch_size`` the model's batch-norm layers normalize
+  each chunk of that many examples on its own
+  (:func:`curvekit.runner.workloads.use_ghost_batch_norm`).
 * **Optimizers.** ``sgd``; ``momentum`` (heavy ball, v ← γ·v + g, θ ← θ − η·v, as
-  TensorFlow's MomentumOptimizer, so the effective learning rate is η / (1 − γ));
+  TensorFlow's MomentumOptimizer, so the effective learning rate is η / (1 − γ); the
+  current η multiplies the whole velocity, so a changing rate needs no momentum correction);
   ``nesterov_momentum``; and ``adam``.
 * **Evaluation** every ``eval_every`` steps, at step 0 and at the last step, on every split
   of the data set: ``<split>/classification_error`` and ``<split>/cross_entropy_error``
@@ -33,7 +40,8 @@ import torch.nn.functional as F
 
 from curvekit.errors import RunError
 from curvekit.runner.plan import TrialResult, TrialSpec
-from curvekit.runner.workloads import Splits, build_model, load_dataset
+from curvekit.runner.protocols import split_optimizer
+from curvekit.runner.workloads import Splits, build_model, load_dataset, use_ghost_batch_norm
 
 __all__ = ["evaluate", "learning_rate_at", "resolve_device", "run_trial"]
 
@@ -71,8 +79,16 @@ def learning_rate_at(step: int, parameters: dict[str, Any]) -> float:
     ...      "learning_rate_decay_steps": 100}
     >>> [round(learning_rate_at(step, p), 6) for step in (0, 50, 100, 500)]
     [1.0, 0.55, 0.1, 0.1]
+    >>> warm = {**p, "warmup_steps": 10, "warmup_start_learning_rate": 0.5}
+    >>> [round(learning_rate_at(step, warm), 6) for step in (0, 5, 10, 60, 110)]
+    [0.5, 0.75, 1.0, 0.55, 0.1]
     """
     lr = float(parameters["learning_rate"])
+    warmup = int(parameters.get("warmup_steps", 0))
+    if step < warmup:
+        start = float(parameters.get("warmup_start_learning_rate", lr))
+        return start + (lr - start) * step / warmup
+    step -= max(warmup, 0)
     factor = float(parameters.get("end_learning_rate_factor", 1.0))
     decay = int(parameters.get("learning_rate_decay_steps", 0))
     if decay <= 0:
@@ -84,13 +100,14 @@ def _optimizer(spec: TrialSpec, params: Any) -> torch.optim.Optimizer:
     p = spec.parameters
     lr = float(p["learning_rate"])
     decay = float(p.get("weight_decay", 0.0))
-    if spec.optimizer == "adam":
+    optimizer = split_optimizer(spec.optimizer)[0]
+    if optimizer == "adam":
         return torch.optim.Adam(params, lr=lr, betas=(float(p.get("beta1", 0.9)),
                                                       float(p.get("beta2", 0.999))),
                                 eps=float(p.get("epsilon", 1e-8)), weight_decay=decay)
-    momentum = float(p.get("momentum", 0.0)) if spec.optimizer != "sgd" else 0.0
+    momentum = float(p.get("momentum", 0.0)) if optimizer != "sgd" else 0.0
     return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=decay,
-                           nesterov=spec.optimizer == "nesterov_momentum")
+                           nesterov=optimizer == "nesterov_momentum")
 
 
 @torch.no_grad()
@@ -128,6 +145,9 @@ def run_trial(spec: TrialSpec) -> TrialResult:
         generator = torch.Generator().manual_seed(spec.seed)
         torch.manual_seed(spec.seed)
         model = build_model(spec.model, data.input_shape, data.num_classes).to(device)
+        ghost = spec.parameters.get("ghost_batch_size")
+        if ghost is not None:
+            use_ghost_batch_norm(model, int(ghost))
         optimizer = _optimizer(spec, model.parameters())
         smoothing = float(spec.parameters.get("label_smoothing", 0.0))
         x_train, y_train = data.splits["train"]

@@ -11,9 +11,16 @@ Data sets, each split into train / validation / test once, the same way every ti
 * ``package.module:function``: your own; the function returns a mapping with ``train``,
   ``val`` and optionally ``test``, each ``(inputs, integer labels)`` as arrays or tensors.
 
-Models: ``fc_<widths>`` (ReLU), ``simple_cnn_{base,narrow,wide}``, or
-``package.module:function`` called as ``function(input_shape, num_classes)`` and returning a
-``torch.nn.Module`` that maps a batch of inputs to class logits.
+Models: ``fc_<widths>`` (ReLU), ``simple_cnn_{base,narrow,wide}``, each with an optional
+``_bn`` suffix (batch norm before every hidden ReLU), or ``package.module:function`` called
+as ``function(input_shape, num_classes)`` and returning a ``torch.nn.Module`` that maps a
+batch of inputs to class logits.
+
+**Ghost batch norm** (Hoffer et al. 2017; Goyal et al. 2017's per-worker statistics):
+:func:`use_ghost_batch_norm` makes every batch-norm layer of a model normalize each
+consecutive chunk of ``ghost_batch_size`` examples of a training batch with that chunk's own
+mean and variance, as if each chunk were one worker's batch, so the normalization does not
+change as the total batch grows. Evaluation uses the running statistics as usual.
 """
 
 from __future__ import annotations
@@ -25,10 +32,12 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from curvekit.errors import RunError
 from curvekit.runner.names import (
+    BATCH_NORM_SUFFIX,
     SIMPLE_CNNS,
     canonical_dataset,
     canonical_model,
@@ -36,7 +45,7 @@ from curvekit.runner.names import (
     load_entry_point,
 )
 
-__all__ = ["Splits", "build_model", "load_dataset"]
+__all__ = ["GhostBatchNorm", "Splits", "build_model", "load_dataset", "use_ghost_batch_norm"]
 
 DIGITS_SPLIT = (400, 200)  # validation, test; the rest (1,197) is the training set
 
@@ -152,16 +161,22 @@ class SimpleCNN(nn.Module):
     ReLU layer, then the logits."""
 
     def __init__(self, input_shape: tuple[int, ...], num_classes: int,
-                 widths: tuple[int, int, int]) -> None:
+                 widths: tuple[int, int, int], batch_norm: bool = False) -> None:
         super().__init__()
         c1, c2, dense = widths
         channels, height, width = input_shape
+
+        def norm(layer: nn.Module, size: int, kind: type[nn.Module]) -> list[nn.Module]:
+            return [layer, kind(size)] if batch_norm else [layer]
+
         self.features = nn.Sequential(
-            nn.Conv2d(channels, c1, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(c1, c2, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten())
+            *norm(nn.Conv2d(channels, c1, 5, padding=2), c1, nn.BatchNorm2d), nn.ReLU(),
+            nn.MaxPool2d(2),
+            *norm(nn.Conv2d(c1, c2, 5, padding=2), c2, nn.BatchNorm2d), nn.ReLU(),
+            nn.MaxPool2d(2), nn.Flatten())
         flat = c2 * (height // 4) * (width // 4)
-        self.head = nn.Sequential(nn.Linear(flat, dense), nn.ReLU(),
-                                  nn.Linear(dense, num_classes))
+        self.head = nn.Sequential(*norm(nn.Linear(flat, dense), dense, nn.BatchNorm1d),
+                                  nn.ReLU(), nn.Linear(dense, num_classes))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out: torch.Tensor = self.head(self.features(x))
@@ -177,16 +192,75 @@ def build_model(name: str, input_shape: tuple[int, ...], num_classes: int) -> nn
             raise RunError(f"{name} must return a torch.nn.Module, got "
                            f"{type(model).__name__}")
         return model
+    batch_norm = name.endswith(BATCH_NORM_SUFFIX)
+    name = name.removesuffix(BATCH_NORM_SUFFIX)
     if name.startswith("simple_cnn_"):
         if len(input_shape) != 3 or min(input_shape[1:]) < 4:
             raise RunError(f"{name} needs image inputs (channels, height, width) of at least "
                            f"4×4, got examples of shape {input_shape}; use an fc_ model")
-        return SimpleCNN(input_shape, num_classes, SIMPLE_CNNS[name.removeprefix("simple_cnn_")])
+        return SimpleCNN(input_shape, num_classes, SIMPLE_CNNS[name.removeprefix("simple_cnn_")],
+                         batch_norm)
     widths = [int(w) for w in name.split("_")[1:]]
     layers: list[nn.Module] = [nn.Flatten()]
     size = int(np.prod(input_shape))
     for w in widths:
-        layers += [nn.Linear(size, w), nn.ReLU()]
+        layers += [nn.Linear(size, w), *([nn.BatchNorm1d(w)] if batch_norm else []), nn.ReLU()]
         size = w
     layers.append(nn.Linear(size, num_classes))
     return nn.Sequential(*layers)
+
+
+class GhostBatchNorm(nn.Module):
+    """A batch-norm layer that, in training, normalizes each chunk of ``ghost_batch_size``
+    examples with the chunk's own statistics (see the module docstring).
+
+    It wraps the original layer and shares its weight, bias and running statistics. The
+    running statistics move once per batch, towards the mean over chunks of each chunk's
+    mean and (unbiased) variance, so their time constant stays the plain layer's. With a
+    ghost batch size at least the batch size it is exactly the plain layer.
+    """
+
+    def __init__(self, layer: nn.modules.batchnorm._BatchNorm, ghost_batch_size: int) -> None:
+        super().__init__()
+        self.layer = layer
+        self.ghost_batch_size = ghost_batch_size
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        bn = self.layer
+        if not self.training or x.shape[0] <= self.ghost_batch_size:
+            out: torch.Tensor = bn(x)
+            return out
+        chunks = torch.split(x, self.ghost_batch_size)
+        dims = [0, *range(2, x.dim())]
+        outputs = [F.batch_norm(c, None, None, bn.weight, bn.bias, True, 0.0, bn.eps)
+                   for c in chunks]
+        if bn.track_running_stats and bn.running_mean is not None:
+            assert bn.running_var is not None and bn.num_batches_tracked is not None
+            with torch.no_grad():
+                bn.num_batches_tracked.add_(1)
+                momentum = (1.0 / float(bn.num_batches_tracked) if bn.momentum is None
+                            else bn.momentum)
+                mean = torch.stack([c.mean(dim=dims) for c in chunks]).mean(dim=0)
+                var = torch.stack([c.var(dim=dims, unbiased=True) for c in chunks]).mean(dim=0)
+                bn.running_mean.lerp_(mean, momentum)
+                bn.running_var.lerp_(var, momentum)
+        return torch.cat(outputs)
+
+
+def use_ghost_batch_norm(model: nn.Module, ghost_batch_size: int) -> int:
+    """Swap every batch-norm layer of ``model`` for a :class:`GhostBatchNorm`, in place.
+
+    Returns how many layers were swapped; a model without batch norm is refused with
+    :class:`RunError` (a ghost batch size would change nothing there).
+    """
+    swapped = 0
+    for parent in list(model.modules()):
+        for child_name, child in list(parent.named_children()):
+            if isinstance(child, nn.modules.batchnorm._BatchNorm):
+                setattr(parent, child_name, GhostBatchNorm(child, ghost_batch_size))
+                swapped += 1
+    if not swapped:
+        raise RunError(f"ghost batch size {ghost_batch_size}: the model has no batch-norm "
+                       "layer to apply it to; use a model with batch norm (e.g. fc_128_128_bn "
+                       "or simple_cnn_base_bn) or drop --ghost-batch-size")
+    return swapped
