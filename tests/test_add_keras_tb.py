@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from curvekit.errors import IngestError
 from curvekit.ingest.add import add, build
 from curvekit.ingest.metrics import apply_map
+from curvekit.ingest.runs import IngestWarning
 from curvekit.ingest.tensorboard import read_tensorboard_runs
 from curvekit.store.update import WorkloadData
 from tests.conftest import snapshot
@@ -162,10 +163,12 @@ def test_keras_same_tag_twice_is_refused_with_the_folders(tmp_path: Path) -> Non
 
 
 @settings(max_examples=30, deadline=None)
-@given(tag=st.from_regex(r"[a-z]{1,6}(_[a-z]{1,6}){0,2}", fullmatch=True))
+@given(tag=st.lists(st.sampled_from(["loss", "acc", "accuracy", "mean", "absolute", "error",
+                                     "auc", "top", "k", "precision", "lr", "ap", "x"]),
+                    min_size=1, max_size=3).map("_".join))
 def test_a_validation_folders_tags_map_to_the_val_split(tag: str) -> None:
     """Property: whatever Keras names a metric, the validation folder's copy goes to a
-    ``val/`` column, the training copy of a known metric to its ``train/`` twin."""
+    ``val/`` column and the training folder's copy to its ``train/`` twin."""
     from curvekit.ingest.tensorboard import _split_tag
 
     train, val = f"epoch_{tag}", _split_tag(f"epoch_{tag}", "val")
@@ -174,8 +177,7 @@ def test_a_validation_folders_tags_map_to_the_val_split(tag: str) -> None:
     mapped = apply_map(pl.DataFrame({"step": [0], train: [1.0], val: [2.0]}), "step", "r")
     columns = {logged: column for column, logged in mapped.sources.items()}
     assert columns[val].startswith("val/"), (tag, columns)
-    if columns[train].startswith("train/"):
-        assert columns[val] == "val/" + columns[train].removeprefix("train/")
+    assert columns[train] == "train/" + columns[val].removeprefix("val/"), (tag, columns)
 
 
 # ---------------------------------------------------------------------- hp_metric
@@ -219,3 +221,21 @@ def test_lightning_hp_metric_of_the_user_is_kept(tmp_path: Path) -> None:
     _scalars(run, {"hp_metric": [(0, -1.0), (10, 0.5)], "val_loss": [(10, 1.0)]})
     (log,) = read_tensorboard_runs(run.parent)
     assert log.frame.select("step", "hp_metric").drop_nulls().rows() == [(0, -1.0), (10, 0.5)]
+
+
+def test_lightning_per_epoch_batch_series_are_left_out_with_a_warning(tmp_path: Path) -> None:
+    """Lightning 1.x logs per-batch validation values as ``valid_loss_step/epoch_N``, stepped
+    by the batch index within the epoch: on the step axis they would be wrong points."""
+    run = tmp_path / "lightning_logs" / "version_0"
+    _scalars(run, {"train_loss_step": [(49, 2.0), (99, 1.5), (149, 1.2)],
+                   "valid_loss_epoch": [(99, 1.6), (149, 1.3)],
+                   "valid_loss_step/epoch_0": [(0, 1.7), (1, 1.5), (2, 1.6)],
+                   "valid_loss_step/epoch_1": [(0, 1.4), (1, 1.2), (2, 1.3)]})
+    (run / "hparams.yaml").write_text("batch_size: 32\n")
+    with pytest.warns(IngestWarning, match=r"left out 2 per-epoch series of per-batch values "
+                      r"\(valid_loss_step/epoch_0, valid_loss_step/epoch_1\)"):
+        data = build(tmp_path / "lightning_logs", name=NAME)
+    assert _columns(data) == ["step", "train/cross_entropy_error_step",
+                              "val/cross_entropy_error"]
+    (table,) = data.measurements.values()
+    assert table.column("step").to_pylist() == [49, 99, 149]

@@ -28,8 +28,10 @@ its parent; an ``hparams.yaml`` in the run's folder (PyTorch Lightning's
 TensorBoardLogger) is read too, and wins over the plugin's copies (see
 :func:`~curvekit.ingest.yamlish.param_value`). Lightning's logger also writes a
 placeholder scalar ``hp_metric`` (one point, -1) unless the user logs one: that
-placeholder is left out, a real ``hp_metric`` series is kept. The ``epoch`` scalar is no
-metric: it tells whether the steps count epochs
+placeholder is left out, a real ``hp_metric`` series is kept. Lightning 1.x also writes
+per-batch validation values as one series per epoch (``val_loss_step/epoch_0``, stepped
+by the batch's index in that epoch's validation): left out, with a warning. The ``epoch``
+scalar is no metric: it tells whether the steps count epochs
 (:func:`~curvekit.ingest.runs.settle_axis`), as Keras's ``epoch_*`` tags do. When steps
 go back (a restart from a checkpoint), later events replace the earlier ones from that
 step on, as TensorBoard does. A record cut short at the end of a file (a run killed while
@@ -59,6 +61,7 @@ import math
 import os
 import re
 import struct
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -71,7 +74,7 @@ import polars as pl
 from curvekit.errors import IngestError
 from curvekit.ingest.csvlogs import skip_folder
 from curvekit.ingest.metrics import SPLITS
-from curvekit.ingest.runs import MAX_COLUMNS, RunLog
+from curvekit.ingest.runs import MAX_COLUMNS, IngestWarning, RunLog
 from curvekit.ingest.select import ALL, FileFilter
 from curvekit.ingest.yamlish import param_value, read_flat_yaml
 
@@ -504,6 +507,7 @@ def read_tensorboard_runs(source: Path, *, select: FileFilter = ALL) -> list[Run
         if (folder / "hparams.yaml").is_file():  # Lightning's TensorBoardLogger writes one
             params = {**params, **read_flat_yaml(folder / "hparams.yaml")}
         _drop_placeholder(s)
+        _drop_per_epoch_batches(s, folder)
         if len(s.tags) > MAX_COLUMNS:
             raise IngestError(f"the run logs {len(s.tags):,} scalar tags; curvekit reads at "
                               f"most {MAX_COLUMNS:,} per run (one column per metric)",
@@ -604,3 +608,20 @@ def _drop_placeholder(series: _Series) -> None:
     points = series.tags.get("hp_metric")
     if points is not None and points[1] == [-1.0]:
         del series.tags["hp_metric"]
+
+
+_PER_EPOCH_BATCHES = re.compile(r"^.+_step/epoch_\d+$")
+
+
+def _drop_per_epoch_batches(series: _Series, folder: Path) -> None:
+    """Leave out PyTorch Lightning 1.x's per-batch validation series, one tag per epoch
+    (``valid_loss_step/epoch_0``): their steps count the batches of that epoch's
+    validation, not training steps, and would land on the step axis as if they did."""
+    dropped = sorted(t for t in series.tags if _PER_EPOCH_BATCHES.match(t))
+    for tag in dropped:
+        del series.tags[tag]
+    if dropped:
+        shown = ", ".join(dropped[:3]) + (", ..." if len(dropped) > 3 else "")
+        warnings.warn(f"{folder}: left out {len(dropped)} per-epoch series of per-batch "
+                      f"values ({shown}): their steps count the batches of one epoch, not "
+                      "training steps", IngestWarning, stacklevel=3)
