@@ -178,8 +178,14 @@ def target(name: str, overrides: MetricMap | None = None,
     return base if base is not None else (name, False)
 
 
+_DECORATED = re.compile(r"^(?:epoch_|batch_)(.+)$|^(.+?)(?:_epoch|_step)$")
+
+
 def _train_siblings(names: list[str]) -> frozenset[str]:
-    """Names without a split word that another name repeats after a val/test split word."""
+    """Names without a split word that another name repeats after a val/test split word,
+    decorations set aside (``epoch_mae`` beside ``epoch_val_mae``: ``mae``)."""
+    names = [next(g for g in m.groups() if g) if (m := _DECORATED.match(n)) else n
+             for n in names]
     rests = set()
     for name in names:
         split = _split_rest(name)

@@ -11,15 +11,31 @@ and both are read:
   ``tf.summary.scalar``, Keras, ``tensorboard.summary.Writer``), float32 or float64.
 
 Each folder holding event files is one run (its files are read in name order, which is
-time order). Hyperparameters logged with the ``hparams`` plugin become the run's
-parameters; tensorboardX and PyTorch write them into a child folder of the run, which is
-merged into its parent; an ``hparams.yaml`` in the run's folder (PyTorch Lightning's
+time order), with one exception: Keras's TensorBoard callback writes one run as sibling
+folders ``train/`` and ``validation/`` under the run's folder (the split is in the folder's
+name, not the tag: both hold ``epoch_loss``). Where a folder has a ``train`` child and a
+``validation`` or ``eval`` child, each holding event files, the three are one run, named by
+that folder: the ``train`` folder's scalars keep their tags, the other folder's become
+validation metrics (``epoch_loss`` -> ``epoch_val_loss`` -> ``val/cross_entropy_error``).
+Keras also logs each validation at the optimizer's step count
+(``evaluation_loss_vs_iterations``); those repeat the ``epoch_*`` values on another axis
+and are left out, but where they pair up with the epochs one to one they give the run's
+``steps_per_epoch`` parameter, so its epochs become steps without a manifest entry.
+
+Hyperparameters logged with the ``hparams`` plugin become the run's parameters;
+tensorboardX and PyTorch write them into a child folder of the run, which is merged into
+its parent; an ``hparams.yaml`` in the run's folder (PyTorch Lightning's
 TensorBoardLogger) is read too, and wins over the plugin's copies (see
-:func:`~curvekit.ingest.yamlish.param_value`). The ``epoch`` scalar is no metric: it tells
-whether the steps count epochs (:func:`~curvekit.ingest.runs.settle_axis`), as Keras's
-``epoch_*`` tags do. When steps go back (a restart from a checkpoint), later events
-replace the earlier ones from that step on, as TensorBoard does. A record cut short at the
-end of a file (a run killed while writing) is ignored; a corrupt length is an error.
+:func:`~curvekit.ingest.yamlish.param_value`). Lightning's logger also writes a
+placeholder scalar ``hp_metric`` (one point, -1) unless the user logs one: that
+placeholder is left out, a real ``hp_metric`` series is kept. Lightning 1.x also writes
+per-batch validation values as one series per epoch (``val_loss_step/epoch_0``, stepped
+by the batch's index in that epoch's validation): left out, with a warning. The ``epoch``
+scalar is no metric: it tells whether the steps count epochs
+(:func:`~curvekit.ingest.runs.settle_axis`), as Keras's ``epoch_*`` tags do. When steps
+go back (a restart from a checkpoint), later events replace the earlier ones from that
+step on, as TensorBoard does. A record cut short at the end of a file (a run killed while
+writing) is ignored; a corrupt length is an error.
 
 The length checksum is always verified; the data checksum too when ``google_crc32c`` or
 ``crc32c`` is installed (in pure Python it would double the reading time).
@@ -41,8 +57,11 @@ The length checksum is always verified; the data checksum too when ``google_crc3
 
 from __future__ import annotations
 
+import math
 import os
+import re
 import struct
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -54,7 +73,8 @@ import polars as pl
 
 from curvekit.errors import IngestError
 from curvekit.ingest.csvlogs import skip_folder
-from curvekit.ingest.runs import MAX_COLUMNS, RunLog
+from curvekit.ingest.metrics import SPLITS
+from curvekit.ingest.runs import MAX_COLUMNS, IngestWarning, RunLog
 from curvekit.ingest.select import ALL, FileFilter
 from curvekit.ingest.yamlish import param_value, read_flat_yaml
 
@@ -239,6 +259,7 @@ class _Series:
     plugins: dict[str, str] = field(default_factory=dict)
     hparams: dict[str, Any] = field(default_factory=dict)
     names: dict[bytes, str] = field(default_factory=dict)  # decoded tags
+    steps_per_epoch: int | None = None  # found in Keras's evaluation_*_vs_iterations
 
     def add(self, tag: str, step: int, value: float) -> None:
         steps, values = self.tags.setdefault(tag, ([], []))
@@ -458,14 +479,22 @@ def read_tensorboard_runs(source: Path, *, select: FileFilter = ALL) -> list[Run
         for f in paths:
             read_event_file(f, s)
         series[folder] = s
-    runs = []
+    merged: set[Path] = set()
     for folder, s in series.items():
         parent = series.get(folder.parent)
-        if s.hparams and parent is not None and folder.parent != folder:
+        if s.hparams and parent is not None and folder != root:
             # tensorboardX/PyTorch add_hparams: a child folder holding the parent's hparams
             parent.hparams = {**s.hparams, **parent.hparams}
-    for folder, s in series.items():
-        if s.hparams and folder.parent in series and folder != root:
+            merged.add(folder)
+    for folder in sorted({d.parent for d in series if d.name == TRAIN_FOLDER and d != root}):
+        splits = _split_folders(folder, series)
+        if splits:
+            series[folder] = _one_keras_run(folder, series.get(folder),
+                                            {d: series[d] for d in splits})
+            merged.update(splits)
+    runs = []
+    for folder, s in sorted(series.items()):
+        if folder in merged:
             continue
         rel = folder.relative_to(root).as_posix()
         key = source.name if rel == "." else rel
@@ -473,8 +502,12 @@ def read_tensorboard_runs(source: Path, *, select: FileFilter = ALL) -> list[Run
         # objects as str(); Lightning's hparams.yaml, when there is one, keeps their types
         # and wins.
         params = {k: param_value(v, doubles=True) for k, v in s.hparams.items()}
+        if s.steps_per_epoch is not None:
+            params.setdefault("steps_per_epoch", s.steps_per_epoch)
         if (folder / "hparams.yaml").is_file():  # Lightning's TensorBoardLogger writes one
             params = {**params, **read_flat_yaml(folder / "hparams.yaml")}
+        _drop_placeholder(s)
+        _drop_per_epoch_batches(s, folder)
         if len(s.tags) > MAX_COLUMNS:
             raise IngestError(f"the run logs {len(s.tags):,} scalar tags; curvekit reads at "
                               f"most {MAX_COLUMNS:,} per run (one column per metric)",
@@ -482,3 +515,113 @@ def read_tensorboard_runs(source: Path, *, select: FileFilter = ALL) -> list[Run
         # The step is the caller's global_step: settle_axis decides whether it counts epochs.
         runs.append(RunLog(key, str(folder), _frame(s), params, axis_named=False))
     return runs
+
+
+# ---------------------------------------------------------------------- layouts of writers
+TRAIN_FOLDER = "train"
+EVAL_FOLDERS = ("validation", "eval")
+"""Keras's TensorBoard callback writes a run as ``<run>/train/`` and ``<run>/validation/``
+(``eval`` is the other common name); the folder, not the tag, names the split."""
+_EVALUATION = re.compile(r"^evaluation_(.+)_vs_iterations$")
+_DECORATIONS = ("epoch_", "batch_")
+
+
+def _split_folders(folder: Path, series: dict[Path, _Series]) -> list[Path]:
+    """The ``train`` and ``validation``/``eval`` children of ``folder`` when it has both,
+    each holding event files (Keras's layout of one run), else nothing."""
+    train = folder / TRAIN_FOLDER
+    evals = [folder / name for name in EVAL_FOLDERS if folder / name in series]
+    return [train, *evals] if train in series and evals else []
+
+
+def _split_tag(tag: str, split: str) -> str:
+    """A tag of a split's folder named with its split: ``epoch_loss`` -> ``epoch_val_loss``
+    (Keras's decoration stays in front, where :func:`~curvekit.ingest.metrics.target` looks
+    for it); a tag that already starts with a split word keeps its name."""
+    for decoration in _DECORATIONS:
+        if tag.startswith(decoration) and len(tag) > len(decoration):
+            return decoration + _split_tag(tag[len(decoration):], split)
+    first = re.split(r"[/_\-.\s]", tag, maxsplit=1)[0].lower()
+    return tag if first in SPLITS else f"{split}_{tag}"
+
+
+def _same(a: float, b: float) -> bool:
+    return a == b or (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-6)
+
+
+def _evaluation_steps_per_epoch(evals: _Series) -> int | None:
+    """Steps in one epoch, where Keras's ``evaluation_X_vs_iterations`` (the validation at
+    the optimizer's step count) pairs one to one with ``epoch_X`` (the same values at the
+    0-based epoch): after epoch *e* the optimizer has done (*e* + 1) * N steps. None where
+    they do not pair up that way (a resumed run, an extra ``model.evaluate``)."""
+    found: set[int] = set()
+    for tag, (steps, values) in evals.tags.items():
+        match = _EVALUATION.match(tag)
+        if match is None:
+            continue
+        epochs = evals.tags.get(f"epoch_{match.group(1)}")
+        if epochs is None or len(epochs[0]) != len(steps):
+            return None
+        for epoch, value, step, logged in zip(*epochs, steps, values, strict=True):
+            if not _same(value, logged) or step <= 0 or step % (epoch + 1):
+                return None
+            found.add(step // (epoch + 1))
+    return found.pop() if len(found) == 1 else None
+
+
+def _one_keras_run(folder: Path, own: _Series | None, splits: dict[Path, _Series]
+                   ) -> _Series:
+    """One run from Keras's split folders (and the run folder's own events: the hparams
+    that ``hp.KerasCallback`` writes there)."""
+    run = _Series(hparams=dict(own.hparams) if own is not None else {})
+    origin: dict[str, Path] = {}
+
+    def put(tag: str, points: tuple[list[int], list[float]], where: Path) -> None:
+        if tag in run.tags:
+            raise IngestError(
+                f"the scalar {tag!r} of {where} is also in {origin[tag]}; Keras's layout "
+                f"(train/, validation/ under one run) names each split once: leave one of "
+                f"the folders out with --exclude", path=str(folder))
+        run.tags[tag] = points
+        origin[tag] = where
+
+    if own is not None:
+        for tag, points in own.tags.items():
+            put(tag, points, folder)
+    for path, s in splits.items():
+        run.hparams = {**s.hparams, **run.hparams}
+        if path.name == TRAIN_FOLDER:
+            for tag, points in s.tags.items():
+                put(tag, points, path)
+            continue
+        run.steps_per_epoch = run.steps_per_epoch or _evaluation_steps_per_epoch(s)
+        split = SPLITS[path.name]
+        for tag, points in s.tags.items():
+            if _EVALUATION.match(tag) is None:  # those repeat epoch_* at the step count
+                put(_split_tag(tag, split), points, path)
+    return run
+
+
+def _drop_placeholder(series: _Series) -> None:
+    """Leave out Lightning's ``hp_metric`` placeholder: one point of -1, written by
+    ``log_hyperparams`` when the user gives no metric for the hparams view."""
+    points = series.tags.get("hp_metric")
+    if points is not None and points[1] == [-1.0]:
+        del series.tags["hp_metric"]
+
+
+_PER_EPOCH_BATCHES = re.compile(r"^.+_step/epoch_\d+$")
+
+
+def _drop_per_epoch_batches(series: _Series, folder: Path) -> None:
+    """Leave out PyTorch Lightning 1.x's per-batch validation series, one tag per epoch
+    (``valid_loss_step/epoch_0``): their steps count the batches of that epoch's
+    validation, not training steps, and would land on the step axis as if they did."""
+    dropped = sorted(t for t in series.tags if _PER_EPOCH_BATCHES.match(t))
+    for tag in dropped:
+        del series.tags[tag]
+    if dropped:
+        shown = ", ".join(dropped[:3]) + (", ..." if len(dropped) > 3 else "")
+        warnings.warn(f"{folder}: left out {len(dropped)} per-epoch series of per-batch "
+                      f"values ({shown}): their steps count the batches of one epoch, not "
+                      "training steps", IngestWarning, stacklevel=3)
