@@ -2,10 +2,10 @@
 
 :meth:`Store.sql <curvekit.store.store.Store.sql>` returns the whole result as one polars
 DataFrame, which is right for a notebook but not for ``select * from measurements`` over
-66 million rows. :func:`export` reads the result as Arrow record batches and writes each
-batch to a binary stream before the next is computed, so memory stays at a few batches
-whatever the size of the result. :func:`preview` keeps the first rows of a result for
-display and counts the rest.
+66 million rows. :func:`export` reads the result as Arrow record batches, gathers them
+into blocks of :data:`BATCH_ROWS` rows and writes each block to a binary stream while the
+next is read, so memory stays at a few blocks whatever the size of the result.
+:func:`preview` keeps the first rows of a result for display and counts the rest.
 
 The text written is the same as for the whole result at once: CSV as polars'
 ``DataFrame.write_csv`` (list columns joined with spaces), JSON as
