@@ -11,11 +11,15 @@ Side by side in one run:
 With ``--output``, instead: ``curvekit query "select * from measurements"`` in each format,
 the streaming command against the previous one (the whole result as one DataFrame, then
 printed), run alternately in fresh processes; wall time, CPU time and peak memory of each.
+Each command also runs the same query with ``limit 0`` (start-up: imports, opening the
+store, planning the query, the header); the difference is the cost of the rows themselves,
+reported per million rows.
 
 Usage::
 
     python benchmarks/query.py            # needs the full archive from benchmarks/convert.py
     python benchmarks/query.py --output --name frac03 --trial-fraction 0.03
+    python benchmarks/query.py --output --name frac15 --trial-fraction 0.15 --formats csv
 """
 
 from __future__ import annotations
@@ -112,30 +116,52 @@ def measured(label: str, argv: list[str]) -> dict[str, object]:
             "peak_rss_mb": usage.ru_maxrss / 1024}
 
 
-def output(home: Path, repeat: int, rows: int | None) -> dict[str, object]:
-    """Streaming ``curvekit query`` against the previous command, alternately."""
+def _medians(runs: list[dict[str, object]]) -> dict[str, float]:
+    return {m: statistics.median(float(r[m]) for r in runs)  # type: ignore[arg-type]
+            for m in ("seconds", "cpu_s", "peak_rss_mb")}
+
+
+def output(home: Path, repeat: int, rows: int | None, rows_in_store: int,
+           formats: list[str]) -> dict[str, object]:
+    """Streaming ``curvekit query`` against the previous command, alternately, each with
+    every row of the query and with none (``limit 0``: the start-up alone)."""
     results: dict[str, object] = {}
-    for fmt in ("csv", "json", "table"):
-        sql = "select * from measurements" + (
-            f" limit {rows}" if rows is not None and fmt != "csv" else "")
-        runs: dict[str, list[dict[str, object]]] = {"new": [], "previous": []}
+    for fmt in formats:
+        limit = rows if rows is not None and fmt != "csv" else None
+        sql = "select * from measurements" + (f" limit {limit}" if limit is not None else "")
+        count = min(limit, rows_in_store) if limit is not None else rows_in_store
+        empty = f"select * from ({sql}) limit 0"
+        runs: dict[str, list[dict[str, object]]] = {
+            "new": [], "previous": [], "new_start": [], "previous_start": []}
         for _ in range(repeat):
-            runs["new"].append(measured(f"query {fmt}", [
-                sys.executable, "-m", "curvekit", "query", "--home", str(home), sql,
-                "--format", fmt]))
-            runs["previous"].append(measured(f"previous query {fmt}", [
-                sys.executable, "-c", PREVIOUS, str(home), sql, fmt]))
-        med = {k: {m: statistics.median(float(r[m]) for r in v)  # type: ignore[arg-type]
-                   for m in ("seconds", "cpu_s", "peak_rss_mb")} for k, v in runs.items()}
-        results[fmt] = {"sql": sql, "runs": runs, "median": med,
-                        "speedup_wall": med["previous"]["seconds"] / med["new"]["seconds"],
-                        "speedup_cpu": med["previous"]["cpu_s"] / med["new"]["cpu_s"],
-                        "memory_ratio": med["previous"]["peak_rss_mb"]
-                        / med["new"]["peak_rss_mb"]}
-        print(f"{fmt:5}  new {med['new']['seconds']:6.1f} s {med['new']['peak_rss_mb']:6.0f} MB"
-              f"  previous {med['previous']['seconds']:6.1f} s "
-              f"{med['previous']['peak_rss_mb']:6.0f} MB  x{results[fmt]['speedup_wall']:.1f}"
-              f" wall, x{results[fmt]['speedup_cpu']:.1f} cpu", flush=True)
+            for key, query in (("", sql), ("_start", empty)):
+                runs["new" + key].append(measured(f"query {fmt}{key}", [
+                    sys.executable, "-m", "curvekit", "query", "--home", str(home), query,
+                    "--format", fmt]))
+                runs["previous" + key].append(measured(f"previous query {fmt}{key}", [
+                    sys.executable, "-c", PREVIOUS, str(home), query, fmt]))
+        med = {k: _medians(v) for k, v in runs.items()}
+        # The rows' own cost: the whole command less its start-up, per million rows.
+        per_m = {k: {m: (med[k][m] - med[k + "_start"][m]) / count * 1e6
+                     for m in ("seconds", "cpu_s")} for k in ("new", "previous")}
+        result = {"sql": sql, "rows": count, "runs": runs, "median": med,
+                  "per_million_rows": per_m,
+                  "speedup_wall": med["previous"]["seconds"] / med["new"]["seconds"],
+                  "speedup_cpu": med["previous"]["cpu_s"] / med["new"]["cpu_s"],
+                  "speedup_wall_per_row": per_m["previous"]["seconds"]
+                  / per_m["new"]["seconds"],
+                  "speedup_cpu_per_row": per_m["previous"]["cpu_s"] / per_m["new"]["cpu_s"],
+                  "memory_ratio": med["previous"]["peak_rss_mb"]
+                  / med["new"]["peak_rss_mb"]}
+        results[fmt] = result
+        new, old = med["new"], med["previous"]
+        print(f"{fmt:5}  new {new['seconds']:6.1f} s {new['peak_rss_mb']:6.0f} MB  previous "
+              f"{old['seconds']:6.1f} s {old['peak_rss_mb']:6.0f} MB  "
+              f"x{result['speedup_wall']:.1f} wall, x{result['speedup_cpu']:.1f} cpu; "
+              f"per row (start-up {med['new_start']['seconds']:.1f} s / "
+              f"{med['previous_start']['seconds']:.1f} s left out) "
+              f"x{result['speedup_wall_per_row']:.1f} wall, "
+              f"x{result['speedup_cpu_per_row']:.1f} cpu", flush=True)
     return results
 
 
@@ -147,6 +173,8 @@ def main() -> None:
                         help="benchmark query output (csv, json, table) instead")
     parser.add_argument("--trial-fraction", type=float, default=1.0,
                         help="when the archive is generated: fraction of the trials")
+    parser.add_argument("--formats", default="csv,json,table",
+                        help="with --output: the formats to run, comma-separated")
     parser.add_argument("--rows", type=int, default=500_000,
                         help="with --output: rows of the json and table runs (the previous "
                              "json needs about 4 KB of memory per row)")
@@ -161,7 +189,9 @@ def main() -> None:
     if args.output:
         rows_in_store = curvekit.open(home).metadata["counts"]["measurements"]
         result = {"rows_in_store": rows_in_store, "load_before": os.getloadavg(),
-                  **output(home, args.repeat, args.rows), "load_after": os.getloadavg()}
+                  **output(home, args.repeat, args.rows, rows_in_store,
+                           args.formats.split(",")),
+                  "load_after": os.getloadavg()}
         print(f"results in {save(f'query-output-{args.name}', result)}")
         return
 

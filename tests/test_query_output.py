@@ -170,3 +170,89 @@ def test_a_reader_that_stops_early_ends_quietly_with_141(store: Store, fmt: str)
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 141, err  # as git and cat end on a closed pipe
     assert err == "" and first[0].startswith(b"trial_id" if fmt == "csv" else b"[")
+
+
+@pytest.mark.parametrize("unbuffered", [False, True])
+@pytest.mark.parametrize("fmt", ["csv", "json"])
+def test_a_reader_that_stops_during_one_large_write_ends_with_141(
+        store: Store, fmt: str, unbuffered: bool) -> None:
+    # The whole result is one write, larger than a pipe holds; unbuffered stdout is a raw
+    # file, whose write takes part of the block when the reader goes away.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
+    if unbuffered:
+        env["PYTHONUNBUFFERED"] = "1"
+    sql = "select * from measurements, range(20)"  # about 2 MB of text in one batch
+    proc = subprocess.Popen([sys.executable, "-m", "curvekit", "query", sql, "--home",
+                             str(store.path), "--format", fmt], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
+    assert proc.stdout is not None and proc.stderr is not None
+    first = list(_lines(proc.stdout, 2))  # type: ignore[arg-type]
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141, err
+    assert err == "" and first[0].startswith(b"trial_id" if fmt == "csv" else b"[")
+
+
+class _Trickle(io.RawIOBase):
+    """A raw stream that takes at most ``most`` bytes per write, as a pipe may."""
+
+    def __init__(self, most: int) -> None:
+        self.most, self.data, self.calls = most, bytearray(), 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b: object) -> int:
+        view = memoryview(b).cast("B")  # type: ignore[arg-type]
+        self.data += view[:self.most]
+        self.calls += 1
+        return min(self.most, len(view))
+
+
+@settings(max_examples=25, deadline=None)
+@given(most=st.integers(1, 70_000), fmt=st.sampled_from(["csv", "json"]))
+def test_partial_writes_lose_nothing(store: Store, most: int, fmt: str) -> None:
+    raw = _Trickle(most)
+    export(store, QUERIES[0], raw, fmt)  # type: ignore[arg-type]
+    assert raw.data.decode() == _export(store, QUERIES[0], fmt)
+
+
+def test_a_stream_that_takes_nothing_is_an_error(store: Store) -> None:
+    class Full(_Trickle):
+        def write(self, b: object) -> None:  # type: ignore[override]
+            return None  # a non-blocking file that is full
+
+    with pytest.raises(QueryError, match="non-blocking"):
+        export(store, QUERIES[1], Full(0), "csv")  # type: ignore[arg-type]
+
+
+def test_small_batches_are_written_together(store: Store) -> None:
+    # DuckDB hands over a batch per Parquet file; they are formatted and written as one
+    # block of batch_rows rows, since a call into the CSV writer per file costs as much
+    # again as the text.
+    files = len(list((store.path / "measurements").rglob("*.parquet")))
+    total = store.sql("select count(*) from measurements").item()
+    raw = _Trickle(1 << 30)
+    assert export(store, "select * from measurements", raw, "csv",  # type: ignore[arg-type]
+                  batch_rows=total) == total
+    assert files > 1 and raw.calls == 1
+    raw = _Trickle(1 << 30)
+    export(store, "select * from measurements", raw, "csv",  # type: ignore[arg-type]
+           batch_rows=total // 3 + 1)
+    assert raw.calls <= 3
+
+
+def test_csv_output_does_not_import_pandas(store: Store) -> None:
+    # pandas takes 0.4 s to import; `schema.empty_table()` would import it for an empty result.
+    code = ("import io, sys\nfrom curvekit.store.store import Store\n"
+            "from curvekit.store.export import export\n"
+            "store = Store.open(sys.argv[1])\n"
+            "for sql in ('select * from trials where false', 'select * from measurements'):\n"
+            "    export(store, sql, io.BytesIO(), 'csv')\n"
+            "print('pandas' in sys.modules)\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    done = subprocess.run([sys.executable, "-c", code, str(store.path)], capture_output=True,
+                          env=env, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "False\n"
