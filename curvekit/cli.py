@@ -843,6 +843,10 @@ def _base_parameters(items: tuple[str, ...]) -> dict[str, float]:
 @click.option("--ghost-batch-size", type=click.IntRange(min=2),
               help="Scaling protocols: batch-norm statistics per chunk of this many examples "
                    "(models with batch norm, e.g. fc_128_128_bn).")
+@click.option("--noise-micro-batches", type=click.IntRange(min=0), default=0,
+              show_default=True,
+              help="Record the gradient noise scale at every evaluation from this many "
+                   "micro-batches of a batch (2 or more; 0: off).")
 @home_option
 def run(name: str | None, dataset: str, model: str, optimizers: str, batch_sizes: str,
         trials: int | None, steps: str, eval_every: int, space: Path | None, seed: int,
@@ -850,7 +854,8 @@ def run(name: str | None, dataset: str, model: str, optimizers: str, batch_sizes
         ray_address: str | None, work_dir: Path | None, data_dir: Path | None,
         no_store: bool, quiet: bool, protocol: str, base_batch_size: int | None,
         base_learning_rate: float | None, base_parameters: tuple[str, ...], warmup: str,
-        ghost_batch_size: int | None, home: Path | None) -> None:
+        ghost_batch_size: int | None, noise_micro_batches: int,
+        home: Path | None) -> None:
     """Train a sweep with the paper's protocol and add it to the store.
 
     One study per optimizer and batch size, each with --trials quasi-random trials of a
@@ -881,7 +886,7 @@ def run(name: str | None, dataset: str, model: str, optimizers: str, batch_sizes
         store=not no_store, protocol=protocol, base_batch_size=base_batch_size,
         base_learning_rate=base_learning_rate,
         base_parameters=_base_parameters(base_parameters), warmup=warmup,
-        ghost_batch_size=ghost_batch_size)
+        ghost_batch_size=ghost_batch_size, noise_micro_batches=noise_micro_batches)
     if quiet:
         result = run_(name, **options)
     else:

@@ -13,12 +13,15 @@ weights ``w`` with ``Δ = w − w*`` one example's gradient is ``g = x(x·Δ −
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from curvekit.cli import main
 from curvekit.errors import CurvekitError
 from curvekit.runner.noise import noise_scale_parts, simple_noise_scale
 
@@ -91,3 +94,89 @@ def test_ratio_is_nan_without_a_positive_gradient_estimate() -> None:
     assert simple_noise_scale([math.nan, 2.0], [1.0, 4.0]) == 2.0
     with pytest.raises(CurvekitError, match="2 tr"):
         simple_noise_scale([1.0], [1.0, 2.0])
+
+
+# --- the runner records it ----------------------------------------------------------------
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("sklearn")
+
+from dataclasses import replace  # noqa: E402
+
+from curvekit.runner.plan import Sweep, TrialSpec  # noqa: E402
+from curvekit.runner.train import NOISE_METRICS, gradient_noise, run_trial  # noqa: E402
+from curvekit.runner.workloads import build_model  # noqa: E402
+
+
+def trial(**changes: object) -> TrialSpec:
+    base = TrialSpec(base_dir="t", model="fc_32", optimizer="sgd", batch_size=64, trial_id=1,
+                     dataset="digits", parameters={"learning_rate": 0.5}, steps=60,
+                     eval_every=20, seed=3)
+    return replace(base, **changes)  # type: ignore[arg-type]
+
+
+def test_recording_the_noise_scale_leaves_training_unchanged() -> None:
+    plain, noisy = run_trial(trial()), run_trial(trial(noise_micro_batches=8))
+    assert set(noisy.columns) == set(plain.columns) | set(NOISE_METRICS)
+    assert {k: noisy.columns[k] for k in plain.columns} == plain.columns
+    norm_sq, trace, ratio = (noisy.columns[m] for m in NOISE_METRICS)
+    assert len(ratio) == len(plain.columns["step"]) == 4
+    assert all(math.isfinite(v) for v in (*norm_sq, *trace, *ratio))
+    assert trace[0] > 0 and norm_sq[0] > 0  # at initialisation the gradient is clear
+    assert ratio == pytest.approx([t / g for g, t in zip(norm_sq, trace, strict=True)])
+
+
+def test_micro_batch_gradients_give_the_batch_gradient_and_keep_buffers() -> None:
+    torch.manual_seed(0)
+    model = build_model("fc_16_bn", (1, 8, 8), 10)
+    x, y = torch.randn(32, 1, 8, 8), torch.randint(0, 10, (32,))
+    before = [b.clone() for b in model.buffers()]
+    got = gradient_noise(model, x, y, micro_batches=4)
+    assert all(torch.equal(a, b) for a, b in zip(before, model.buffers(), strict=True))
+    assert all(p.grad is None for p in model.parameters())
+    plain = build_model("fc_16", (1, 8, 8), 10)
+    loss = torch.nn.functional.cross_entropy  # the parts against a direct computation
+    params = list(plain.parameters())
+    flat = [torch.cat([g.reshape(-1) for g in torch.autograd.grad(
+        loss(plain(x[i:i + 8]), y[i:i + 8]), params)]) for i in range(0, 32, 8)]
+    small_sq = float(sum(f.square().sum() for f in flat)) / 4
+    whole = torch.cat([g.reshape(-1) for g in torch.autograd.grad(loss(plain(x), y), params)])
+    want = noise_scale_parts(small_sq, float(whole.square().sum()), 8, 32)
+    mine = gradient_noise(plain, x, y, micro_batches=4)
+    assert (mine[NOISE_METRICS[0]], mine[NOISE_METRICS[1]]) == pytest.approx(want, rel=1e-4)
+    assert math.isfinite(got[NOISE_METRICS[2]])
+
+
+@pytest.mark.parametrize("count", [1, 65])
+def test_a_micro_batch_count_that_cannot_work_is_refused(count: int) -> None:
+    with pytest.raises(CurvekitError, match=f"noise micro-batches {count}.*smallest batch "
+                                            r"size \(64\)"):
+        Sweep.create("d", dataset="digits", model="fc_16", optimizers=["sgd"],
+                     batch_sizes=[64, 128], trials=1, steps=10, eval_every=5,
+                     noise_micro_batches=count)
+
+
+def test_a_plan_without_the_noise_scale_is_written_as_before() -> None:
+    sweep = Sweep.create("d", dataset="digits", model="fc_16", optimizers=["sgd"],
+                         batch_sizes=[64], trials=1, steps=10, eval_every=5)
+    assert "noise_micro_batches" not in sweep.to_json()
+    noisy = replace(sweep, noise_micro_batches=4)
+    assert Sweep.from_json(noisy.to_json()) == noisy
+    assert noisy.trial_specs()[0].noise_micro_batches == 4
+
+
+def test_cli_run_records_the_noise_scale_in_the_store(tmp_path: Path) -> None:
+    home = str(tmp_path / "home")
+    argv = ["run", "noisy", "--model", "fc-16", "--optimizer", "sgd", "--batch-sizes", "16,64",
+            "--trials", "1", "--steps", "30", "--eval-every", "10", "--device", "cpu",
+            "--noise-micro-batches", "4", "--home", home, "--quiet"]
+    result = CliRunner().invoke(main, argv)
+    assert result.exit_code == 0, result.output
+    query = ("select batch_size, count(\"train/gradient_noise_scale\") as n, "
+             "min(\"train/gradient_noise_trace\") > 0 as positive from measurements "
+             "where base_dir = 'noisy' group by 1 order by 1")
+    got = CliRunner().invoke(main, ["query", query, "--home", home, "--format", "csv"])
+    assert got.output == "batch_size,n,positive\n16,4,true\n64,4,true\n", got.output
+    bad = CliRunner().invoke(main, [*argv[:-5], "--noise-micro-batches", "32", "--home", home])
+    assert bad.exit_code == 1
+    assert bad.output.startswith("Error: noise micro-batches 32: the noise scale compares")
