@@ -499,8 +499,10 @@ def fit(workload: str | None, all_: bool, metric: str | None, goal: float | None
 
     Reports the end of perfect scaling, the maximum useful batch size (start of the
     plateau), the middle slope, and B_crit, S_min and E_min of S = S_min (1 + B_crit / B);
-    with --bootstrap, 95% percentile intervals over trial resamples. --status selects the
-    trials as for steps-to-result. Batch sizes that do not reach the goal are left out of
+    beside B_crit, for a workload run with --noise-micro-batches, the gradient noise
+    scale B_simple that predicts it (median over trials [quartiles]); with --bootstrap,
+    95% percentile intervals over trial resamples. --status selects the trials as for
+    steps-to-result. Batch sizes that do not reach the goal are left out of
     the fit and stderr says why (`Warning: ...` lines); with fewer than 3 left, WORKLOAD
     is an error (exit 1) and --all gives it a row whose note says why.
     """
@@ -554,6 +556,16 @@ def _compact_fits(rows: list[dict[str, Any]]) -> pl.DataFrame:
             text += f" [{low}]" if low == high and low[0] in "<>" else f" [{low}–{high}]"
         return text
 
+    def predicted(row: dict[str, Any]) -> dict[str, str]:
+        # Only workloads that recorded the gradient noise scale have this column.
+        if not any(r.get("b_simple") is not None for r in rows):
+            return {}
+        if row.get("b_simple") is None:
+            return {"B_simple (predicted B_crit)": "-"}
+        return {"B_simple (predicted B_crit)":
+                f"{row['b_simple']:,.0f} [{row['b_simple_low']:,.0f}–"
+                f"{row['b_simple_high']:,.0f}]"}
+
     return pl.DataFrame([{
         "workload": r["workload"],
         "goal": f"{r['metric']} {r['goal']}" if "goal" in r else "-",
@@ -562,6 +574,7 @@ def _compact_fits(rows: list[dict[str, Any]]) -> pl.DataFrame:
         "max useful batch size": cell(r, "max_useful_batch_size"),
         "slope": cell(r, "diminishing_slope", 2),
         "B_crit": cell(r, "b_crit"),
+        **predicted(r),
         "note": r.get("note") or "",
     } for r in rows])
 

@@ -12,6 +12,7 @@ weights ``w`` with ``Δ = w − w*`` one example's gradient is ``g = x(x·Δ −
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -165,18 +166,45 @@ def test_a_plan_without_the_noise_scale_is_written_as_before() -> None:
     assert noisy.trial_specs()[0].noise_micro_batches == 4
 
 
-def test_cli_run_records_the_noise_scale_in_the_store(tmp_path: Path) -> None:
+def test_cli_run_records_the_noise_scale_and_fit_predicts_b_crit(tmp_path: Path) -> None:
     home = str(tmp_path / "home")
-    argv = ["run", "noisy", "--model", "fc-16", "--optimizer", "sgd", "--batch-sizes", "16,64",
-            "--trials", "1", "--steps", "30", "--eval-every", "10", "--device", "cpu",
-            "--noise-micro-batches", "4", "--home", home, "--quiet"]
+    space = tmp_path / "space.json"
+    space.write_text(json.dumps({"learning_rate": {"type": "DISCRETE", "feasible_points": [0.5],
+                                                   "scale": ""}}))
+    argv = ["run", "noisy", "--model", "fc-16", "--optimizer", "sgd", "--batch-sizes",
+            "8,32,128", "--trials", "2", "--steps", "40", "--eval-every", "5", "--device", "cpu",
+            "--space", str(space), "--noise-micro-batches", "4", "--home", home, "--quiet"]
     result = CliRunner().invoke(main, argv)
     assert result.exit_code == 0, result.output
-    query = ("select batch_size, count(\"train/gradient_noise_scale\") as n, "
-             "min(\"train/gradient_noise_trace\") > 0 as positive from measurements "
-             "where base_dir = 'noisy' group by 1 order by 1")
-    got = CliRunner().invoke(main, ["query", query, "--home", home, "--format", "csv"])
-    assert got.output == "batch_size,n,positive\n16,4,true\n64,4,true\n", got.output
-    bad = CliRunner().invoke(main, [*argv[:-5], "--noise-micro-batches", "32", "--home", home])
+    query = ('select batch_size, trial_id, step, "train/classification_error" as e, '
+             '"train/gradient_norm_squared" as g, "train/gradient_noise_trace" as t '
+             "from measurements where base_dir = 'noisy' order by 1, 2, 3")
+    got = CliRunner().invoke(main, ["query", query, "--home", home, "--format", "json"])
+    rows = json.loads(got.output)
+    assert len(rows) == 3 * 2 * 9 and all(math.isfinite(r["g"]) for r in rows)
+    # The prediction, read off the definition: per trial reaching e < 0.5, mean t / mean g
+    # over its evaluations up to the first that does; then the median over those trials.
+    per_trial = []
+    for key in sorted({(r["batch_size"], r["trial_id"]) for r in rows}):
+        curve = [r for r in rows if (r["batch_size"], r["trial_id"]) == key]
+        hit = next((r["step"] for r in curve if r["e"] < 0.5), None)
+        if hit is not None:
+            window = [r for r in curve if r["step"] <= hit]
+            per_trial.append(float(np.mean([r["t"] for r in window]))
+                             / float(np.mean([r["g"] for r in window])))
+    fit = CliRunner().invoke(main, ["fit", "noisy/fc_16/sgd", "--metric",
+                                    "train/classification_error", "--goal", "0.5",
+                                    "--home", home, "--format", "json"])
+    assert fit.exit_code == 0, fit.output
+    row = json.loads(fit.output)[0]
+    assert row["b_simple_trials"] == len(per_trial) >= 3
+    assert row["b_simple"] == pytest.approx(float(np.median(per_trial)))
+    assert row["b_simple_low"] <= row["b_simple"] <= row["b_simple_high"]
+    table = CliRunner().invoke(main, ["fit", "noisy/fc_16/sgd", "--metric",
+                                      "train/classification_error", "--goal", "0.5",
+                                      "--home", home])
+    assert "B_simple (predicted B_crit)" in table.output
+    assert f"{row['b_simple']:,.0f} [{row['b_simple_low']:,.0f}–" in table.output
+    bad = CliRunner().invoke(main, [*argv[:-5], "--noise-micro-batches", "9", "--home", home])
     assert bad.exit_code == 1
-    assert bad.output.startswith("Error: noise micro-batches 32: the noise scale compares")
+    assert bad.output.startswith("Error: noise micro-batches 9: the noise scale compares")
