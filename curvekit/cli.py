@@ -499,8 +499,10 @@ def fit(workload: str | None, all_: bool, metric: str | None, goal: float | None
 
     Reports the end of perfect scaling, the maximum useful batch size (start of the
     plateau), the middle slope, and B_crit, S_min and E_min of S = S_min (1 + B_crit / B);
-    with --bootstrap, 95% percentile intervals over trial resamples. --status selects the
-    trials as for steps-to-result. Batch sizes that do not reach the goal are left out of
+    beside B_crit, for a workload run with --noise-micro-batches, the gradient noise
+    scale B_simple that predicts it (median over trials [quartiles]); with --bootstrap,
+    95% percentile intervals over trial resamples. --status selects the trials as for
+    steps-to-result. Batch sizes that do not reach the goal are left out of
     the fit and stderr says why (`Warning: ...` lines); with fewer than 3 left, WORKLOAD
     is an error (exit 1) and --all gives it a row whose note says why.
     """
@@ -554,6 +556,16 @@ def _compact_fits(rows: list[dict[str, Any]]) -> pl.DataFrame:
             text += f" [{low}]" if low == high and low[0] in "<>" else f" [{low}–{high}]"
         return text
 
+    def predicted(row: dict[str, Any]) -> dict[str, str]:
+        # Only workloads that recorded the gradient noise scale have this column.
+        if not any(r.get("b_simple") is not None for r in rows):
+            return {}
+        if row.get("b_simple") is None:
+            return {"B_simple (predicted B_crit)": "-"}
+        return {"B_simple (predicted B_crit)":
+                f"{row['b_simple']:,.0f} [{row['b_simple_low']:,.0f}–"
+                f"{row['b_simple_high']:,.0f}]"}
+
     return pl.DataFrame([{
         "workload": r["workload"],
         "goal": f"{r['metric']} {r['goal']}" if "goal" in r else "-",
@@ -562,6 +574,7 @@ def _compact_fits(rows: list[dict[str, Any]]) -> pl.DataFrame:
         "max useful batch size": cell(r, "max_useful_batch_size"),
         "slope": cell(r, "diminishing_slope", 2),
         "B_crit": cell(r, "b_crit"),
+        **predicted(r),
         "note": r.get("note") or "",
     } for r in rows])
 
@@ -843,6 +856,10 @@ def _base_parameters(items: tuple[str, ...]) -> dict[str, float]:
 @click.option("--ghost-batch-size", type=click.IntRange(min=2),
               help="Scaling protocols: batch-norm statistics per chunk of this many examples "
                    "(models with batch norm, e.g. fc_128_128_bn).")
+@click.option("--noise-micro-batches", type=click.IntRange(min=0), default=0,
+              show_default=True,
+              help="Record the gradient noise scale at every evaluation from this many "
+                   "micro-batches of a batch (2 or more; 0: off).")
 @home_option
 def run(name: str | None, dataset: str, model: str, optimizers: str, batch_sizes: str,
         trials: int | None, steps: str, eval_every: int, space: Path | None, seed: int,
@@ -850,7 +867,8 @@ def run(name: str | None, dataset: str, model: str, optimizers: str, batch_sizes
         ray_address: str | None, work_dir: Path | None, data_dir: Path | None,
         no_store: bool, quiet: bool, protocol: str, base_batch_size: int | None,
         base_learning_rate: float | None, base_parameters: tuple[str, ...], warmup: str,
-        ghost_batch_size: int | None, home: Path | None) -> None:
+        ghost_batch_size: int | None, noise_micro_batches: int,
+        home: Path | None) -> None:
     """Train a sweep with the paper's protocol and add it to the store.
 
     One study per optimizer and batch size, each with --trials quasi-random trials of a
@@ -881,7 +899,7 @@ def run(name: str | None, dataset: str, model: str, optimizers: str, batch_sizes
         store=not no_store, protocol=protocol, base_batch_size=base_batch_size,
         base_learning_rate=base_learning_rate,
         base_parameters=_base_parameters(base_parameters), warmup=warmup,
-        ghost_batch_size=ghost_batch_size)
+        ghost_batch_size=ghost_batch_size, noise_micro_batches=noise_micro_batches)
     if quiet:
         result = run_(name, **options)
     else:

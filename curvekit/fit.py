@@ -20,6 +20,11 @@ middle slope and the residuals.
 **Critical batch size** (McCandlish et al. 2018): S(B) = S_min · (1 + B_crit / B), fitted by
 least squares on log2(steps); E_min = S_min · B_crit examples.
 
+**Predicted critical batch size** (:func:`predict_critical_batch`): when the workload
+recorded the gradient noise scale (``curvekit run --noise-micro-batches``), McCandlish et
+al.'s B_simple = tr(Σ) / |G|², averaged over each trial's training up to the goal and
+summarized over the trials that reach it — a prediction of B_crit from gradients alone.
+
 >>> import numpy as np
 >>> b = 2.0 ** np.arange(0, 14)
 >>> steps = np.where(b <= 64, 2.0**20 / b, 2.0**14)
@@ -49,6 +54,7 @@ __all__ = [
     "Bootstrap",
     "CriticalBatchFit",
     "FitError",
+    "NoiseScalePrediction",
     "RegimeFit",
     "WorkloadFit",
     "beyond_measured",
@@ -57,6 +63,7 @@ __all__ = [
     "fit_critical_batch",
     "fit_regimes",
     "fit_workload",
+    "predict_critical_batch",
     "range_note",
 ]
 
@@ -476,6 +483,7 @@ class WorkloadFit:
     regimes: RegimeFit | None
     critical: CriticalBatchFit | None
     intervals: Bootstrap | None = None
+    noise: NoiseScalePrediction | None = None
 
     def summary(self) -> dict[str, object]:
         """One flat row: the fitted quantities and, with a bootstrap, their intervals."""
@@ -503,10 +511,66 @@ class WorkloadFit:
                 if name in BATCH_SIZE_QUANTITIES:
                     row[f"{name}_low_beyond"] = beyond_measured(low, sizes)
                     row[f"{name}_high_beyond"] = beyond_measured(high, sizes)
+        if self.noise is not None:
+            row.update(b_simple=self.noise.b_simple, b_simple_low=self.noise.low,
+                       b_simple_high=self.noise.high, b_simple_trials=self.noise.trials)
         if self.regimes is not None:
             row["note"] = self.regimes.note
         row["range_note"] = range_note(row)
         return row
+
+
+NOISE_NORM, NOISE_TRACE = "train/gradient_norm_squared", "train/gradient_noise_trace"
+"""The columns the runner records the two parts of the gradient noise scale in."""
+
+
+@dataclass(frozen=True)
+class NoiseScalePrediction:
+    """B_simple as a prediction of B_crit: the median over trials and its quartiles.
+
+    Each trial's B_simple is the mean of its tr(Σ) estimates over the mean of its |G|²
+    estimates, over its evaluations from step 0 up to the first that reaches the goal.
+    """
+
+    b_simple: float
+    low: float
+    high: float
+    trials: int
+
+
+def predict_critical_batch(store: Store, workload: str, hits: Any
+                           ) -> NoiseScalePrediction | None:
+    """The gradient noise scale's prediction of B_crit, or ``None`` without its columns.
+
+    ``hits`` is :func:`curvekit.measure.trial_hits`' table (batch size, trial id, first step
+    at the goal): only trials that reach the goal count, each over its evaluations up to
+    that step, so the prediction describes the same stretch of training as the fitted
+    B_crit. ``None`` when the workload has no noise-scale columns or no such trial has a
+    positive mean |G|² estimate.
+    """
+    import polars as pl
+
+    from curvekit.runner.noise import simple_noise_scale
+    from curvekit.store.sql import quote_identifier
+
+    if not {NOISE_NORM, NOISE_TRACE} <= set(store.metrics(workload)):
+        return None
+    g, t = quote_identifier(NOISE_NORM), quote_identifier(NOISE_TRACE)
+    rows = store.query(f"select batch_size, trial_id, step, {g} as g, {t} as t from "
+                       f"{store.source('measurements', workload)} where {g} is not null")
+    reached = hits.filter(pl.col("step").is_not_null()).select(
+        pl.col("batch_size").cast(pl.Int64), pl.col("trial_id").cast(pl.Int64),
+        pl.col("step").cast(pl.Float64).alias("goal_step"))
+    window = rows.with_columns(pl.col("batch_size").cast(pl.Int64),
+                               pl.col("trial_id").cast(pl.Int64)).join(
+        reached, on=["batch_size", "trial_id"]).filter(pl.col("step") <= pl.col("goal_step"))
+    per_trial = [simple_noise_scale(group["g"].to_list(), group["t"].to_list())
+                 for _, group in window.group_by(["batch_size", "trial_id"])]
+    values = np.array([v for v in per_trial if math.isfinite(v) and v > 0])
+    if not len(values):
+        return None
+    low, median, high = np.percentile(values, [25, 50, 75])
+    return NoiseScalePrediction(float(median), float(low), float(high), len(values))
 
 
 _NAMES = {"perfect_scaling_end": "the end of perfect scaling",
@@ -595,7 +659,7 @@ def fit_workload(store: Store, workload: str, metric: str, goal: float, *,
             for name in ("perfect_scaling_end", "max_useful_batch_size", "diminishing_slope"):
                 intervals.intervals.pop(name, None)
     return WorkloadFit(workload, metric, goal, maximize, sizes, steps, regimes, critical,
-                       intervals)
+                       intervals, predict_critical_batch(store, workload, hits_frame))
 
 
 def fit_all(store: Store, *, model: str = "both", bootstrap_samples: int = 0, seed: int = 0,

@@ -72,6 +72,8 @@ def _metadata(spec: TrialSpec) -> dict[str, Any]:
     data = asdict(spec)
     for transient in ("device", "threads"):  # how it ran, not what it is
         data.pop(transient)
+    if not data["noise_micro_batches"]:  # parts written before it existed stay valid
+        data.pop("noise_micro_batches")
     return data
 
 

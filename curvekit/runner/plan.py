@@ -87,6 +87,8 @@ class TrialSpec:
 
     ``optimizer`` is the workload's optimizer directory: the optimizer's name, followed by
     ``+PROTOCOL`` for a scaling protocol (:mod:`curvekit.runner.protocols`).
+    ``noise_micro_batches`` (0: off) records the gradient noise scale at every evaluation
+    (:func:`curvekit.runner.train.gradient_noise`).
     """
 
     base_dir: str
@@ -102,6 +104,7 @@ class TrialSpec:
     data_dir: str | None = None
     device: str = "cpu"
     threads: int = 1
+    noise_micro_batches: int = 0
 
     @property
     def key(self) -> StudyKey:
@@ -140,6 +143,7 @@ class Sweep:
     spaces: dict[str, dict[int, dict[str, Any]]] = field(default_factory=dict)
     data_dir: str | None = None
     protocol: Protocol | None = None
+    noise_micro_batches: int = 0
 
     @classmethod
     def create(cls, base_dir: str | None, *, dataset: str, model: str,
@@ -147,7 +151,7 @@ class Sweep:
                steps: int | Mapping[int, int], eval_every: int, seed: int = 0,
                sampler: str = "sobol", space: Mapping[str, Any] | None = None,
                data_dir: str | None = None, protocol: Protocol | None = None,
-               n_train: int | None = None) -> Sweep:
+               n_train: int | None = None, noise_micro_batches: int = 0) -> Sweep:
         """Validate the options and build the plan (raises :class:`RunError`).
 
         ``space`` is one ``parameter_configs`` mapping for every study, or a mapping from
@@ -155,6 +159,8 @@ class Sweep:
         With a scaling ``protocol`` there is no search: each study's space is the single
         point the protocol gives it (``n_train``, the training-set size, turns a warmup
         in epochs into steps), and its trials differ only in their seed.
+        ``noise_micro_batches`` ≥ 2 records the gradient noise scale at every evaluation
+        from that many micro-batches of a batch (0: not recorded).
         """
         dataset, model = canonical_dataset(dataset), canonical_model(model)
         base_dir = (base_dir or dataset_directory(dataset)).strip("/")
@@ -180,6 +186,10 @@ class Sweep:
         if missing or any(budget[b] < 1 for b in sizes):
             raise RunError(f"every batch size needs a positive step budget; missing or bad "
                            f"for {missing or [b for b in sizes if budget[b] < 1]}")
+        if noise_micro_batches and not 2 <= noise_micro_batches <= sizes[0]:
+            raise RunError(f"noise micro-batches {noise_micro_batches}: the noise scale "
+                           f"compares a micro-batch with the whole batch, so give 2 to the "
+                           f"smallest batch size ({sizes[0]}), or 0 to not record it")
         if sampler not in ("sobol", "halton"):
             raise RunError(f"unknown sampler {sampler!r}; choose sobol or halton")
         per_opt: dict[str, Any] = {}
@@ -206,7 +216,7 @@ class Sweep:
                 spaces[opt][b] = _check_space(configs, opt)
         return cls(base_dir, dataset, model, opts, sizes, int(trials),
                    {b: budget[b] for b in sizes}, int(eval_every), int(seed), sampler, spaces,
-                   data_dir, protocol)
+                   data_dir, protocol, int(noise_micro_batches))
 
     @property
     def protocol_name(self) -> str:
@@ -242,7 +252,8 @@ class Sweep:
                     specs.append(TrialSpec(self.base_dir, self.model, self.directory(opt), b,
                                            trial_id,
                                            self.dataset, params, self.steps[b], self.eval_every,
-                                           seed, self.data_dir, device, threads))
+                                           seed, self.data_dir, device, threads,
+                                           self.noise_micro_batches))
         return specs
 
     def to_json(self) -> dict[str, Any]:
@@ -253,6 +264,8 @@ class Sweep:
                           for o, per in self.spaces.items()}
         # A tuned sweep's plan stays as it was before protocols existed (same plan.json).
         data.pop("protocol")
+        if not self.noise_micro_batches:  # likewise a sweep that does not record it
+            data.pop("noise_micro_batches")
         if self.protocol is not None:
             data["protocol"] = self.protocol.to_json()
         return {"plan_format": PLAN_FORMAT, **data}

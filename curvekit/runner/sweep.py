@@ -200,6 +200,7 @@ def run(
     base_parameters: Mapping[str, Any] | None = None,
     warmup: str | int | float = 0,
     ghost_batch_size: int | None = None,
+    noise_micro_batches: int = 0,
 ) -> RunResult:
     """Run a sweep (or resume it) and add its workloads to the store.
 
@@ -245,6 +246,10 @@ def run(
     warmup, ghost_batch_size
         A scaling protocol's warmup, in steps (``200``) or epochs (``"5e"``); the ghost
         batch size for models with batch norm.
+    noise_micro_batches
+        Record the gradient noise scale (``train/gradient_noise_scale`` and its parts) at
+        every evaluation, from this many micro-batches of a batch (≥ 2; 0: off). It costs
+        one more forward and backward pass of a batch per evaluation.
 
     Examples
     --------
@@ -275,7 +280,7 @@ def run(
                          batch_sizes=_batch_sizes(batch_sizes, dataset, data_text),
                          trials=trials, steps=steps, eval_every=eval_every, seed=seed,
                          sampler=sampler, space=space, data_dir=data_text, protocol=chosen,
-                         n_train=n_train)
+                         n_train=n_train, noise_micro_batches=noise_micro_batches)
     _check_names(sweep.workloads())
     folder_name = model_directory(sweep.model) + ("" if chosen is None else f"+{chosen.name}")
     folder = (Path(work_dir).expanduser() if work_dir is not None

@@ -21,6 +21,16 @@ The protocol of Shallue et al. (2019), section 3:
 * **Evaluation** every ``eval_every`` steps, at step 0 and at the last step, on every split
   of the data set: ``<split>/classification_error`` and ``<split>/cross_entropy_error``
   (split ``train``, ``val``, ``test``), named as in the release.
+* **Gradient noise scale** (opt-in, ``noise_micro_batches`` = m ≥ 2): at every evaluation
+  a batch of the trial's batch size is drawn from its own random stream (so training is
+  untouched), cut into m micro-batches of ``batch_size // m`` examples, and the squared
+  norms of the micro-batch gradients (small batch) and of their mean (big batch) give
+  McCandlish et al.'s unbiased estimates (:mod:`curvekit.runner.noise`), recorded as
+  ``train/gradient_norm_squared`` (``|G|²``), ``train/gradient_noise_trace`` (``tr(Σ)``)
+  and their ratio ``train/gradient_noise_scale`` (``B_simple``, noisy on its own: average
+  the two parts over many evaluations before dividing). The loss is the training loss at
+  the evaluated weights; batch-norm statistics are those of each micro-batch, and the
+  running statistics are restored afterwards.
 * **Divergence.** A non-finite training loss stops the trial, which is INFEASIBLE; a final
   evaluation row at that step is kept (with NaN or inf, like the release's diverged trials).
   Otherwise the trial is COMPLETE.
@@ -39,14 +49,19 @@ import torch
 import torch.nn.functional as F
 
 from curvekit.errors import RunError
+from curvekit.runner.noise import noise_scale_parts
 from curvekit.runner.plan import TrialResult, TrialSpec
 from curvekit.runner.protocols import split_optimizer
 from curvekit.runner.workloads import Splits, build_model, load_dataset, use_ghost_batch_norm
 
-__all__ = ["evaluate", "learning_rate_at", "resolve_device", "run_trial"]
+__all__ = ["NOISE_METRICS", "evaluate", "gradient_noise", "learning_rate_at", "resolve_device",
+           "run_trial"]
 
 _CACHE: dict[tuple[str, str | None, str], Splits] = {}
 _EVAL_CHUNK = 8192
+NOISE_METRICS = ("train/gradient_norm_squared", "train/gradient_noise_trace",
+                 "train/gradient_noise_scale")
+"""The columns a trial with ``noise_micro_batches`` records: ``|G|²``, ``tr(Σ)``, B_simple."""
 
 
 def resolve_device(device: str) -> str:
@@ -130,6 +145,42 @@ def evaluate(model: torch.nn.Module, data: Splits) -> dict[str, float]:
     return out
 
 
+def gradient_noise(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor,
+                   micro_batches: int, label_smoothing: float = 0.0) -> dict[str, float]:
+    """``|G|²``, ``tr(Σ)`` and B_simple from one batch cut into ``micro_batches`` pieces.
+
+    The small batch is one micro-batch of ``len(y) // micro_batches`` examples (its squared
+    gradient norm averaged over the micro-batches), the big batch all of them. The model's
+    weights, gradients and buffers (batch-norm running statistics) are left as they were.
+    """
+    small = len(y) // micro_batches
+    if micro_batches < 2 or small < 1:
+        raise RunError(f"the noise scale needs at least 2 micro-batches of 1 example, got "
+                       f"{micro_batches} micro-batches of a batch of {len(y)}; use "
+                       "2 ≤ micro-batches ≤ the smallest batch size")
+    params = [p for p in model.parameters() if p.requires_grad]
+    buffers = [b.clone() for b in model.buffers()]
+    total: torch.Tensor | None = None
+    small_sq = 0.0
+    for i in range(micro_batches):
+        chunk = slice(i * small, (i + 1) * small)
+        loss = F.cross_entropy(model(x[chunk]), y[chunk], label_smoothing=label_smoothing)
+        grads = torch.autograd.grad(loss, params, allow_unused=True)
+        flat = torch.cat([g.reshape(-1) if g is not None else torch.zeros_like(p).reshape(-1)
+                          for g, p in zip(grads, params, strict=True)]).detach()
+        small_sq += float(flat.double().square().sum())
+        total = flat.double() if total is None else total + flat.double()
+    with torch.no_grad():
+        for buffer, saved in zip(model.buffers(), buffers, strict=True):
+            buffer.copy_(saved)
+    assert total is not None
+    big_sq = float((total / micro_batches).square().sum())
+    norm_sq, trace = noise_scale_parts(small_sq / micro_batches, big_sq, small,
+                                       small * micro_batches)
+    ratio = trace / norm_sq if math.isfinite(norm_sq) and norm_sq != 0 else math.nan
+    return dict(zip(NOISE_METRICS, (norm_sq, trace, ratio), strict=True))
+
+
 def run_trial(spec: TrialSpec) -> TrialResult:
     """Train one trial and return its status and evaluation rows."""
     start = time.perf_counter()
@@ -153,9 +204,16 @@ def run_trial(spec: TrialSpec) -> TrialResult:
         x_train, y_train = data.splits["train"]
         full_batch = spec.batch_size == n_train
         rows: dict[str, list[float]] = {"step": []}
+        # Its own stream, so that measuring the noise scale changes nothing in training.
+        noise_generator = torch.Generator().manual_seed(spec.seed + 1)
 
         def record(step: int) -> bool:
             metrics = evaluate(model, data)
+            if spec.noise_micro_batches:
+                sample = torch.randperm(n_train, generator=noise_generator)[:spec.batch_size]
+                sample = sample.to(device)
+                metrics.update(gradient_noise(model, x_train[sample], y_train[sample],
+                                              spec.noise_micro_batches, smoothing))
             rows["step"].append(step)
             for name, value in metrics.items():
                 rows.setdefault(name, []).append(value)
