@@ -533,19 +533,11 @@ def fit(workload: str | None, all_: bool, metric: str | None, goal: float | None
                 click.echo(f"Note: {row['workload']}: {row['range_note']}.", err=True)
 
 
-def _bounded(row: dict[str, Any], name: str, digits: int = 0) -> str:
-    """A fitted value, or '> largest' / '< smallest' measured batch size past the range."""
-    where = row.get(f"{name}_beyond")
-    if where == "above":
-        return f"> {row['max_batch_size']:,.0f}"
-    if where == "below":
-        return f"< {row['min_batch_size']:,.0f}"
-    return f"{row[name]:,.{digits}f}"
-
-
 def _compact_fits(rows: list[dict[str, Any]]) -> pl.DataFrame:
     """Fit rows for reading: 'value [low–high]' cells, fewer columns."""
     import polars as pl
+
+    from curvekit.fit import bounded_value as _bounded
 
     def cell(row: dict[str, Any], name: str, digits: int = 0) -> str:
         if row.get(name) is None:

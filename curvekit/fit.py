@@ -59,6 +59,7 @@ __all__ = [
     "WorkloadFit",
     "beyond_measured",
     "bootstrap",
+    "bounded_value",
     "fit_all",
     "fit_critical_batch",
     "fit_regimes",
@@ -575,6 +576,22 @@ def predict_critical_batch(store: Store, workload: str, hits: Any
 
 _NAMES = {"perfect_scaling_end": "the end of perfect scaling",
           "max_useful_batch_size": "the maximum useful batch size", "b_crit": "B_crit"}
+
+
+def bounded_value(row: dict[str, Any], name: str, digits: int = 0) -> str:
+    """A summary row's fitted value as text, or '> largest' / '< smallest' measured batch
+    size when its flag ``<name>_beyond`` says it lies past them.
+
+    >>> bounded_value({"b_crit": 9e11, "b_crit_beyond": "above", "max_batch_size": 55000.0},
+    ...               "b_crit")
+    '> 55,000'
+    """
+    where = row.get(f"{name}_beyond")
+    if where == "above":
+        return f"> {row['max_batch_size']:,.0f}"
+    if where == "below":
+        return f"< {row['min_batch_size']:,.0f}"
+    return f"{row[name]:,.{digits}f}"
 
 
 def range_note(row: dict[str, Any]) -> str:

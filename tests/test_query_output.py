@@ -156,11 +156,10 @@ def _lines(stream: io.BufferedReader, n: int) -> Iterator[bytes]:
         yield stream.readline()
 
 
-@pytest.mark.parametrize("fmt", ["csv", "json"])
-def test_a_reader_that_stops_early_ends_quietly_with_141(store: Store, fmt: str) -> None:
-    # `curvekit query ... | head -2`: the pipe closes while rows are still being written.
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
-    sql = "select * from measurements, range(20)"  # large enough to outgrow the pipe
+def _read_two_lines_and_close(store: Store, fmt: str, env: dict[str, str]
+                              ) -> tuple[int, str, list[bytes]]:
+    """`curvekit query ... | head -2`: the exit status, stderr and the two lines read."""
+    sql = "select * from measurements, range(20)"  # about 2 MB: more than a pipe holds
     proc = subprocess.Popen([sys.executable, "-m", "curvekit", "query", sql, "--home",
                              str(store.path), "--format", fmt], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=env)
@@ -168,7 +167,15 @@ def test_a_reader_that_stops_early_ends_quietly_with_141(store: Store, fmt: str)
     first = list(_lines(proc.stdout, 2))  # type: ignore[arg-type]
     proc.stdout.close()
     err = proc.stderr.read().decode()
-    assert proc.wait(timeout=60) == 141, err  # as git and cat end on a closed pipe
+    return proc.wait(timeout=60), err, first
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json"])
+def test_a_reader_that_stops_early_ends_quietly_with_141(store: Store, fmt: str) -> None:
+    # `curvekit query ... | head -2`: the pipe closes while rows are still being written.
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    status, err, first = _read_two_lines_and_close(store, fmt, env)
+    assert status == 141, err  # as git and cat end on a closed pipe
     assert err == "" and first[0].startswith(b"trial_id" if fmt == "csv" else b"[")
 
 
@@ -182,15 +189,8 @@ def test_a_reader_that_stops_during_one_large_write_ends_with_141(
     env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
     if unbuffered:
         env["PYTHONUNBUFFERED"] = "1"
-    sql = "select * from measurements, range(20)"  # about 2 MB of text in one batch
-    proc = subprocess.Popen([sys.executable, "-m", "curvekit", "query", sql, "--home",
-                             str(store.path), "--format", fmt], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env)
-    assert proc.stdout is not None and proc.stderr is not None
-    first = list(_lines(proc.stdout, 2))  # type: ignore[arg-type]
-    proc.stdout.close()
-    err = proc.stderr.read().decode()
-    assert proc.wait(timeout=60) == 141, err
+    status, err, first = _read_two_lines_and_close(store, fmt, env)  # one 2 MB batch
+    assert status == 141, err
     assert err == "" and first[0].startswith(b"trial_id" if fmt == "csv" else b"[")
 
 

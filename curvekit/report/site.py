@@ -56,6 +56,7 @@ from curvekit.figures.page import (
     json_script,
     page_name,
 )
+from curvekit.fit import bounded_value
 from curvekit.goals import Goal, goal_source
 from curvekit.report.data import WorkloadData, workload_data
 from curvekit.store.catalog import synthetic_note
@@ -110,13 +111,7 @@ def _goal(g: Goal) -> str:
 
 
 def _value(fit: dict[str, Any], name: str, digits: int) -> str:
-    """A fitted value, or '> largest' / '< smallest' measured batch size past the range."""
-    where = fit.get(f"{name}_beyond")
-    if where == "above":
-        return f"&gt; {fit['max_batch_size']:,.0f}"
-    if where == "below":
-        return f"&lt; {fit['min_batch_size']:,.0f}"
-    return f"{fit[name]:,.{digits}f}"
+    return escape(bounded_value(fit, name, digits))
 
 
 def _cell(fit: dict[str, Any], name: str, digits: int = 0) -> str:

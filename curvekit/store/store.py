@@ -21,7 +21,7 @@ import json
 import os
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -146,11 +146,13 @@ class Store:
         self.close()
 
     @contextmanager
-    def reading(self, what: str | None = None, *, fixed_sql: bool = False) -> Iterator[None]:
+    def reading(self, what: str | Callable[[], str | None] | None = None, *,
+                fixed_sql: bool = False) -> Iterator[None]:
         """Turn a failure to read the store's files into a :class:`StoreError`.
 
-        The message names the file when the reader does (else ``what`` or the store's
-        folder) and says how to repair it. Errors of a query itself pass through, unless
+        The message names the file when the reader does (else ``what``, which may be a
+        function called only on failure, or the store's folder) and says how to repair it.
+        Errors of a query itself pass through, unless
         ``fixed_sql`` says the block runs only curvekit's own queries: then every DuckDB
         error there comes from the files.
         """
@@ -158,7 +160,7 @@ class Store:
             yield
         except (duckdb.Error, pl.exceptions.ComputeError, pa.ArrowException, OSError,
                 ValueError) as exc:
-            error = self._unreadable(exc, what, fixed_sql)
+            error = self._unreadable(exc, what() if callable(what) else what, fixed_sql)
             if error is None:
                 raise
             raise error from exc
@@ -299,10 +301,13 @@ class Store:
         if mentions(sql, TABLES):
             with self.reading("the store's tables"):
                 self._views  # noqa: B018 - the views are made once, when SQL first names them
-        # DuckDB does not always name the file it failed on: name the folders the query reads
-        read = ", ".join(str(self.path / workload_dir(table, *self.split_workload(workload)))
-                         for (table, workload), view in list(self._sources.items())
-                         if re.search(rf"\b{view}\b", sql)) or None
+        def read() -> str | None:
+            # DuckDB does not always name the file it failed on: name the folders the query
+            # reads (worked out only when a query fails)
+            return ", ".join(str(self.path / workload_dir(table, *self.split_workload(name)))
+                             for (table, name), view in list(self._sources.items())
+                             if re.search(rf"\b{view}\b", sql)) or None
+
         try:
             with self.reading(read):
                 frame: pl.DataFrame = self._cursor().sql(sql, params=list(params or [])).pl()
