@@ -1,7 +1,7 @@
 """``curvekit.fetch()``: find → download → verify → convert, doing only what is missing.
 
 >>> import tempfile, pathlib
->>> from curvekit.release.synthetic import tiny_archive
+>>> from curvekit.testing import tiny_archive
 >>> tmp = pathlib.Path(tempfile.mkdtemp())
 >>> m = tiny_archive(tmp / "tiny.tar.bz2")
 >>> fetch(home=tmp / "home", archive=tmp / "tiny.tar.bz2", manifest=m).action
@@ -23,7 +23,6 @@ from curvekit._version import __version__
 from curvekit.errors import ChecksumError, CurvekitError, StoreError
 from curvekit.home import downloads_dir, resolve_home
 from curvekit.release.archive import Decompressor
-from curvekit.release.convert import convert
 from curvekit.release.download import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MIN_RATE,
@@ -33,6 +32,7 @@ from curvekit.release.download import (
     size_bound,
 )
 from curvekit.release.manifest import Manifest, load_manifest
+from curvekit.store.build import convert
 from curvekit.store.layout import METADATA_FILE, STORE_FORMAT, store_link
 
 __all__ = ["FetchResult", "Progress", "fetch"]

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from curvekit.cli import main
 from curvekit.errors import QueryError
-from curvekit.release.archive import StudyKey, StudyRecord, TrialRecord
+from curvekit.records import StudyKey, StudyRecord, TrialRecord
 from curvekit.store.store import Store
 from curvekit.store.writer import StoreBuilder, new_staging, publish
 

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from curvekit.records import Workload
 from curvekit.store.layout import workload_dir
 
 __all__ = [
@@ -337,8 +338,7 @@ def repair_hint(metadata: dict[str, Any], path: str) -> str:
     'run `curvekit fetch --force` to rebuild the store'
     """
     for workload in metadata.get("added") or {}:
-        base_dir, model, optimizer = workload.rsplit("/", 2)
-        folder = workload_dir("trials", base_dir, model, optimizer).split("/", 1)[1]
+        folder = workload_dir("trials", *Workload.known(workload)).split("/", 1)[1]
         if f"/{folder}/" in f"/{path}/":
             return (f"add {workload} again (`curvekit add ... --name {workload} --replace`) "
                     f"or remove it (`curvekit.remove_workload(home, {workload!r})`)")

@@ -1,8 +1,8 @@
 """A store on disk, opened for reading: tables as polars frames, SQL through DuckDB.
 
 >>> import tempfile, pathlib
->>> from curvekit.release.synthetic import tiny_archive
->>> from curvekit.release.convert import convert
+>>> from curvekit.testing import tiny_archive
+>>> from curvekit.store.build import convert
 >>> tmp = pathlib.Path(tempfile.mkdtemp())
 >>> _ = convert(tmp / "a.tar.bz2", tmp, manifest=tiny_archive(tmp / "a.tar.bz2"))
 >>> store = Store.open(tmp)
@@ -36,6 +36,7 @@ import pyarrow.parquet as pq
 
 from curvekit.errors import QueryError, StoreError
 from curvekit.home import resolve_home
+from curvekit.records import Workload
 from curvekit.release.manifest import Manifest
 from curvekit.store.layout import (
     MANIFEST_FILE,
@@ -345,8 +346,7 @@ class Store:
             hint = (f"did you mean {', '.join(close)}?" if close else
                     "run `curvekit info` for the list")
             raise QueryError(f"unknown workload {workload!r}; {hint}")
-        base_dir, model, optimizer = workload.rsplit("/", 2)
-        return base_dir, model, optimizer
+        return Workload.known(workload)
 
     def metrics(self, workload: str) -> list[str]:
         """Metric columns with at least one value in ``workload`` (read from file footers)."""

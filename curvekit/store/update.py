@@ -12,7 +12,7 @@ content hash: adding identical data again changes nothing, and ``curvekit fetch`
 them over when it rebuilds the release's part of the store.
 
 >>> import tempfile, pathlib, pyarrow as pa
->>> from curvekit.release.archive import StudyKey, StudyRecord, TrialRecord
+>>> from curvekit.records import StudyKey, StudyRecord, TrialRecord
 >>> key = StudyKey("my_data", "mlp", "sgd", 32)
 >>> data = WorkloadData(
 ...     studies=[StudyRecord(key, "my_data", False, 3, {}, {}, "runs.toml")],
@@ -47,9 +47,15 @@ import pyarrow.compute as pc
 from curvekit._version import __version__
 from curvekit.errors import StoreError
 from curvekit.home import resolve_home
-from curvekit.names import check_name, split_workload
-from curvekit.release.archive import StudyKey, StudyRecord, TrialRecord
-from curvekit.release.manifest import STATUSES, load_manifest
+from curvekit.names import check_name
+from curvekit.records import (
+    STATUSES,
+    StudyKey,
+    StudyRecord,
+    TrialRecord,
+    Workload,
+    check_not_reserved,
+)
 from curvekit.store.layout import (
     METADATA_FILE,
     STORE_FORMAT,
@@ -113,11 +119,6 @@ class AddResult:
     path: Path
 
 
-def release_workloads() -> set[str]:
-    """Names of the workloads of every bundled dataset manifest (reserved for the release)."""
-    return {str(w["name"]) for w in load_manifest().workloads}
-
-
 def validate(data: WorkloadData) -> dict[tuple[StudyKey, int], pa.Table]:
     """Check ``data`` and return its measurement tables in canonical form.
 
@@ -172,8 +173,8 @@ def validate(data: WorkloadData) -> dict[tuple[StudyKey, int], pa.Table]:
     return out
 
 
-def _split(name: str) -> tuple[str, str, str]:
-    return split_workload(name, fix="choose another name", error=StoreError)
+def _split(name: str) -> Workload:
+    return Workload.parse(name, fix="choose another name", error=StoreError)
 
 
 def _canonical(table: pa.Table, trial: int, member: str) -> pa.Table:
@@ -318,9 +319,8 @@ def add_workload(home: str | os.PathLike[str] | None, data: WorkloadData, *,
     base = resolve_home(home)
     tables = validate(data)
     name = data.workload
-    if name in release_workloads():
-        raise StoreError(f"{name!r} is a workload of the published release; choose another "
-                         "name (base_dir/model/optimizer) for your own data")
+    check_not_reserved(name, error=StoreError,
+                       fix="choose another name (base_dir/model/optimizer) for your own data")
     digest = content_hash(data, tables)
     counts = {"studies": len(data.studies), "trials": len(data.trials),
               "measurements": sum(t.num_rows for t in tables.values())}

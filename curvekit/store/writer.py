@@ -44,7 +44,7 @@ import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 from curvekit.errors import StoreError
-from curvekit.release.archive import StudyKey, StudyRecord, TrialRecord
+from curvekit.records import StudyKey, StudyRecord, TrialRecord
 from curvekit.store.layout import (
     FILE_NAME,
     METADATA_FILE,

@@ -6,7 +6,7 @@ atomic swap. A failure anywhere removes the staging folder and leaves the previo
 exactly as it was.
 
 >>> import tempfile, pathlib
->>> from curvekit.release.synthetic import tiny_archive
+>>> from curvekit.testing import tiny_archive
 >>> tmp = pathlib.Path(tempfile.mkdtemp())
 >>> manifest = tiny_archive(tmp / "tiny.tar.bz2")
 >>> meta = convert(tmp / "tiny.tar.bz2", tmp / "home", manifest=manifest)
@@ -23,15 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from curvekit.errors import ArchiveError
-from curvekit.release.archive import (
-    CsvRecord,
-    Decompressor,
-    StudyKey,
-    StudyRecord,
-    TrialRecord,
-    read_archive,
-)
+from curvekit.records import TrialRecord
+from curvekit.release.archive import CsvRecord, Decompressor, read_archive
 from curvekit.release.csvparse import CsvBatcher
 from curvekit.release.manifest import Manifest
 from curvekit.store.layout import MANIFEST_FILE, METADATA_FILE, STORE_FORMAT
@@ -47,22 +40,6 @@ from curvekit.store.writer import (
 __all__ = ["ConvertProgress", "convert"]
 ConvertProgress = Callable[[int, int | None], None]
 """Called with (members read, members expected or None) as the conversion advances."""
-
-
-def _check_complete(builder: StoreBuilder, csv_seen: set[tuple[StudyKey, int]]) -> None:
-    """Every trial needs its metadata, its measurements and its study.json."""
-    trials = set(builder.trials)
-    for key, trial in sorted(csv_seen - trials):
-        member = f"{key.path()}/{trial}/measurements.csv"
-        raise ArchiveError(f"{member}: trial {trial} has measurements but no metadata.json",
-                           member=member)
-    for key, trial in sorted(trials - csv_seen):
-        member = f"{key.path()}/{trial}/metadata.json"
-        raise ArchiveError(f"{member}: trial {trial} has metadata but no measurements.csv",
-                           member=member)
-    for key in sorted({k for k, _ in trials} - set(builder.studies)):
-        raise ArchiveError(f"{key.path()}/study.json: study has trials but no study.json",
-                           member=f"{key.path()}/study.json")
 
 
 def convert(
@@ -94,17 +71,21 @@ def convert(
         try:
             builder = StoreBuilder(staging, memory_limit=memory_limit, threads=threads)
             batcher = CsvBatcher(builder.add_measurements)
-            seen: set[tuple[str, StudyKey, int | None]] = set()
-            csv_seen: set[tuple[StudyKey, int]] = set()
+            n = 0
             try:
+                # the reader refuses duplicated members and incomplete trials
                 for n, record in enumerate(read_archive(archive, decompressor=decompressor,
                                                         threads=threads), 1):
-                    _dispatch(record, builder, batcher, seen, csv_seen)
+                    if isinstance(record, CsvRecord):
+                        batcher.add(record)
+                    elif isinstance(record, TrialRecord):
+                        builder.add_trial(record)
+                    else:
+                        builder.add_study(record)
                     if progress is not None and n % 2048 == 0:
                         progress(n, expected)
             finally:
                 batcher.close()
-            _check_complete(builder, csv_seen)
             builder.metrics.update(batcher.metrics)
             meta = builder.finish(
                 {
@@ -125,31 +106,9 @@ def convert(
             if manifest is not None:
                 (staging / MANIFEST_FILE).write_text(json.dumps(manifest.to_dict(), indent=1))
             if progress is not None:
-                progress(len(seen), len(seen))
+                progress(n, n)
             publish(staging, home, f"{(sha256 or 'local')[:12]}-{staging.name[-12:]}")
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
     return meta
-
-
-def _dispatch(record: StudyRecord | TrialRecord | CsvRecord, builder: StoreBuilder,
-              batcher: CsvBatcher, seen: set[tuple[str, StudyKey, int | None]],
-              csv_seen: set[tuple[StudyKey, int]]) -> None:
-    if isinstance(record, CsvRecord):
-        ident: tuple[str, StudyKey, int | None] = ("csv", record.key, record.trial_id)
-    elif isinstance(record, TrialRecord):
-        ident = ("meta", record.key, record.trial_id)
-    else:
-        ident = ("study", record.key, None)
-    if ident in seen:
-        raise ArchiveError(f"{record.member}: appears twice in the archive",
-                           member=record.member)
-    seen.add(ident)
-    if isinstance(record, CsvRecord):
-        csv_seen.add((record.key, record.trial_id))
-        batcher.add(record)
-    elif isinstance(record, TrialRecord):
-        builder.add_trial(record)
-    else:
-        builder.add_study(record)
