@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from curvekit.__main__ import exit_broken_pipe, exit_interrupted
+from curvekit._exits import exit_broken_pipe, exit_interrupted
 from curvekit._version import __version__
 from curvekit.errors import CurvekitError
 from curvekit.home import ENV_HOME
