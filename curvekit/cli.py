@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from curvekit.__main__ import exit_broken_pipe, exit_interrupted
+from curvekit._exits import exit_broken_pipe, exit_interrupted
 from curvekit._version import __version__
 from curvekit.errors import CurvekitError
 from curvekit.home import ENV_HOME
@@ -295,8 +295,8 @@ def generate_archive(path: Path, workloads: tuple[str, ...], trial_fraction: flo
     70 million evaluation rows). The manifest goes to PATH.manifest.json; convert with
     `curvekit fetch --archive PATH --manifest PATH.manifest.json`.
     """
-    from curvekit.release.synthetic import generate_archive as generate
-    from curvekit.release.synthetic import write_manifest
+    from curvekit.testing import generate_archive as generate
+    from curvekit.testing import write_manifest
 
     manifest = generate(path, workloads=list(workloads) or None, trial_fraction=trial_fraction,
                         max_trials_per_study=max_trials, evals_scale=evals_scale,

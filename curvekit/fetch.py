@@ -1,7 +1,7 @@
 """``curvekit.fetch()``: find → download → verify → convert, doing only what is missing.
 
 >>> import tempfile, pathlib
->>> from curvekit.release.synthetic import tiny_archive
+>>> from curvekit.testing import tiny_archive
 >>> tmp = pathlib.Path(tempfile.mkdtemp())
 >>> m = tiny_archive(tmp / "tiny.tar.bz2")
 >>> fetch(home=tmp / "home", archive=tmp / "tiny.tar.bz2", manifest=m).action
@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,7 +22,6 @@ from curvekit._version import __version__
 from curvekit.errors import ChecksumError, CurvekitError, StoreError
 from curvekit.home import downloads_dir, resolve_home
 from curvekit.release.archive import Decompressor
-from curvekit.release.convert import convert
 from curvekit.release.download import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MIN_RATE,
@@ -33,7 +31,9 @@ from curvekit.release.download import (
     size_bound,
 )
 from curvekit.release.manifest import Manifest, load_manifest
-from curvekit.store.layout import METADATA_FILE, STORE_FORMAT, store_link
+from curvekit.store.build import convert
+from curvekit.store.layout import store_link
+from curvekit.store.metadata import StoreMetadata
 
 __all__ = ["FetchResult", "Progress", "fetch"]
 
@@ -48,16 +48,7 @@ class FetchResult:
     action: Literal["converted", "up-to-date"]
     store: Path
     archive: Path | None
-    metadata: dict[str, Any]
-
-
-def _current_metadata(home: Path) -> dict[str, Any] | None:
-    path = store_link(home) / METADATA_FILE
-    try:
-        data: dict[str, Any] = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
-    return data
+    metadata: StoreMetadata
 
 
 def fetch(
@@ -112,9 +103,9 @@ def fetch(
     elif not isinstance(manifest, Manifest):
         manifest = Manifest.from_file(Path(manifest))
     expected = (sha256 or manifest.archive.sha256).strip().lower()
-    current = _current_metadata(home)
-    if (not force and current is not None and current.get("store_format") == STORE_FORMAT
-            and current.get("source", {}).get("sha256") == expected):
+    # a damaged _store.json is an error naming it (not a reason to convert over it)
+    current = None if force else StoreMetadata.read(store_link(home))
+    if current is not None and current.current_format and current.source.sha256 == expected:
         return FetchResult("up-to-date", store_link(home), None, current)
 
     def stage(name: str) -> Callable[[int, int | None], None] | None:

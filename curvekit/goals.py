@@ -110,8 +110,8 @@ def default_goal(store: Store, workload: str) -> Goal:
     recall or F1 are maximized. The goal is the spec's rule over all COMPLETE trials.
 
     >>> import tempfile, pathlib
-    >>> from curvekit.release.synthetic import tiny_archive
-    >>> from curvekit.release.convert import convert
+    >>> from curvekit.testing import tiny_archive
+    >>> from curvekit.store.build import convert
     >>> from curvekit.store.store import Store
     >>> tmp = pathlib.Path(tempfile.mkdtemp())
     >>> _ = convert(tmp / "a.tar.bz2", tmp, manifest=tiny_archive(tmp / "a.tar.bz2"))

@@ -23,8 +23,9 @@ A **workload** ``base_dir/model/optimizer`` (``base_dir`` may hold ``/``, as the
   :data:`MAX_FOLDER_BYTES` bytes, the file-name limit of common file systems (a CJK
   character costs 9 bytes there, an ASCII letter 1).
 
->>> split_workload("mnist_subsets/mnist_6875/simple_cnn_base/sgd")
-('mnist_subsets/mnist_6875', 'simple_cnn_base', 'sgd')
+:meth:`curvekit.records.Workload.parse` applies the workload rule (it splits a name, once,
+for every door); this module holds the rule for one name and one folder.
+
 >>> check_name("val/classification_error", "metric")
 'val/classification_error'
 >>> check_name("lr\\n", "metaparameter")  # doctest: +ELLIPSIS
@@ -39,7 +40,6 @@ import os
 import unicodedata
 from collections.abc import Callable
 from pathlib import Path
-from urllib.parse import quote
 
 from curvekit.errors import CurvekitError, IngestError
 
@@ -50,8 +50,8 @@ __all__ = [
     "MAX_NAME_CHARS",
     "check_home_path",
     "check_name",
+    "folder_problem",
     "name_problem",
-    "split_workload",
 ]
 
 MAX_FOLDER_BYTES = 255
@@ -65,7 +65,6 @@ MAX_HOME_BYTES = 3072
 1,000 more bytes of the 4,096 that Linux allows a path."""
 
 _SEPARATORS = {"\u2028", "\u2029"}
-_PARTITIONS = ("base_dir", "model", "optimizer")
 
 ErrorType = Callable[[str], CurvekitError]
 
@@ -109,7 +108,7 @@ def check_name(value: object, what: str, *, fix: str = "rename it",
     return value
 
 
-def _folder_problem(folder: str) -> str | None:
+def folder_problem(folder: str) -> str | None:
     """What is wrong with one folder of a workload name (a part, or a piece of base_dir)."""
     if not folder:
         return "has an empty folder (as in 'a//b' or a leading '/')"
@@ -121,43 +120,6 @@ def _folder_problem(folder: str) -> str | None:
     if folder in (".", ".."):
         return f"is {folder!r}, which names a folder, not a workload"
     return None
-
-
-def split_workload(name: object, *, fix: str = "pass another --name",
-                   error: ErrorType = IngestError) -> tuple[str, str, str]:
-    """(base_dir, model, optimizer) of a valid workload name, else ``error`` saying why.
-
-    >>> split_workload("my_data/resnet 20/momentum")
-    ('my_data', 'resnet 20', 'momentum')
-    >>> split_workload("my_data/../sgd")  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    curvekit.errors.IngestError: workload name 'my_data/../sgd': model '..' is '..', which ...
-    """
-    problem = name_problem(name)
-    if problem is not None:
-        raise error(f"workload name {name!r} {problem}; {fix}")
-    assert isinstance(name, str)
-    parts = name.rsplit("/", 2)
-    if len(parts) != 3:
-        raise error(f"workload name {name!r} must be base_dir/model/optimizer (e.g. "
-                    f"my_data/resnet_20/momentum); {fix}")
-    folders = parts[0].split("/")
-    if len(folders) > MAX_BASE_DIR_PARTS:
-        raise error(f"workload name {name!r}: base_dir has {len(folders)} folders, more than "
-                    f"{MAX_BASE_DIR_PARTS}; {fix}")
-    for column, part in zip(_PARTITIONS, parts, strict=True):
-        for folder in folders if column == "base_dir" else [part]:
-            problem = _folder_problem(folder)
-            if problem is not None:
-                raise error(f"workload name {name!r}: {column} {folder!r} {problem}; {fix}")
-        # base_dir's '/' is percent-encoded too: each part is one folder of the store
-        size = len(f"{column}={quote(part, safe='')}".encode())
-        if size > MAX_FOLDER_BYTES:
-            raise error(f"workload name {name!r}: {column} makes a {size}-byte folder name "
-                        f"({column}=<percent-encoded>), more than the {MAX_FOLDER_BYTES} "
-                        f"bytes file systems allow; {fix} with a shorter {column}")
-    return parts[0], parts[1], parts[2]
 
 
 def check_home_path(path: str | os.PathLike[str], error: ErrorType) -> Path:

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from curvekit.cli import main
 from curvekit.errors import ArchiveError
-from curvekit.release.convert import convert
+from curvekit.store.build import convert
 from tests.conftest import ROOT, metadata_json, small_members, snapshot
 
 GOOD = f"{ROOT}/mnist/fc_1024/sgd/8"

@@ -25,8 +25,8 @@ WORKLOADS = [p[1] for p in FIGURE1_PANELS] + [
 
 @pytest.fixture(scope="module")
 def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from curvekit.release.convert import convert
-    from curvekit.release.synthetic import generate_archive
+    from curvekit.store.build import convert
+    from curvekit.testing import generate_archive
 
     tmp = tmp_path_factory.mktemp("figures")
     manifest = generate_archive(tmp / "a.tar.bz2", workloads=WORKLOADS,
@@ -105,8 +105,8 @@ def test_figure24_png(home: Path, tmp_path: Path) -> None:
 
 
 def test_missing_workloads_and_unknown_figures(home: Path, tmp_path: Path) -> None:
-    from curvekit.release.convert import convert
-    from curvekit.release.synthetic import tiny_archive
+    from curvekit.store.build import convert
+    from curvekit.testing import tiny_archive
 
     other = tmp_path / "other"
     convert(tmp_path / "t.tar.bz2", other, manifest=tiny_archive(tmp_path / "t.tar.bz2"))

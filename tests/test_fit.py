@@ -128,8 +128,8 @@ def test_bootstrap_drops_batch_sizes_nobody_reaches() -> None:
 
 @pytest.fixture(scope="module")
 def one_workload(tmp_path_factory: pytest.TempPathFactory) -> str:
-    from curvekit.release.convert import convert
-    from curvekit.release.synthetic import generate_archive
+    from curvekit.store.build import convert
+    from curvekit.testing import generate_archive
 
     tmp = tmp_path_factory.mktemp("fit")
     manifest = generate_archive(tmp / "a.tar.bz2", workloads=[

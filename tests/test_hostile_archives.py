@@ -26,12 +26,13 @@ from hypothesis import strategies as st
 from curvekit.errors import ArchiveError, IngestError
 from curvekit.fetch import fetch
 from curvekit.ingest.add import add
-from curvekit.release.archive import CsvRecord, StudyKey, member_limit, read_archive
-from curvekit.release.convert import convert
+from curvekit.records import StudyKey
+from curvekit.release.archive import CsvRecord, member_limit, read_archive
 from curvekit.release.csvparse import CsvBatcher
-from curvekit.release.synthetic import tiny_archive
 from curvekit.release.tarstream import MAX_MEMBER, iter_members
+from curvekit.store.build import convert
 from curvekit.store.store import open_store
+from curvekit.testing import tiny_archive
 from tests.conftest import ROOT, metadata_json, small_members, snapshot, write_archive
 
 STUDY = f"{ROOT}/mnist/fc_1024/sgd/8"
@@ -267,7 +268,7 @@ def test_junk_member_is_streamed_past_not_held() -> None:
 # VmHWM, not getrusage: a child's ru_maxrss starts from its parent's (the test runner's).
 _PEAK = """
 import sys, pathlib
-from curvekit.release.convert import convert
+from curvekit.store.build import convert
 meta = convert(sys.argv[1], pathlib.Path(sys.argv[2]), decompressor="python")
 hwm = next(l for l in open("/proc/self/status") if l.startswith("VmHWM:")).split()[1]
 print(meta["counts"]["trials"], hwm)

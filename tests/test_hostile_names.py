@@ -18,12 +18,13 @@ from hypothesis import strategies as st
 from curvekit.cli import main
 from curvekit.errors import CurvekitError, IngestError, RunError, StoreError
 from curvekit.ingest.add import add
-from curvekit.names import MAX_BASE_DIR_PARTS, MAX_FOLDER_BYTES, split_workload
-from curvekit.release.convert import convert
-from curvekit.release.synthetic import tiny_archive
+from curvekit.names import MAX_BASE_DIR_PARTS, MAX_FOLDER_BYTES
+from curvekit.records import Workload
 from curvekit.runner.plan import Sweep
+from curvekit.store.build import convert
 from curvekit.store.catalog import info, verify
 from curvekit.store.store import Store
+from curvekit.testing import tiny_archive
 from tests.conftest import ROOT, metadata_json, small_members
 from tests.logfiles import write_plain
 
@@ -178,7 +179,7 @@ def test_one_rule_for_every_source(tmp_path: Path, name: str, problem: str) -> N
     """CSV logs, the release layout, the manifest, the runner and the store refuse alike."""
     problem = re.escape(problem)
     with pytest.raises(IngestError, match=problem):
-        split_workload(name)
+        Workload.parse(name)
     logs = _csv_logs(tmp_path / "logs")
     manifest = _manifest(logs, "momentum")
     home = tmp_path / "home"
@@ -194,7 +195,7 @@ def test_one_rule_for_every_source(tmp_path: Path, name: str, problem: str) -> N
     with pytest.raises(IngestError, match=r"named\.json: \[workload\]\.name: .*" + problem):
         add(logs, manifest=logs / "named.json", home=home)
     try:  # the runner names workloads <name>/<model>/<optimizer>: the same verdict
-        split_workload(f"{name}/fc_8/sgd")
+        Workload.parse(f"{name}/fc_8/sgd")
     except IngestError:
         with pytest.raises(RunError, match=problem):
             Sweep.create(name, dataset="digits", model="fc_8", optimizers=["sgd"],
@@ -204,10 +205,10 @@ def test_one_rule_for_every_source(tmp_path: Path, name: str, problem: str) -> N
 
 def test_folder_names_are_measured_percent_encoded() -> None:
     """A CJK character costs 9 bytes in a partition folder: 27 fit in base_dir, 28 do not."""
-    assert split_workload("中" * 27 + "/m/o")[0] == "中" * 27
+    assert Workload.parse("中" * 27 + "/m/o")[0] == "中" * 27
     with pytest.raises(IngestError, match="base_dir makes a 261-byte folder name"):
-        split_workload("中" * 28 + "/m/o")
-    assert split_workload("a" * 246 + "/m/o")[0] == "a" * 246  # base_dir= + 246 = 255 bytes
+        Workload.parse("中" * 28 + "/m/o")
+    assert Workload.parse("a" * 246 + "/m/o")[0] == "a" * 246  # base_dir= + 246 = 255 bytes
 
 
 @pytest.mark.parametrize("kind", ["metric", "metaparameter"])

@@ -15,9 +15,10 @@ from hypothesis import strategies as st
 
 from curvekit.cli import main
 from curvekit.errors import QueryError
-from curvekit.release.archive import StudyKey, StudyRecord, TrialRecord
+from curvekit.records import StudyKey, StudyRecord, TrialRecord
 from curvekit.store.store import Store
-from curvekit.store.writer import StoreBuilder, new_staging, publish
+from curvekit.store.transaction import new_staging, publish
+from curvekit.store.writer import StoreBuilder
 
 WORKLOAD = "mnist_subsets/mnist_6875/simple_cnn_base/nesterov_momentum"
 METRIC = "val/error"

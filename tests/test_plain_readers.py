@@ -26,18 +26,18 @@ from curvekit.cli import main
 from curvekit.errors import StoreError
 from curvekit.fetch import fetch
 from curvekit.ingest.add import add
-from curvekit.release.archive import StudyKey, StudyRecord, TrialRecord
-from curvekit.release.convert import convert
+from curvekit.records import StudyKey, StudyRecord, TrialRecord
 from curvekit.release.download import file_sha256
-from curvekit.release.synthetic import tiny_archive
 from curvekit.runner.demo import demo
 from curvekit.store import writer
+from curvekit.store.build import convert
 from curvekit.store.catalog import verify
 from curvekit.store.layout import TABLES, fixed_schema, partition_columns
 from curvekit.store.snapshots import FILES_FILE, check_files, file_digest
 from curvekit.store.store import Store
 from curvekit.store.update import WorkloadData, add_workload, remove_workload
 from curvekit.store.writer import TABLE_COLUMNS_KEY, recorded_schemas
+from curvekit.testing import tiny_archive
 from tests.conftest import small_members, snapshot, write_archive
 from tests.logfiles import manifest_toml
 

@@ -18,8 +18,8 @@ NESTEROV = "cifar_10/resnet_8/nesterov_momentum"
 
 @pytest.fixture(scope="module")
 def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from curvekit.release.convert import convert
-    from curvekit.release.synthetic import generate_archive
+    from curvekit.store.build import convert
+    from curvekit.testing import generate_archive
 
     tmp = tmp_path_factory.mktemp("plots")
     manifest = generate_archive(tmp / "a.tar.bz2", workloads=[WORKLOAD, NESTEROV],

@@ -19,10 +19,10 @@ from hypothesis import strategies as st
 
 from curvekit.cli import TABLE_ROWS, emit, main
 from curvekit.errors import QueryError
-from curvekit.release.convert import convert
-from curvekit.release.synthetic import tiny_archive
+from curvekit.store.build import convert
 from curvekit.store.export import export, preview
 from curvekit.store.store import Store
+from curvekit.testing import tiny_archive
 
 QUERIES = [
     "select * from measurements order by all",

@@ -33,8 +33,8 @@ ARTIFACTS = Path(os.environ.get("CURVEKIT_ARTIFACTS",
 
 @pytest.fixture(scope="module")
 def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from curvekit.release.convert import convert
-    from curvekit.release.synthetic import generate_archive
+    from curvekit.store.build import convert
+    from curvekit.testing import generate_archive
 
     tmp = tmp_path_factory.mktemp("report")
     manifest = generate_archive(tmp / "a.tar.bz2", workloads=WORKLOADS,

@@ -38,7 +38,7 @@ from curvekit.figures.page import (
     workload_of_page,
 )
 from curvekit.ingest.add import add
-from curvekit.release.archive import StudyKey, StudyRecord, TrialRecord
+from curvekit.records import StudyKey, StudyRecord, TrialRecord
 from curvekit.report.site import MARKER, report
 from curvekit.store.store import Store
 from curvekit.store.update import WorkloadData, add_workload

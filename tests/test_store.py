@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from curvekit.fetch import fetch
-from curvekit.release.convert import convert
+from curvekit.store.build import convert
 from curvekit.store.catalog import info, verify
 from curvekit.store.store import Store
 from tests.conftest import ROOT, metadata_json, small_members, snapshot, study_json, write_archive
@@ -162,7 +162,7 @@ def test_wrong_sha256_for_a_given_archive_keeps_the_file(tmp_path: Path) -> None
 
 _KILLER = """
 import os, signal, sys
-from curvekit.release.convert import convert
+from curvekit.store.build import convert
 def progress(done, total):
     os.kill(os.getpid(), signal.SIGKILL)
 convert(sys.argv[1], sys.argv[2], progress=progress)

@@ -22,12 +22,12 @@ from hypothesis import strategies as st
 
 from curvekit.cli import main
 from curvekit.errors import CurvekitError, StoreError
-from curvekit.release.convert import convert
-from curvekit.release.synthetic import tiny_archive
+from curvekit.store.build import convert
 from curvekit.store.catalog import info, verify
 from curvekit.store.snapshots import FILES_FILE, LEASE_FILE, file_digest
 from curvekit.store.store import Store
 from curvekit.store.update import add_workload
+from curvekit.testing import tiny_archive
 from tests.conftest import small_members, snapshot, write_archive
 from tests.test_update import workload
 
@@ -211,7 +211,7 @@ def test_a_reader_keeps_its_snapshot_until_it_closes(home: Path) -> None:
 
 _SWAPPER = """
 import sys
-from curvekit.release.convert import convert
+from curvekit.store.build import convert
 home, archives, rounds = sys.argv[1], sys.argv[2:4], int(sys.argv[4])
 for n in range(rounds):
     convert(archives[n % 2], home)
@@ -266,7 +266,7 @@ def test_queries_during_repeated_swaps_never_fail_nor_mix(tmp_path: Path) -> Non
 _KILL_AT_SWAP = """
 import os, signal, sys
 import curvekit.store.writer as writer
-from curvekit.release.convert import convert
+from curvekit.store.build import convert
 def killed(src, dst):
     os.kill(os.getpid(), signal.SIGKILL)
 writer.os.replace = killed  # the new snapshot is renamed into place, the link not swapped

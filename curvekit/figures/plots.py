@@ -3,8 +3,8 @@
 Examples
 --------
 >>> import tempfile, pathlib
->>> from curvekit.release.synthetic import generate_archive
->>> from curvekit.release.convert import convert
+>>> from curvekit.testing import generate_archive
+>>> from curvekit.store.build import convert
 >>> from curvekit.store.store import Store
 >>> tmp = pathlib.Path(tempfile.mkdtemp())
 >>> m = generate_archive(tmp / "a.tar.bz2", workloads=["cifar_10/resnet_8/sgd"],

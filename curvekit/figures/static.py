@@ -22,9 +22,9 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 from types import TracebackType
 
+from curvekit._resources import package_root
 from curvekit.errors import CurvekitError
 
 __all__ = ["STATIC_FORMATS", "Renderer", "RendererError", "draw"]
@@ -70,7 +70,7 @@ class Renderer:
     def __init__(self) -> None:
         # The helper gets this process's import path, led by this very copy of curvekit
         # (installed or not), so it can skip the site module's start-up work (-S).
-        root = str(Path(__file__).resolve().parents[2])
+        root = str(package_root())
         path = os.pathsep.join(dict.fromkeys(p for p in (root, *sys.path) if p))
         self._process = subprocess.Popen(
             [sys.executable, "-S", "-m", "curvekit.figures.static"], stdin=subprocess.PIPE,

@@ -51,8 +51,8 @@ from curvekit.ingest.runs import (
 )
 from curvekit.ingest.select import ALL, FileFilter
 from curvekit.ingest.status import decide
-from curvekit.names import check_name, split_workload
-from curvekit.release.archive import StudyKey, StudyRecord, TrialRecord
+from curvekit.names import check_name
+from curvekit.records import StudyKey, StudyRecord, TrialRecord, Workload
 from curvekit.store.update import AddResult, WorkloadData, add_workload
 
 __all__ = ["FORMATS", "Format", "add", "build", "detect_format"]
@@ -213,14 +213,14 @@ def _check_name(name: str | None, source: Path) -> tuple[str, str, str]:
         raise IngestError("the workload needs a name: pass --name base_dir/model/optimizer "
                           "(e.g. my_data/resnet_20/momentum), or set name in the manifest's "
                           "[workload] table", path=str(source))
-    return split_workload(name.strip("/"), fix="pass another --name (or set name in the "
+    return Workload.parse(name.strip("/"), fix="pass another --name (or set name in the "
                           "manifest's [workload] table)")
 
 
 def check_names(data: WorkloadData) -> WorkloadData:
     """``data`` if its workload, metric and metaparameter names follow :mod:`curvekit.names`
     (the one rule of every source), else :class:`IngestError` naming the file at fault."""
-    split_workload(data.workload, fix="pass another --name")
+    Workload.parse(data.workload, fix="pass another --name")
     for trial in data.trials:
         for param in trial.parameters:
             check_name(param, "metaparameter", fix="rename it in the log, or give the run's "

@@ -25,8 +25,8 @@ from typing import Any
 
 from curvekit.errors import IngestError
 from curvekit.ingest.select import ALL, FileFilter
-from curvekit.names import check_name, split_workload
-from curvekit.release.manifest import STATUSES
+from curvekit.names import check_name
+from curvekit.records import STATUSES, Workload
 
 __all__ = ["EXAMPLE", "RunManifest", "RunSpec", "load_run_manifest", "parse_manifest"]
 
@@ -209,7 +209,7 @@ def parse_manifest(obj: Any, path: str) -> RunManifest:
         if key in wl and not isinstance(wl[key], str):
             raise _fail(path, f"[workload].{key}", f"{wl[key]!r} is not a string")
     if wl.get("name"):
-        split_workload(wl["name"].strip("/"), fix="fix name in the manifest (or pass --name)",
+        Workload.parse(wl["name"].strip("/"), fix="fix name in the manifest (or pass --name)",
                        error=_failing(path, "[workload].name"))
     patterns = {}
     for key in ("include", "exclude"):

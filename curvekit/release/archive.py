@@ -4,9 +4,14 @@ The archive is a bzip2-compressed tar. :func:`read_archive` decompresses it in a
 (``lbzip2`` when it is on the PATH, else ``indexed_bzip2``'s parallel reader, else Python's
 ``bz2``), walks the tar member by member, and yields typed records:
 
-* :class:`StudyRecord` for each ``study.json``,
-* :class:`TrialRecord` for each ``metadata.json``,
+* :class:`~curvekit.records.StudyRecord` for each ``study.json``,
+* :class:`~curvekit.records.TrialRecord` for each ``metadata.json``,
 * :class:`CsvRecord` for each ``measurements.csv`` (raw bytes; parsing is batched later).
+
+:func:`read_release` reads the same layout from a folder or any tar (``curvekit add``);
+both refuse a member given twice and, at the end, a trial missing one of its files. They
+are this package's only readers of the layout: the store's converter and the release
+importer both read through them.
 
 Member names are only ever *parsed* into keys; nothing is written to a path taken from the
 archive. Links, devices, absolute paths and ``..`` components are refused.
@@ -28,8 +33,10 @@ from __future__ import annotations
 
 import bz2
 import contextlib
+import gzip
 import io
 import json
+import lzma
 import math
 import os
 import re
@@ -38,23 +45,22 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Literal, NamedTuple, cast
+from typing import IO, Any, Literal, cast
 
 from curvekit.errors import ArchiveError
-from curvekit.release.manifest import STATUSES
+from curvekit.records import STATUSES, StudyKey, StudyRecord, TrialRecord
 from curvekit.release.tarstream import MemberType, iter_members
 
 __all__ = [
     "MEMBER_LIMITS",
     "CsvRecord",
     "Decompressor",
-    "StudyKey",
-    "StudyRecord",
-    "TrialRecord",
+    "Record",
     "member_limit",
     "open_decompressed",
     "parse_member_name",
     "read_archive",
+    "read_release",
 ]
 
 Decompressor = Literal["auto", "lbzip2", "indexed_bzip2", "python"]
@@ -72,49 +78,6 @@ _INT64_MAX = (1 << 63) - 1
 _DIGITS = re.compile(r"[0-9]{1,18}")  # ASCII digits only; 18 of them always fit in int64
 _STUDY_FIELDS = frozenset({"batch_size", "dataset", "model", "optimizer", "early_stopping",
                            "train_steps", "parameter_configs"})
-
-
-class StudyKey(NamedTuple):
-    """A study: a workload (base_dir/model/optimizer) at one batch size."""
-
-    base_dir: str
-    model: str
-    optimizer: str
-    batch_size: int
-
-    @property
-    def workload(self) -> str:
-        """The workload's release path, ``base_dir/model/optimizer``."""
-        return f"{self.base_dir}/{self.model}/{self.optimizer}"
-
-    def path(self) -> str:
-        """The study's directory path below the archive root."""
-        return f"{self.workload}/{self.batch_size}"
-
-
-@dataclass(frozen=True, slots=True)
-class StudyRecord:
-    """A parsed ``study.json``."""
-
-    key: StudyKey
-    dataset: str
-    early_stopping: bool
-    train_steps: int
-    parameter_configs: dict[str, Any]
-    extra: dict[str, Any]
-    member: str
-
-
-@dataclass(frozen=True, slots=True)
-class TrialRecord:
-    """A parsed ``metadata.json``."""
-
-    key: StudyKey
-    trial_id: int
-    status: str
-    steps: int
-    parameters: dict[str, Any]
-    member: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -425,16 +388,52 @@ def _records(stream: IO[bytes]) -> Iterator[Record]:
             yield parse_study(member.data, key, name)
 
 
+def _checked(records: Iterator[Record]) -> Iterator[Record]:
+    """``records``, refusing a member that comes twice, and at their end a trial without
+    its metadata, its measurements or its study's ``study.json``."""
+    seen: set[tuple[str, StudyKey, int | None]] = set()
+    trials: set[tuple[StudyKey, int]] = set()
+    measured: set[tuple[StudyKey, int]] = set()
+    studies: set[StudyKey] = set()
+    for record in records:
+        if isinstance(record, CsvRecord):
+            ident: tuple[str, StudyKey, int | None] = ("csv", record.key, record.trial_id)
+            measured.add((record.key, record.trial_id))
+        elif isinstance(record, TrialRecord):
+            ident = ("meta", record.key, record.trial_id)
+            trials.add((record.key, record.trial_id))
+        else:
+            ident = ("study", record.key, None)
+            studies.add(record.key)
+        if ident in seen:
+            raise ArchiveError(f"{record.member}: appears twice in the archive",
+                               member=record.member)
+        seen.add(ident)
+        yield record
+    for key, trial in sorted(measured - trials):
+        member = f"{key.path()}/{trial}/measurements.csv"
+        raise ArchiveError(f"{member}: trial {trial} has measurements but no metadata.json",
+                           member=member)
+    for key, trial in sorted(trials - measured):
+        member = f"{key.path()}/{trial}/metadata.json"
+        raise ArchiveError(f"{member}: trial {trial} has metadata but no measurements.csv",
+                           member=member)
+    for key in sorted({k for k, _ in trials} - studies):
+        raise ArchiveError(f"{key.path()}/study.json: study has trials but no study.json",
+                           member=f"{key.path()}/study.json")
+
+
 def read_archive(path: str | os.PathLike[str], *, decompressor: Decompressor = "auto",
                  threads: int | None = None) -> Iterator[Record]:
-    """Yield the records of a release archive in member order.
+    """Yield the records of a release archive (``.tar.bz2``) in member order.
 
-    Raises :class:`ArchiveError` naming the member at fault for unsafe, malformed or
-    truncated content.
+    Raises :class:`ArchiveError` naming the member at fault for unsafe, malformed,
+    duplicated or truncated content, and, once every member is read, for a trial that lacks
+    its ``metadata.json``, its ``measurements.csv`` or its study's ``study.json``.
 
     Examples
     --------
-    >>> from curvekit.release.synthetic import tiny_archive
+    >>> from curvekit.testing import tiny_archive
     >>> import tempfile, pathlib
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "tiny.tar.bz2"; m = tiny_archive(p)
     >>> kinds = {type(r).__name__ for r in read_archive(p)}
@@ -444,7 +443,7 @@ def read_archive(path: str | os.PathLike[str], *, decompressor: Decompressor = "
     last: str | None = None
     with open_decompressed(path, decompressor=decompressor, threads=threads) as stream:
         try:
-            for record in _records(stream):
+            for record in _checked(_records(stream)):
                 last = record.member
                 yield record
         except (ArchiveError, EOFError, OSError, ValueError, RuntimeError) as exc:
@@ -457,3 +456,90 @@ def read_archive(path: str | os.PathLike[str], *, decompressor: Decompressor = "
                 "delete it and fetch again, or check the file you passed with --archive",
                 member=last,
             ) from exc
+
+
+# -- the release's layout, as a folder or any tar ------------------------------------------
+
+@contextlib.contextmanager
+def _open_tar(path: Path) -> Iterator[IO[bytes]]:
+    with open(path, "rb") as fh:
+        magic = fh.read(6)
+    if magic.startswith(b"BZh"):
+        with open_decompressed(path) as stream:
+            yield stream
+        return
+    opener = gzip.open if magic.startswith(b"\x1f\x8b") else \
+        lzma.open if magic.startswith(b"\xfd7zXZ") else None
+    if opener is None:
+        with open(path, "rb") as stream:
+            yield stream
+        return
+    with opener(path, "rb") as stream:
+        yield stream  # type: ignore[misc]
+
+
+def _folder_records(source: Path) -> Iterator[Record]:
+    files = sorted(p for p in source.rglob("*") if p.is_file() and p.name in _FILES)
+    studies = [p.relative_to(source) for p in files if p.name == "study.json"]
+    depth = min((len(p.parts) for p in studies), default=0)
+    if depth == 2:  # a workload's folder: <batch_size>/study.json
+        prefix = "batch_science/" + "/".join(source.resolve().parts[-3:]) + "/"
+    elif studies and studies[0].parts[0] == "batch_science" and depth >= 6:
+        prefix = ""
+    elif depth >= 5:
+        prefix = "batch_science/"
+    else:
+        raise ArchiveError(
+            f"{source}: study.json files sit at an unexpected depth; point at the release root "
+            "(holding <base_dir>/<model>/<optimizer>/<batch_size>/study.json) or at one "
+            "workload's folder (holding <batch_size>/study.json)", member=str(source))
+    for path in files:
+        member = prefix + path.relative_to(source).as_posix()
+        parsed = parse_member_name(member)
+        if parsed is None:
+            continue
+        kind, key, trial = parsed
+        limit, size = member_limit(member), path.stat().st_size
+        if limit is not None and size > limit:  # the archive reader's limits, for folders too
+            raise ArchiveError(f"{path}: {size:,} bytes, more than the {limit:,} bytes allowed "
+                               f"for a {kind}; this is not the release's file",
+                               member=str(path))
+        data = path.read_bytes()
+        if kind == "study.json":
+            yield parse_study(data, key, str(path))
+        elif kind == "metadata.json":
+            assert trial is not None
+            yield parse_trial(data, key, trial, str(path))
+        else:
+            assert trial is not None
+            yield CsvRecord(key, trial, data, str(path))
+
+
+def read_release(source: str | os.PathLike[str]) -> Iterator[Record]:
+    """Yield the records of the release's layout in a folder or a ``.tar`` (plain, ``.bz2``,
+    ``.gz`` or ``.xz``), with the checks of :func:`read_archive`.
+
+    ``source`` is the release root (the folder holding ``<base_dir>/<model>/<optimizer>/
+    <batch_size>/``, like ``batch_science/``), a folder holding that root, an archive of
+    it, or one workload's folder (holding ``<batch_size>/study.json``), whose records are
+    named by its last three path components. Errors are :class:`ArchiveError`, naming
+    ``source`` and the file at fault.
+
+    >>> from curvekit.testing import tiny_archive
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "tiny.tar.bz2"; m = tiny_archive(p)
+    >>> len({r.key.workload for r in read_release(p)}) == m.totals["workloads"]
+    True
+    """
+    source = Path(source)
+    try:
+        if source.is_dir():
+            yield from _checked(_folder_records(source))
+            return
+        with _open_tar(source) as stream:
+            yield from _checked(_records(stream))
+    except ArchiveError:
+        raise
+    except (OSError, EOFError, RuntimeError, lzma.LZMAError) as exc:
+        raise ArchiveError(f"{source}: corrupt or unreadable archive ({exc}); check the file, "
+                           "or extract it and pass the folder", member=str(source)) from exc

@@ -14,7 +14,8 @@ then parsed without quote handling (a quoted newline could otherwise join two li
 row): a quote makes its cell unreadable as a number, and the batch falls back to the per-file
 path, which understands quotes. Either way, no row can move from one trial to another.
 
->>> from curvekit.release.archive import CsvRecord, StudyKey
+>>> from curvekit.records import StudyKey
+>>> from curvekit.release.archive import CsvRecord
 >>> key = StudyKey("mnist", "fc_1024", "sgd", 8)
 >>> out = []
 >>> b = CsvBatcher(lambda k, t: out.append((k, t)))
@@ -38,7 +39,8 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from curvekit.errors import ArchiveError
-from curvekit.release.archive import CsvRecord, StudyKey
+from curvekit.records import StudyKey
+from curvekit.release.archive import CsvRecord
 
 __all__ = ["CsvBatcher", "normalize", "parse_header"]
 

@@ -14,15 +14,17 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
 from typing import Any
 
+from curvekit._resources import manifest_dir, manifest_path
 from curvekit.errors import ManifestError
+from curvekit.records import STATUSES
 
 __all__ = [
     "MAX_ARCHIVE_BYTES",
     "MAX_FILE_NAME_LENGTH",
+    "STATUSES",
     "ArchiveInfo",
     "Manifest",
     "StudyCounts",
@@ -30,8 +32,6 @@ __all__ = [
     "load_manifest",
     "manifest_dir",
 ]
-
-STATUSES = ("COMPLETE", "INCOMPLETE", "INFEASIBLE")
 
 MAX_FILE_NAME_LENGTH = 200
 """Longest ``archive.file_name`` accepted, in UTF-8 bytes: below the usual 255-byte limit of one
@@ -46,21 +46,6 @@ _SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 # A separator or a drive colon would let the name leave the downloads folder (on some
 # platform); control characters (NUL included) cannot be in a file name or mislead a terminal.
 _UNSAFE_NAME_CHARS = re.compile(r"[/\\:\x00-\x1f\x7f]")
-
-
-def manifest_dir() -> Path:
-    """The folder holding ``index.json`` and the manifests.
-
-    Inside an installed wheel it is ``curvekit/_data_manifest``; in a source checkout it is
-    the top-level ``data_manifest/`` folder.
-    """
-    here = Path(__file__).resolve().parent.parent
-    for candidate in (here / "_data_manifest", here.parent / "data_manifest"):
-        if (candidate / "index.json").is_file():
-            return candidate
-    raise ManifestError(
-        f"no data manifest found next to {here}; reinstall curvekit (pip install curvekit)"
-    )
 
 
 def check_file_name(name: object, *, field_name: str = "archive.file_name") -> str:
@@ -224,13 +209,6 @@ class Manifest:
         return dict(self.raw)
 
 
-@cache
-def _index() -> dict[str, str]:
-    path = manifest_dir() / "index.json"
-    data: dict[str, str] = json.loads(path.read_text())["datasets"]
-    return data
-
-
 def load_manifest(dataset: str = "batch_science") -> Manifest:
     """Load the manifest of a known dataset by name.
 
@@ -239,8 +217,4 @@ def load_manifest(dataset: str = "batch_science") -> Manifest:
     >>> load_manifest().archive.file_name
     'batch_science_data.tar.bz2'
     """
-    index = _index()
-    if dataset not in index:
-        known = ", ".join(sorted(index))
-        raise ManifestError(f"unknown dataset {dataset!r}; known datasets: {known}")
-    return Manifest.from_file(manifest_dir() / index[dataset])
+    return Manifest.from_file(manifest_path(dataset))

@@ -1,8 +1,8 @@
 """What the report shows for one workload, computed from the store.
 
 >>> import tempfile, pathlib
->>> from curvekit.release.synthetic import tiny_archive
->>> from curvekit.release.convert import convert
+>>> from curvekit.testing import tiny_archive
+>>> from curvekit.store.build import convert
 >>> from curvekit.store.store import Store
 >>> tmp = pathlib.Path(tempfile.mkdtemp())
 >>> _ = convert(tmp / "a.tar.bz2", tmp, manifest=tiny_archive(tmp / "a.tar.bz2"))

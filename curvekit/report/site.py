@@ -14,8 +14,8 @@ The site is built in a temporary folder and moved into place at the end, so a fa
 leaves a previous report as it was.
 
 >>> import tempfile, pathlib
->>> from curvekit.release.synthetic import tiny_archive
->>> from curvekit.release.convert import convert
+>>> from curvekit.testing import tiny_archive
+>>> from curvekit.store.build import convert
 >>> from curvekit.store.store import Store
 >>> tmp = pathlib.Path(tempfile.mkdtemp())
 >>> _ = convert(tmp / "a.tar.bz2", tmp, manifest=tiny_archive(tmp / "a.tar.bz2"))

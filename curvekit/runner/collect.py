@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from curvekit._version import __version__
-from curvekit.release.archive import StudyKey, StudyRecord, TrialRecord
+from curvekit.records import StudyKey, StudyRecord, TrialRecord, Workload
 from curvekit.runner.names import model_directory
 from curvekit.runner.parts import PLAN_FILE, FinishedTrial
 from curvekit.runner.plan import Sweep, TrialSpec
@@ -106,7 +106,7 @@ def workload_data(tables: Mapping[str, pa.Table], origin: Mapping[str, Any]
                if c not in (*KEY_COLUMNS, "trial_id", "step")]
     out = []
     for workload, records in studies.items():
-        base_dir, model, optimizer = workload.rsplit("/", 2)
+        base_dir, model, optimizer = Workload.known(workload)
         rows = measurements.filter(
             pc.and_(pc.and_(pc.equal(measurements["base_dir"], base_dir),
                             pc.equal(measurements["model"], model)),

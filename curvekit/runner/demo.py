@@ -26,13 +26,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from curvekit._resources import demo_dir
 from curvekit.errors import RunError
 from curvekit.home import resolve_home
 
 __all__ = ["DEMO_DIR", "DEMO_GOAL", "DEMO_SWEEP", "DemoResult", "demo", "export_demo",
            "load_demo_tables"]
 
-DEMO_DIR = Path(__file__).resolve().parent.parent / "_demo"
+DEMO_DIR = demo_dir()
 TABLES = ("studies", "trials", "measurements")
 DEMO_SWEEP: dict[str, Any] = {
     "name": "demo/digits",

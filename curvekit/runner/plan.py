@@ -26,8 +26,7 @@ from typing import Any
 import numpy as np
 
 from curvekit.errors import RunError
-from curvekit.names import split_workload
-from curvekit.release.archive import StudyKey
+from curvekit.records import StudyKey, Workload
 from curvekit.runner.names import (
     OPTIMIZERS,
     canonical_dataset,
@@ -171,7 +170,7 @@ class Sweep:
         if not opts:
             raise RunError("give at least one optimizer")
         # The store's one name rule, before anything runs (the optimizers are known names).
-        split_workload(f"{base_dir}/{model_directory(model)}/{opts[0]}", error=RunError,
+        Workload.parse(f"{base_dir}/{model_directory(model)}/{opts[0]}", error=RunError,
                        fix="give a data-set directory such as 'digits' or 'my_runs/digits'")
         sizes = tuple(sorted(set(int(b) for b in batch_sizes)))
         if not sizes or sizes[0] < 1:

@@ -26,6 +26,7 @@ from typing import Any
 
 from curvekit.errors import RunError
 from curvekit.home import resolve_home
+from curvekit.records import release_workloads
 from curvekit.runner.executors import EXECUTORS, execute
 from curvekit.runner.names import canonical_dataset, dataset_directory, model_directory
 from curvekit.runner.parts import finished_trials, open_work_dir, write_part
@@ -79,10 +80,7 @@ def _batch_sizes(sizes: Sequence[int | str], dataset: str, data_dir: str | None)
 
 
 def _check_names(workloads: Sequence[str]) -> None:
-    from curvekit.release.manifest import load_manifest
-
-    release = {w.get("name") for w in load_manifest().workloads}
-    taken = sorted(set(workloads) & release)
+    taken = sorted(set(workloads) & release_workloads())
     if taken:
         raise RunError(f"{', '.join(taken)} is a workload of the published release; give the "
                        "run another name (e.g. my_runs/mnist) so both can live in the store")

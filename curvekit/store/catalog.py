@@ -1,8 +1,8 @@
 """Describe a store (``info``) and check its content and its manifest (``verify``).
 
 >>> import tempfile, pathlib
->>> from curvekit.release.synthetic import tiny_archive
->>> from curvekit.release.convert import convert
+>>> from curvekit.testing import tiny_archive
+>>> from curvekit.store.build import convert
 >>> tmp = pathlib.Path(tempfile.mkdtemp())
 >>> _ = convert(tmp / "a.tar.bz2", tmp, manifest=tiny_archive(tmp / "a.tar.bz2"))
 >>> from curvekit.store.store import Store, metrics_with_values
@@ -24,7 +24,8 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from curvekit.errors import CurvekitError
-from curvekit.release.manifest import STATUSES, Manifest
+from curvekit.records import STATUSES
+from curvekit.release.manifest import Manifest
 from curvekit.store.layout import MANIFEST_FILE, TABLES
 from curvekit.store.snapshots import FILES_FILE, check_files, repair_hint
 from curvekit.store.store import Store, metrics_with_values

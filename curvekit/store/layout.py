@@ -27,7 +27,7 @@ from urllib.parse import quote
 
 import pyarrow as pa
 
-from curvekit.release.manifest import manifest_dir
+from curvekit._resources import manifest_dir
 
 __all__ = [
     "FILE_NAME",

@@ -36,12 +36,13 @@ import os
 import re
 import shutil
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from curvekit.store.layout import workload_dir
+from curvekit.records import Workload
+from curvekit.store.layout import METADATA_FILE, workload_dir
 
 __all__ = [
     "FILES_FILE",
@@ -61,7 +62,7 @@ __all__ = [
 FILES_FILE = "_files.json"
 LEASE_FILE = ".lease"
 ALGORITHM = "blake2b-256"
-_UNRECORDED = {FILES_FILE, "_store.json"}
+_UNRECORDED = {FILES_FILE, METADATA_FILE}
 _CHUNK = 1 << 20
 # The folder names curvekit gives snapshots: <sha256[:12] or "local">-<id>,
 # added-<content[:12]>-<id> and removed-<id>, each <id> twelve hex digits. Nothing else under
@@ -207,7 +208,7 @@ def acquire(snapshot: Path) -> Lease | None:
     try:
         fd = os.open(path, os.O_RDONLY)  # read-only is enough for flock
     except FileNotFoundError:
-        if not (snapshot / "_store.json").is_file():
+        if not (snapshot / METADATA_FILE).is_file():
             return None  # retired between resolving the link and opening the lease
         try:  # a snapshot sealed before leases existed: make its lease file now
             fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
@@ -323,7 +324,7 @@ def folder_size(folder: Path) -> int:
     return total
 
 
-def repair_hint(metadata: dict[str, Any], path: str) -> str:
+def repair_hint(metadata: Mapping[str, Any], path: str) -> str:
     """How to repair a damaged file at ``path`` of a store with ``metadata``.
 
     A file of a workload added with ``curvekit add`` is repaired by adding it again (a
@@ -337,8 +338,7 @@ def repair_hint(metadata: dict[str, Any], path: str) -> str:
     'run `curvekit fetch --force` to rebuild the store'
     """
     for workload in metadata.get("added") or {}:
-        base_dir, model, optimizer = workload.rsplit("/", 2)
-        folder = workload_dir("trials", base_dir, model, optimizer).split("/", 1)[1]
+        folder = workload_dir("trials", *Workload.known(workload)).split("/", 1)[1]
         if f"/{folder}/" in f"/{path}/":
             return (f"add {workload} again (`curvekit add ... --name {workload} --replace`) "
                     f"or remove it (`curvekit.remove_workload(home, {workload!r})`)")

@@ -1,8 +1,8 @@
 """A store on disk, opened for reading: tables as polars frames, SQL through DuckDB.
 
 >>> import tempfile, pathlib
->>> from curvekit.release.synthetic import tiny_archive
->>> from curvekit.release.convert import convert
+>>> from curvekit.testing import tiny_archive
+>>> from curvekit.store.build import convert
 >>> tmp = pathlib.Path(tempfile.mkdtemp())
 >>> _ = convert(tmp / "a.tar.bz2", tmp, manifest=tiny_archive(tmp / "a.tar.bz2"))
 >>> store = Store.open(tmp)
@@ -26,7 +26,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
 from urllib.parse import unquote
 
 import duckdb
@@ -36,6 +35,7 @@ import pyarrow.parquet as pq
 
 from curvekit.errors import QueryError, StoreError
 from curvekit.home import resolve_home
+from curvekit.records import Workload
 from curvekit.release.manifest import Manifest
 from curvekit.store.layout import (
     MANIFEST_FILE,
@@ -47,6 +47,7 @@ from curvekit.store.layout import (
     store_link,
     workload_dir,
 )
+from curvekit.store.metadata import StoreMetadata
 from curvekit.store.snapshots import Lease, acquire, repair_hint
 from curvekit.store.sql import mentions
 
@@ -69,7 +70,7 @@ class Store:
     """
 
     path: Path
-    metadata: dict[str, Any] = field(repr=False)
+    metadata: StoreMetadata = field(repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     _local: threading.local = field(default_factory=threading.local, repr=False,
                                     compare=False)
@@ -106,17 +107,18 @@ class Store:
             lease = acquire(path)
             if lease is None:
                 continue
-            meta_path = path / METADATA_FILE
             try:
-                metadata = json.loads(meta_path.read_text())
-            except (OSError, json.JSONDecodeError) as exc:
+                metadata = StoreMetadata.read(path)
+            except StoreError:
                 lease.release()
-                raise StoreError(f"{meta_path} is unreadable ({exc}); run `curvekit fetch "
-                                 "--force` to rebuild the store") from exc
-            if metadata.get("store_format") != STORE_FORMAT:
+                raise
+            if metadata is None:  # retired between the check and the lease: look again
+                lease.release()
+                continue
+            if not metadata.current_format:
                 lease.release()
                 raise StoreError(
-                    f"{candidate} has store format {metadata.get('store_format')!r}, this "
+                    f"{candidate} has store format {metadata.store_format!r}, this "
                     f"curvekit reads format {STORE_FORMAT}; run `curvekit fetch --force` to "
                     "rebuild it")
             return cls(path, metadata, _lease=lease)
@@ -345,8 +347,7 @@ class Store:
             hint = (f"did you mean {', '.join(close)}?" if close else
                     "run `curvekit info` for the list")
             raise QueryError(f"unknown workload {workload!r}; {hint}")
-        base_dir, model, optimizer = workload.rsplit("/", 2)
-        return base_dir, model, optimizer
+        return Workload.known(workload)
 
     def metrics(self, workload: str) -> list[str]:
         """Metric columns with at least one value in ``workload`` (read from file footers)."""

@@ -12,7 +12,7 @@ content hash: adding identical data again changes nothing, and ``curvekit fetch`
 them over when it rebuilds the release's part of the store.
 
 >>> import tempfile, pathlib, pyarrow as pa
->>> from curvekit.release.archive import StudyKey, StudyRecord, TrialRecord
+>>> from curvekit.records import StudyKey, StudyRecord, TrialRecord
 >>> key = StudyKey("my_data", "mlp", "sgd", 32)
 >>> data = WorkloadData(
 ...     studies=[StudyRecord(key, "my_data", False, 3, {}, {}, "runs.toml")],
@@ -47,9 +47,15 @@ import pyarrow.compute as pc
 from curvekit._version import __version__
 from curvekit.errors import StoreError
 from curvekit.home import resolve_home
-from curvekit.names import check_name, split_workload
-from curvekit.release.archive import StudyKey, StudyRecord, TrialRecord
-from curvekit.release.manifest import STATUSES, load_manifest
+from curvekit.names import check_name
+from curvekit.records import (
+    STATUSES,
+    StudyKey,
+    StudyRecord,
+    TrialRecord,
+    Workload,
+    check_not_reserved,
+)
 from curvekit.store.layout import (
     METADATA_FILE,
     STORE_FORMAT,
@@ -58,14 +64,12 @@ from curvekit.store.layout import (
     store_link,
     workload_dir,
 )
+from curvekit.store.metadata import ADDED_KEY, TABLE_COLUMNS_KEY, StoreMetadata
 from curvekit.store.snapshots import FILES_FILE
+from curvekit.store.transaction import Transaction, transaction
 from curvekit.store.writer import (
-    TABLE_COLUMNS_KEY,
     StoreBuilder,
     conform_snapshot,
-    lock_home,
-    new_staging,
-    publish,
     recorded_schemas,
     schema_record,
     snapshot_columns,
@@ -74,7 +78,6 @@ from curvekit.store.writer import (
 
 __all__ = ["AddResult", "WorkloadData", "add_workload", "carry_added", "remove_workload"]
 
-ADDED_KEY = "added"
 _RESERVED = {"base_dir", "model", "optimizer", "batch_size", "trial_id"}
 
 
@@ -111,11 +114,6 @@ class AddResult:
     trials: int
     measurements: int
     path: Path
-
-
-def release_workloads() -> set[str]:
-    """Names of the workloads of every bundled dataset manifest (reserved for the release)."""
-    return {str(w["name"]) for w in load_manifest().workloads}
 
 
 def validate(data: WorkloadData) -> dict[tuple[StudyKey, int], pa.Table]:
@@ -172,8 +170,8 @@ def validate(data: WorkloadData) -> dict[tuple[StudyKey, int], pa.Table]:
     return out
 
 
-def _split(name: str) -> tuple[str, str, str]:
-    return split_workload(name, fix="choose another name", error=StoreError)
+def _split(name: str) -> Workload:
+    return Workload.parse(name, fix="choose another name", error=StoreError)
 
 
 def _canonical(table: pa.Table, trial: int, member: str) -> pa.Table:
@@ -236,23 +234,14 @@ def _dumps(value: Any) -> bytes:
     return json.dumps(value, sort_keys=True, default=str).encode()
 
 
-def _current(home: Path) -> tuple[Path, dict[str, Any]] | None:
-    link = store_link(home)
-    meta_path = link / METADATA_FILE
-    if not meta_path.is_file():
+def _current(tx: Transaction) -> tuple[Path, StoreMetadata] | None:
+    """The current snapshot and its metadata, of a format this curvekit can add to."""
+    if tx.current is None or tx.metadata is None:
         return None
-    meta: dict[str, Any] = json.loads(meta_path.read_text())
-    if meta.get("store_format") != STORE_FORMAT:
-        raise StoreError(f"{link} has store format {meta.get('store_format')!r}; run "
-                         "`curvekit fetch --force` to rebuild it before adding workloads")
-    return link.resolve(), meta
-
-
-def _empty_metadata() -> dict[str, Any]:
-    return {"store_format": STORE_FORMAT, "curvekit_version": __version__,
-            "source": {"dataset": None, "archive": None, "sha256": None},
-            "counts": {"workloads": 0, "studies": 0, "trials": 0, "measurements": 0},
-            "metric_columns": [], "parameter_columns": {}, "workloads": []}
+    if not tx.metadata.current_format:
+        raise StoreError(f"{store_link(tx.home)} has store format {tx.metadata.store_format!r}; "
+                         "run `curvekit fetch --force` to rebuild it before adding workloads")
+    return tx.current, tx.metadata
 
 
 def _workload_dirs(name: str) -> list[str]:
@@ -290,22 +279,25 @@ def _link_store(source: Path, target: Path, *, skip: AbstractSet[str] = frozense
                 shutil.copy2(Path(folder) / name, dest)
 
 
-def _record_columns(meta: dict[str, Any], schemas: dict[str, pa.Schema]) -> None:
-    """Record the store's one schema per table: every column of its files, and the metric
-    and metaparameter columns beyond the fixed ones."""
-    meta[TABLE_COLUMNS_KEY] = schema_record(schemas)
+def _columns(schemas: dict[str, pa.Schema]) -> dict[str, Any]:
+    """The store's one schema per table, as ``_store.json`` records it: every column of its
+    files, and the metric and metaparameter columns beyond the fixed ones."""
     fixed = {t: set(fixed_schema(t).names) for t in TABLES}
-    meta["metric_columns"] = [f.name for f in schemas["measurements"]
-                              if f.name not in fixed["measurements"]]
-    meta["parameter_columns"] = {f.name: str(f.type) for f in schemas["trials"]
-                                 if f.name not in fixed["trials"]}
+    return {TABLE_COLUMNS_KEY: schema_record(schemas),
+            "metric_columns": [f.name for f in schemas["measurements"]
+                               if f.name not in fixed["measurements"]],
+            "parameter_columns": {f.name: str(f.type) for f in schemas["trials"]
+                                  if f.name not in fixed["trials"]}}
 
 
-def _shift_counts(meta: dict[str, Any], counts: Mapping[str, int], sign: int) -> None:
-    total = meta.setdefault("counts", {})
+def _shifted(counts: Mapping[str, int], workloads: list[str],
+             change: Mapping[str, int], sign: int) -> dict[str, int]:
+    """``counts`` with a workload's ``change`` added (``sign`` +1) or taken away (-1)."""
+    total = dict(counts)
     for k in ("studies", "trials", "measurements"):
-        total[k] = int(total.get(k, 0)) + sign * int(counts.get(k, 0))
-    total["workloads"] = len(meta.get("workloads", []))
+        total[k] = int(total.get(k, 0)) + sign * int(change.get(k, 0))
+    total["workloads"] = len(workloads)
+    return total
 
 
 def add_workload(home: str | os.PathLike[str] | None, data: WorkloadData, *,
@@ -318,66 +310,59 @@ def add_workload(home: str | os.PathLike[str] | None, data: WorkloadData, *,
     base = resolve_home(home)
     tables = validate(data)
     name = data.workload
-    if name in release_workloads():
-        raise StoreError(f"{name!r} is a workload of the published release; choose another "
-                         "name (base_dir/model/optimizer) for your own data")
+    check_not_reserved(name, error=StoreError,
+                       fix="choose another name (base_dir/model/optimizer) for your own data")
     digest = content_hash(data, tables)
     counts = {"studies": len(data.studies), "trials": len(data.trials),
               "measurements": sum(t.num_rows for t in tables.values())}
     room = sum(t.nbytes for t in tables.values()) + (1 << 20)  # Arrow size: an upper bound
-    with lock_home(base, action=f"adding {name}", needed=lambda: room):
-        current = _current(base)
-        meta = current[1] if current else _empty_metadata()
-        added: dict[str, Any] = dict(meta.get(ADDED_KEY, {}))
+    with transaction(base, action=f"adding {name}", needed=lambda: room) as tx:
+        current = _current(tx)
+        meta = current[1] if current else StoreMetadata.empty()
+        added = meta.added
         if name in added and added[name].get("sha256") == digest:
             return AddResult(name, False, path=store_link(base), **counts)
-        if name in meta.get("workloads", []) and name not in added:
+        if name in (meta.workloads or []) and name not in added:
             raise StoreError(f"{name!r} is a workload of the store's release; choose another "
                              "name for your own data")
         if name in added and not replace:
             raise StoreError(f"the store already has a workload {name!r} with different data; "
                              "pass --replace (replace=True) to overwrite it, or choose another "
                              "name")
-        staging = new_staging(base)
-        try:
-            builder = StoreBuilder(staging)
-            for study in data.studies:
-                builder.add_study(study)
-            for trial in data.trials:
-                builder.add_trial(trial)
-            for (key, _), table in sorted(tables.items()):
-                builder.add_measurements(key, table)
-            # One schema per table: the store's columns and the new workload's. The new
-            # files are written with all of them; older files that lack one are rewritten.
-            # A store that records its schemas needs its measurements footers not read.
-            skip = set(_workload_dirs(name))
-            recorded = recorded_schemas(meta) if current is not None else None
-            schemas = union_schemas([
-                *(snapshot_columns(current[0], skip, recorded=recorded)
-                  if current is not None else []),
-                *builder.columns(name)])
-            written = builder.finish({}, {k: t.num_rows for k, t in tables.items()},
-                                     schemas=schemas)
-            if current is not None:
-                _link_store(current[0], staging, skip=skip)
-                conform_snapshot(staging, schemas, previous=current[0], tables=[
-                    t for t in TABLES if recorded is None or not recorded[t].equals(schemas[t])])
-            if name in added:
-                _shift_counts(meta, added[name]["counts"], -1)
-            meta["workloads"] = sorted(set(meta.get("workloads", [])) | {name})
-            _shift_counts(meta, counts, +1)
-            _record_columns(meta, schemas)
-            added[name] = {"sha256": digest, "origin": dict(data.origin), "counts": counts,
-                           "metric_columns": written["metric_columns"],
-                           "parameter_columns": written["parameter_columns"],
-                           "added_at": datetime.now(UTC).isoformat(timespec="seconds"),
-                           "curvekit_version": __version__}
-            meta[ADDED_KEY] = dict(sorted(added.items()))
-            (staging / METADATA_FILE).write_text(json.dumps(meta, indent=1) + "\n")
-            path = publish(staging, base, f"added-{digest[:12]}-{staging.name[-12:]}")
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
+        builder = StoreBuilder(tx.staging)
+        for study in data.studies:
+            builder.add_study(study)
+        for trial in data.trials:
+            builder.add_trial(trial)
+        for (key, _), table in sorted(tables.items()):
+            builder.add_measurements(key, table)
+        # One schema per table: the store's columns and the new workload's. The new
+        # files are written with all of them; older files that lack one are rewritten.
+        # A store that records its schemas needs its measurements footers not read.
+        skip = set(_workload_dirs(name))
+        recorded = recorded_schemas(meta) if current is not None else None
+        schemas = union_schemas([
+            *(snapshot_columns(current[0], skip, recorded=recorded)
+              if current is not None else []),
+            *builder.columns(name)])
+        written = builder.finish({}, {k: t.num_rows for k, t in tables.items()},
+                                 schemas=schemas)
+        if current is not None:
+            _link_store(current[0], tx.staging, skip=skip)
+            conform_snapshot(tx.staging, schemas, previous=current[0], tables=[
+                t for t in TABLES if recorded is None or not recorded[t].equals(schemas[t])])
+        workloads = sorted(set(meta.workloads or []) | {name})
+        total = meta.counts
+        if name in added:
+            total = _shifted(total, workloads, added[name]["counts"], -1)
+        added[name] = {"sha256": digest, "origin": dict(data.origin), "counts": counts,
+                       "metric_columns": written.metric_columns,
+                       "parameter_columns": written.parameter_columns,
+                       "added_at": datetime.now(UTC).isoformat(timespec="seconds"),
+                       "curvekit_version": __version__}
+        path = tx.publish(f"added-{digest[:12]}", meta.replace(
+            workloads=workloads, counts=_shifted(total, workloads, counts, +1),
+            **_columns(schemas), **{ADDED_KEY: dict(sorted(added.items()))}))
     return AddResult(name, True, path=path, **counts)
 
 
@@ -385,51 +370,48 @@ def remove_workload(home: str | os.PathLike[str] | None, workload: str) -> None:
     """Remove a workload that was added to the store (the release's cannot be removed)."""
     base = resolve_home(home)
     # a new snapshot of links: room for its folders and metadata files only
-    with lock_home(base, action=f"removing {workload}", needed=lambda: 1 << 20):
-        current = _current(base)
-        added: dict[str, Any] = dict(current[1].get(ADDED_KEY, {})) if current else {}
+    with transaction(base, action=f"removing {workload}", needed=lambda: 1 << 20) as tx:
+        current = _current(tx)
+        added = current[1].added if current else {}
         if current is None or workload not in added:
             have = ", ".join(added) or "none"
             raise StoreError(f"{workload!r} is not an added workload (added workloads: {have})")
         path, meta = current
-        staging = new_staging(base)
-        try:
-            _link_store(path, staging, skip=set(_workload_dirs(workload)))
-            meta["workloads"] = sorted(set(meta["workloads"]) - {workload})
-            _shift_counts(meta, added.pop(workload)["counts"], -1)
-            meta[ADDED_KEY] = added
-            (staging / METADATA_FILE).write_text(json.dumps(meta, indent=1) + "\n")
-            publish(staging, base, f"removed-{staging.name[-12:]}")
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
+        _link_store(path, tx.staging, skip=set(_workload_dirs(workload)))
+        workloads = sorted(set(meta.workloads or []) - {workload})
+        counts = _shifted(meta.counts, workloads, added.pop(workload)["counts"], -1)
+        tx.publish("removed", meta.replace(workloads=workloads, counts=counts,
+                                           **{ADDED_KEY: added}))
 
 
-def carry_added(home: Path, staging: Path, meta: dict[str, Any]) -> dict[str, Any]:
+def carry_added(tx: Transaction, meta: StoreMetadata) -> StoreMetadata:
     """Link the current store's added workloads into a new release snapshot being built.
 
-    Called by the conversion before it publishes, with the lock held. Returns the new
+    Called by the conversion before it publishes, in its transaction. Returns the new
     snapshot's metadata with the added workloads merged in.
     """
-    current = _current(home)
-    if current is None or not current[1].get(ADDED_KEY):
+    if tx.current is None or tx.metadata is None or not tx.metadata.added:
         return meta
-    path, old = current
-    added: dict[str, Any] = old[ADDED_KEY]
-    clash = sorted(set(added) & set(meta.get("workloads", [])))
+    path, added = tx.current, tx.metadata.added
+    if not tx.metadata.current_format:
+        raise StoreError(
+            f"{store_link(tx.home)} has store format {tx.metadata.store_format!r} and workloads "
+            f"you added ({', '.join(added)}), which cannot be carried into a store of format "
+            f"{STORE_FORMAT}; remove them (curvekit.remove_workload) with the curvekit that "
+            "added them, or remove the store link and add them again after the conversion")
+    clash = sorted(set(added) & set(meta.workloads or []))
     if clash:
         raise StoreError(f"the new release has workloads you added yourself: {', '.join(clash)};"
                          " remove them (curvekit.remove_workload) or rename them first")
-    _link_store(path, staging, only={d for name in added for d in _workload_dirs(name)})
+    _link_store(path, tx.staging, only={d for name in added for d in _workload_dirs(name)})
     # The new release and the added workloads share one schema per table: whichever files
     # lack a column of the other are rewritten (the added ones get new inodes, so the
     # current snapshot's files stay as they are).
-    schemas = union_schemas(snapshot_columns(staging))
-    conform_snapshot(staging, schemas, previous=path)
-    meta = dict(meta)
-    meta["workloads"] = sorted(set(meta.get("workloads", [])) | set(added))
+    schemas = union_schemas(snapshot_columns(tx.staging))
+    conform_snapshot(tx.staging, schemas, previous=path)
+    workloads = sorted(set(meta.workloads or []) | set(added))
+    counts = meta.counts
     for info in added.values():
-        _shift_counts(meta, info["counts"], +1)
-    _record_columns(meta, schemas)
-    meta[ADDED_KEY] = added
-    return meta
+        counts = _shifted(counts, workloads, info["counts"], +1)
+    return meta.replace(workloads=workloads, counts=counts, **_columns(schemas),
+                        **{ADDED_KEY: added})

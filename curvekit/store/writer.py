@@ -1,4 +1,4 @@
-"""Build a store in a staging folder, then swap it in atomically.
+"""Write a store's tables into a staging folder, one schema per table.
 
 :class:`StoreBuilder` receives studies, trials and measurement tables in any order, keeps
 measurements in memory up to a budget and spills the rest to Arrow IPC files in the staging
@@ -11,27 +11,19 @@ widens a table's schema by the columns a new workload brings (one type per colum
 :func:`merge_type`), and :func:`conform_snapshot` rewrites the files that lack a column, so
 that a plain Parquet reader (DuckDB, polars, pandas) finds every column in every file.
 
-:func:`publish` seals the finished staging folder (a checksum per file, see
-:mod:`curvekit.store.snapshots`) and makes it the current store by replacing the ``store``
-symlink in one ``rename``: readers see either the old store or the new one, never a
-half-written one, and a reader that opened the old one keeps it until it closes.
+:mod:`curvekit.store.transaction` gives the staging folder and publishes it.
 
->>> import tempfile, pathlib
->>> home = pathlib.Path(tempfile.mkdtemp())
->>> staging = new_staging(home)
->>> staging.parent.name
-'stores'
+>>> schema_record(union_schemas([]))["studies"]["dataset"]
+'string'
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
 import shutil
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,37 +36,24 @@ import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 from curvekit.errors import StoreError
-from curvekit.release.archive import StudyKey, StudyRecord, TrialRecord
+from curvekit.records import StudyKey, StudyRecord, TrialRecord
 from curvekit.store.layout import (
     FILE_NAME,
-    METADATA_FILE,
     METRICS_KEY,
     TABLES,
     fixed_schema,
     partition_columns,
     partition_dir,
-    store_link,
 )
-from curvekit.store.snapshots import (
-    clean_home,
-    file_digest,
-    folder_size,
-    read_records,
-    retire,
-    seal,
-    write_failure,
-)
+from curvekit.store.metadata import TABLE_COLUMNS_KEY, StoreMetadata
+from curvekit.store.snapshots import file_digest, read_records
 
 __all__ = [
     "MAX_TABLE_COLUMNS",
     "Columns",
     "StoreBuilder",
     "conform_snapshot",
-    "conversion_room",
-    "lock_home",
     "merge_type",
-    "new_staging",
-    "publish",
     "recorded_schemas",
     "schema_record",
     "snapshot_columns",
@@ -88,97 +67,6 @@ MAX_TABLE_COLUMNS = 10_000
 Every file of a table carries every column, so each column costs each file a footer entry
 (about 350 bytes for a column of nulls): the 10,000 metrics one log may bring, no more.
 """
-TABLE_COLUMNS_KEY = "table_columns"
-"""The key of ``_store.json`` recording each table's one schema (:func:`schema_record`)."""
-
-
-def new_staging(home: Path) -> Path:
-    """Create and return an empty staging folder under ``home/stores``."""
-    path = home / "stores" / f".staging-{uuid.uuid4().hex[:12]}"
-    path.mkdir(parents=True)
-    return path
-
-
-@contextlib.contextmanager
-def lock_home(home: Path, *, action: str = "writing the store",
-              needed: Callable[[], int] | None = None) -> Iterator[None]:
-    """Hold an exclusive lock on ``home`` while the store is changed; tidy up around it.
-
-    On entry, what killed runs left behind is removed (staging folders, snapshots renamed
-    into place but never linked) and so are old snapshots no reader holds any more. A write
-    that fails for want of room or permission becomes a :class:`StoreError` naming
-    ``action``, the room ``needed()`` (bytes, an estimate) and the room free.
-    """
-    try:
-        home.mkdir(parents=True, exist_ok=True)
-        fd = os.open(home / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as exc:
-        raise _write_error(exc, home, action, needed) from exc
-    with open(fd, "r+b") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as exc:
-            raise StoreError(f"another curvekit process is writing to {home}; "
-                             "wait for it to finish") from exc
-        try:
-            for tmp in home.glob(".store-*"):  # a link swap a killed run never finished
-                if tmp.is_symlink():
-                    tmp.unlink()
-            clean_home(home / "stores", _current_snapshot(home))
-            yield
-        except OSError as exc:
-            raise _write_error(exc, home, action, needed) from exc
-        finally:
-            # a failed run's staging folder goes now, not at the next run
-            for stale in (home / "stores").glob(".staging-*"):
-                shutil.rmtree(stale, ignore_errors=True)
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def _write_error(exc: OSError, home: Path, action: str,
-                 needed: Callable[[], int] | None) -> OSError | StoreError:
-    message = write_failure(exc, home, action, needed)
-    return exc if message is None else StoreError(message)
-
-
-def _current_snapshot(home: Path) -> Path | None:
-    link = store_link(home)
-    return link.resolve() if link.is_symlink() else None
-
-
-def conversion_room(archive: Path, home: Path) -> int:
-    """Bytes a conversion of ``archive`` needs, roughly: the larger of the archive and the
-    current store (a converted store takes about 0.8× its bzip2 archive)."""
-    current = _current_snapshot(home)
-    return max(archive.stat().st_size if archive.exists() else 0,
-               folder_size(current) if current is not None else 0)
-
-
-def publish(staging: Path, home: Path, name: str) -> Path:
-    """Make ``staging`` the current store, atomically, and retire the previous one.
-
-    The staging folder is sealed first (a checksum per file, a lease file); the previous
-    snapshot is removed at once if no reader holds it, else by a later writer.
-    """
-    link = store_link(home)
-    previous = _current_snapshot(home)
-    seal(staging, previous)
-    final = home / "stores" / name
-    if final.exists():
-        shutil.rmtree(final)
-    staging.rename(final)
-    if link.exists() and not link.is_symlink():
-        # A store folder moved here by hand: keep it beside the new one rather than lose it.
-        link.rename(home / "stores" / f"previous-{uuid.uuid4().hex[:8]}")
-    tmp = home / f".store-{uuid.uuid4().hex[:8]}"
-    tmp.symlink_to(Path("stores") / name)
-    os.replace(tmp, link)
-    if previous is not None and previous != final.resolve() and previous.exists():
-        # the new store is in place: failing to remove the old one now is no failure, the
-        # next writer tries again
-        with contextlib.suppress(OSError):
-            retire(previous)
-    return final
 
 
 def _json(value: Any) -> str:
@@ -264,9 +152,9 @@ class StoreBuilder:
                         frozenset(f.name for f in trials if f.type != pa.null())),
                 Columns("measurements", label, metrics, frozenset(metrics.names))]
 
-    def finish(self, metadata: dict[str, Any],
+    def finish(self, metadata: Mapping[str, Any],
                trial_rows: dict[tuple[StudyKey, int], int], *,
-               schemas: dict[str, pa.Schema] | None = None) -> dict[str, Any]:
+               schemas: dict[str, pa.Schema] | None = None) -> StoreMetadata:
         """Write every table and ``_store.json`` into the staging folder.
 
         ``trial_rows`` gives each trial's number of measurement rows. ``schemas`` (from
@@ -287,7 +175,7 @@ class StoreBuilder:
         params, _ = self._parameters()
         trial_types = {f.name: str(f.type) for f in schemas["trials"]}
         workloads = sorted({k.workload for k in keys})
-        meta = {
+        meta = StoreMetadata({
             **metadata,
             "counts": {"workloads": len(workloads), "studies": len(self.studies),
                        "trials": len(self.trials), "measurements": rows},
@@ -295,8 +183,8 @@ class StoreBuilder:
             "parameter_columns": {c: trial_types[c] for c in sorted(params.values())},
             "workloads": workloads,
             TABLE_COLUMNS_KEY: schema_record(schemas),
-        }
-        (self.root / METADATA_FILE).write_text(json.dumps(meta, indent=1) + "\n")
+        })
+        meta.save(self.root)
         return meta
 
     def _write_measurements(self, key: StudyKey, schema: pa.Schema) -> int:
@@ -543,7 +431,7 @@ def schema_record(schemas: dict[str, pa.Schema]) -> dict[str, dict[str, str]]:
     return {t: {f.name: str(f.type) for f in schemas[t]} for t in TABLES}
 
 
-def recorded_schemas(meta: dict[str, Any]) -> dict[str, pa.Schema] | None:
+def recorded_schemas(meta: Mapping[str, Any]) -> dict[str, pa.Schema] | None:
     """The tables' schemas a store's metadata records; None for a store that records none
     (one written before curvekit kept one schema per table) or records a type it does
     not know: its files must then be read.

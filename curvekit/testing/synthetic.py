@@ -57,7 +57,8 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from curvekit.errors import CurvekitError, ManifestError
-from curvekit.release.manifest import STATUSES, Manifest, StudyCounts, load_manifest
+from curvekit.records import STATUSES
+from curvekit.release.manifest import Manifest, StudyCounts, load_manifest
 
 __all__ = ["full_scale_kwargs", "generate_archive", "tiny_archive", "write_manifest"]
 

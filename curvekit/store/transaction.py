@@ -1,0 +1,200 @@
+"""One snapshot transaction: every change of a store goes lock → staging → write → publish.
+
+A published snapshot never changes. A conversion, an ``add``, a ``remove`` (and the
+runner's add) each open a :func:`transaction`: it takes the home's exclusive lock, gives a
+fresh staging folder under ``home/stores``, and on :meth:`Transaction.publish` writes the
+new ``_store.json``, seals the folder (a checksum per file, see
+:mod:`curvekit.store.snapshots`) and makes it the current store by replacing the ``store``
+symlink in one ``rename``: readers see either the old store or the new one, never a
+half-written one, and a reader that opened the old one keeps it until it closes. An error
+anywhere, or leaving the block without publishing, removes the staging folder and leaves
+the current store exactly as it was.
+
+>>> import tempfile, pathlib
+>>> from curvekit.store.metadata import StoreMetadata
+>>> home = pathlib.Path(tempfile.mkdtemp())
+>>> with transaction(home, action="writing an empty store") as tx:
+...     tx.current is None
+...     _ = (tx.staging / "note.txt").write_text("hello")
+...     path = tx.publish("local", StoreMetadata.empty())
+True
+>>> (home / "store" / "note.txt").read_text(), path.parent.name
+('hello', 'stores')
+>>> with transaction(home) as tx:
+...     _ = (tx.staging / "half.txt").write_text("never published")
+...     raise ValueError("interrupted")
+Traceback (most recent call last):
+...
+ValueError: interrupted
+>>> sorted(p.name for p in (home / "store").iterdir() if not p.name.startswith("."))
+['_files.json', '_store.json', 'note.txt']
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from curvekit.errors import StoreError
+from curvekit.store.layout import store_link
+from curvekit.store.metadata import StoreMetadata
+from curvekit.store.snapshots import clean_home, folder_size, retire, seal, write_failure
+
+__all__ = [
+    "Transaction",
+    "conversion_room",
+    "lock_home",
+    "new_staging",
+    "publish",
+    "transaction",
+]
+
+
+class Transaction:
+    """A change of one home's store in progress; see :func:`transaction`."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.published: Path | None = None
+        self._staging: Path | None = None
+        link = store_link(home)
+        # Read under the lock: no other writer can swap the link until the change is done.
+        self.metadata: StoreMetadata | None = StoreMetadata.read(link)
+        self.current: Path | None = link.resolve() if self.metadata is not None else None
+        """The current snapshot's folder (None for a home without a store)."""
+
+    @property
+    def staging(self) -> Path:
+        """The new snapshot's folder, made on first use (a change refused before it is
+        needed leaves no folder behind)."""
+        if self._staging is None:
+            self._staging = new_staging(self.home)
+        return self._staging
+
+    def publish(self, kind: str, metadata: StoreMetadata) -> Path:
+        """Write ``metadata`` into the staging folder and make it the current store.
+
+        The snapshot is named ``<kind>-<id>`` (``kind`` says what made it, e.g. the
+        archive's sha256 prefix, ``added-<hash>`` or ``removed``). Returns its folder.
+        """
+        if self.published is not None:
+            raise StoreError(f"this change was already published as {self.published}; "
+                             "open another transaction for another change")
+        staging = self.staging
+        metadata.save(staging)
+        self.published = publish(staging, self.home, f"{kind}-{staging.name[-12:]}")
+        return self.published
+
+
+@contextlib.contextmanager
+def transaction(home: Path, *, action: str = "writing the store",
+                needed: Callable[[], int] | None = None) -> Iterator[Transaction]:
+    """Change the store of ``home``: lock → staging → write → :meth:`Transaction.publish`.
+
+    ``action`` and ``needed()`` (bytes, an estimate) name the change in the error a full
+    or read-only disk gives (see :func:`lock_home`). Leaving the block by an error, or
+    without publishing, removes the staging folder; the current store stays as it was.
+    """
+    with lock_home(home, action=action, needed=needed):
+        tx = Transaction(home)
+        try:
+            yield tx
+        finally:
+            if tx._staging is not None and tx.published is None:
+                shutil.rmtree(tx._staging, ignore_errors=True)
+
+
+def new_staging(home: Path) -> Path:
+    """Create and return an empty staging folder under ``home/stores``."""
+    path = home / "stores" / f".staging-{uuid.uuid4().hex[:12]}"
+    path.mkdir(parents=True)
+    return path
+
+
+@contextlib.contextmanager
+def lock_home(home: Path, *, action: str = "writing the store",
+              needed: Callable[[], int] | None = None) -> Iterator[None]:
+    """Hold an exclusive lock on ``home`` while the store is changed; tidy up around it.
+
+    On entry, what killed runs left behind is removed (staging folders, snapshots renamed
+    into place but never linked) and so are old snapshots no reader holds any more. A write
+    that fails for want of room or permission becomes a :class:`StoreError` naming
+    ``action``, the room ``needed()`` (bytes, an estimate) and the room free.
+    """
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        fd = os.open(home / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise _write_error(exc, home, action, needed) from exc
+    with open(fd, "r+b") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            raise StoreError(f"another curvekit process is writing to {home}; "
+                             "wait for it to finish") from exc
+        try:
+            for tmp in home.glob(".store-*"):  # a link swap a killed run never finished
+                if tmp.is_symlink():
+                    tmp.unlink()
+            clean_home(home / "stores", _current_snapshot(home))
+            yield
+        except OSError as exc:
+            raise _write_error(exc, home, action, needed) from exc
+        finally:
+            # a failed run's staging folder goes now, not at the next run
+            for stale in (home / "stores").glob(".staging-*"):
+                shutil.rmtree(stale, ignore_errors=True)
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _write_error(exc: OSError, home: Path, action: str,
+                 needed: Callable[[], int] | None) -> OSError | StoreError:
+    message = write_failure(exc, home, action, needed)
+    return exc if message is None else StoreError(message)
+
+
+def _current_snapshot(home: Path) -> Path | None:
+    link = store_link(home)
+    return link.resolve() if link.is_symlink() else None
+
+
+def conversion_room(archive: Path, home: Path) -> int:
+    """Bytes a conversion of ``archive`` needs, roughly: the larger of the archive and the
+    current store (a converted store takes about 0.8× its bzip2 archive)."""
+    current = _current_snapshot(home)
+    return max(archive.stat().st_size if archive.exists() else 0,
+               folder_size(current) if current is not None else 0)
+
+
+def publish(staging: Path, home: Path, name: str) -> Path:
+    """Make ``staging`` the current store, atomically, and retire the previous one.
+
+    The staging folder is sealed first (a checksum per file, a lease file); the previous
+    snapshot is removed at once if no reader holds it, else by a later writer.
+    """
+    link = store_link(home)
+    previous = _current_snapshot(home)
+    seal(staging, previous)
+    final = home / "stores" / name
+    if final.exists():
+        shutil.rmtree(final)
+    staging.rename(final)
+    if link.exists() and not link.is_symlink():
+        # A store folder moved here by hand: keep it beside the new one rather than lose it.
+        link.rename(home / "stores" / f"previous-{uuid.uuid4().hex[:8]}")
+    tmp = home / f".store-{uuid.uuid4().hex[:8]}"
+    tmp.symlink_to(Path("stores") / name)
+    os.replace(tmp, link)
+    if previous is not None and previous != final.resolve() and previous.exists():
+        # the new store is in place: failing to remove the old one now is no failure, the
+        # next writer tries again
+        with contextlib.suppress(OSError):
+            retire(previous)
+    return final
+
+
