@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from curvekit._version import __version__
-from curvekit.errors import ChecksumError, CurvekitError, StoreError
+from curvekit.errors import ArchiveError, ChecksumError, StoreError
 from curvekit.home import downloads_dir, resolve_home
+from curvekit.progress import Progress, stage_counter
 from curvekit.release.archive import Decompressor
 from curvekit.release.convert import convert
 from curvekit.release.download import (
@@ -36,9 +37,6 @@ from curvekit.release.manifest import Manifest, load_manifest
 from curvekit.store.layout import METADATA_FILE, STORE_FORMAT, store_link
 
 __all__ = ["FetchResult", "Progress", "fetch"]
-
-Progress = Callable[[str, int, int | None], None]
-"""``progress(stage, done, total)``; stage is ``download``, ``verify`` or ``convert``."""
 
 
 @dataclass(frozen=True)
@@ -117,16 +115,11 @@ def fetch(
             and current.get("source", {}).get("sha256") == expected):
         return FetchResult("up-to-date", store_link(home), None, current)
 
-    def stage(name: str) -> Callable[[int, int | None], None] | None:
-        if progress is None:
-            return None
-        return lambda done, total: progress(name, done, total)
-
     if archive is not None:
         path = Path(archive).expanduser()
         if not path.is_file():
-            raise CurvekitError(f"--archive {path}: no such file")
-        got = file_sha256(path, progress=stage("verify"))
+            raise ArchiveError(f"--archive {path}: no such file")
+        got = file_sha256(path, progress=stage_counter(progress, "verify"))
         if got != expected:
             raise ChecksumError(
                 f"{path} does not have the expected sha256: expected {expected}, got {got}. "
@@ -142,11 +135,12 @@ def fetch(
                          else DEFAULT_MAX_BYTES)
         folder = downloads_dir(home)
         path = download(source, folder / manifest.archive.file_name, within=folder,
-                        sha256=expected, progress=stage("download"), urlopen=urlopen,
+                        sha256=expected, progress=stage_counter(progress, "download"),
+                        urlopen=urlopen,
                         max_bytes=max_bytes, min_rate=min_rate, rate_window=rate_window,
                         deadline=deadline)
     meta = convert(path, home, manifest=manifest, sha256=expected, decompressor=decompressor,
-                   progress=stage("convert"), version=__version__)
+                   progress=stage_counter(progress, "convert"), version=__version__)
     link = store_link(home)
     if not link.exists():  # pragma: no cover - convert publishes or raises
         raise StoreError(f"conversion finished but {link} is missing")

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from curvekit.errors import CurvekitError, CurvekitWarning
+from curvekit.errors import FigureError, FigureNotesWarning
 from curvekit.figures.builders import (
     Title,
     best_chart,
@@ -53,22 +53,6 @@ __all__ = ["FigureError", "FigureNotesWarning", "check_figure_number", "figure",
 
 Limits = tuple[tuple[float, float], tuple[float, float]]
 """(x limits, y limits) of a chart."""
-
-
-class FigureError(CurvekitError):
-    """A figure cannot be drawn: unknown number, or workloads missing from the store."""
-
-
-class FigureNotesWarning(CurvekitWarning):
-    """A figure was drawn with gaps, each said on the figure itself: a curve normalized at
-    another batch size, a curve or panel without points, a fallback metric.
-
-    ``figure`` is the figure's number and ``notes`` the notes, one per gap (``panel: what``).
-    """
-
-    def __init__(self, figure: int, notes: Sequence[str]) -> None:
-        self.figure, self.notes = figure, list(notes)
-        super().__init__(f"Figure {figure}: " + "; ".join(self.notes))
 
 
 def _resolve(store: Store, panel: Panel, notes: list[str] | None = None) -> Panel:

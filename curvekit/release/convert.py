@@ -19,11 +19,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from curvekit.errors import ArchiveError
+from curvekit.progress import StageCounter
 from curvekit.release.archive import (
     CsvRecord,
     Decompressor,
@@ -45,8 +45,9 @@ from curvekit.store.writer import (
 )
 
 __all__ = ["ConvertProgress", "convert"]
-ConvertProgress = Callable[[int, int | None], None]
-"""Called with (members read, members expected or None) as the conversion advances."""
+ConvertProgress = StageCounter
+"""Called with (members read, members expected or None) as the conversion advances (the
+counter of the ``convert`` stage of a :class:`curvekit.progress.Progress`)."""
 
 
 def _check_complete(builder: StoreBuilder, csv_seen: set[tuple[StudyKey, int]]) -> None:
