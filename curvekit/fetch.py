@@ -103,6 +103,17 @@ def fetch(
         Stop a download that averages under ``min_rate`` bytes/s over ``rate_window``
         seconds (default 1 KiB/s over 60 s), or that takes more than ``deadline`` seconds in
         all (default: no deadline). What arrived is kept and the next call resumes it.
+    progress
+        Called as ``progress(stage, done, total)`` (a :class:`curvekit.progress.Progress`)
+        through the stages ``download``, ``verify`` and ``convert``.
+
+    >>> import tempfile, pathlib, curvekit
+    >>> tmp = pathlib.Path(tempfile.mkdtemp())
+    >>> m = curvekit.generate_archive(tmp / "a.tar.bz2", workloads=["mnist/fc_1024/sgd"],
+    ...                               max_trials_per_study=2, evals_scale=0.05)
+    >>> result = fetch(home=tmp / "home", archive=tmp / "a.tar.bz2", manifest=m)
+    >>> result.action, result.metadata["counts"]["workloads"]
+    ('converted', 1)
     """
     home = resolve_home(home)
     if manifest is None:

@@ -388,6 +388,18 @@ def figure(number: int, store: Store | None = None
 
     The chart wraps :func:`figure_spec`'s spec: ``chart.properties(...)``,
     ``chart.configure_axis(...)`` and ``chart.save(...)`` work as on any Altair chart.
+    ``curvekit figure NUMBER`` writes it to a file (:func:`curvekit.figures.output.save`).
+
+    >>> import tempfile, pathlib, curvekit
+    >>> from curvekit.fetch import fetch
+    >>> tmp = pathlib.Path(tempfile.mkdtemp())
+    >>> m = curvekit.generate_archive(tmp / "oi.tar.bz2", max_trials_per_study=3,
+    ...     workloads=["open_images_v4/resnet_50/nesterov_momentum"], evals_scale=0.05)
+    >>> _ = fetch(home=tmp, archive=tmp / "oi.tar.bz2", manifest=m)
+    >>> store = curvekit.open(tmp)
+    >>> chart, meta = figure(20, store)
+    >>> meta["workloads"]
+    ['open_images_v4/resnet_50/nesterov_momentum']
     """
     spec, meta = figure_spec(number, store)
     return to_altair(spec), meta
@@ -399,7 +411,20 @@ def render_all(store: Store, folder: str | os.PathLike[str], *, fmt: str = "png"
 
     A figure whose workloads are missing from the store is listed in the gallery with the
     reason instead of failing the whole run. ``scale`` multiplies a PNG's pixel size.
-    Each figure drawn with gaps gives a :class:`FigureNotesWarning`.
+    Each figure drawn with gaps gives a :class:`FigureNotesWarning`. Returns the files
+    written; ``curvekit figures`` as a function.
+
+    >>> import tempfile, pathlib, curvekit
+    >>> from curvekit.fetch import fetch
+    >>> tmp = pathlib.Path(tempfile.mkdtemp())
+    >>> m = curvekit.generate_archive(tmp / "oi.tar.bz2", max_trials_per_study=3,
+    ...     workloads=["open_images_v4/resnet_50/nesterov_momentum"], evals_scale=0.05)
+    >>> _ = fetch(home=tmp, archive=tmp / "oi.tar.bz2", manifest=m)
+    >>> store = curvekit.open(tmp)
+    >>> [p.name for p in render_all(store, tmp / "figures", fmt="json")]
+    ['figure-20.json']
+    >>> (tmp / "figures" / "index.html").is_file()
+    True
     """
     from curvekit.figures.output import save
 

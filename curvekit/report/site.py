@@ -59,7 +59,7 @@ from curvekit.figures.page import (
 from curvekit.fit import bounded_value
 from curvekit.goals import Goal, goal_source
 from curvekit.progress import Progress
-from curvekit.report.data import WorkloadData, workload_data
+from curvekit.report.data import WorkloadPage, workload_data
 from curvekit.store.catalog import synthetic_note
 from curvekit.store.store import Store
 
@@ -126,7 +126,7 @@ def _cell(fit: dict[str, Any], name: str, digits: int = 0) -> str:
     return text
 
 
-def _charts(data: WorkloadData) -> list[tuple[str, dict[str, Any]]]:
+def _charts(data: WorkloadPage) -> list[tuple[str, dict[str, Any]]]:
     g = data.goal
     sign = ">" if g.maximize else "<"
     steps = [(f"{g.metric} {sign} {goal!r}", data.steps.filter(pl.col("goal") == goal))
@@ -154,7 +154,7 @@ def _charts(data: WorkloadData) -> list[tuple[str, dict[str, Any]]]:
     return charts
 
 
-def _workload_page(data: WorkloadData, note: str | None = None) -> str:
+def _workload_page(data: WorkloadPage, note: str | None = None) -> str:
     g, fit = data.goal, data.fit
     source = goal_source(g)
     facts = (
@@ -177,7 +177,7 @@ def _workload_page(data: WorkloadData, note: str | None = None) -> str:
                  specs=[(f"chart-{name}", spec) for name, spec in specs], note=note)
 
 
-def _index(rows: list[tuple[WorkloadData | None, str, str]], note: str | None = None) -> str:
+def _index(rows: list[tuple[WorkloadPage | None, str, str]], note: str | None = None) -> str:
     lines = ["<table><tr><th>workload</th><th>batch sizes</th><th>trials</th><th>goal</th>"
              "<th>perfect scaling ends</th><th>max useful batch size</th><th>B_crit</th></tr>"]
     for data, workload, problem in rows:
@@ -331,6 +331,13 @@ def report(store: Store, out: str | os.PathLike[str], *, bootstrap: int = 200,
     The site is built complete beside ``out`` and only then swapped in; ``out`` must be new,
     empty or an earlier report (see :func:`check_out`). Work folders that killed runs left
     beside ``out`` are removed first.
+
+    >>> import tempfile, pathlib, curvekit
+    >>> home = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = curvekit.demo(home)
+    >>> site = report(curvekit.open(home), home / "report", bootstrap=0, figures=False)
+    >>> (site / "index.html").is_file()
+    True
     """
     import vl_convert as vlc
 
@@ -350,9 +357,9 @@ def report(store: Store, out: str | os.PathLike[str], *, bootstrap: int = 200,
         (staging / "assets" / "vega.js").write_text(vlc.javascript_bundle())  # type: ignore[call-arg]
         (staging / "assets" / "style.css").write_text(_STYLE + EMBED_CSS)
         (staging / "assets" / "report.js").write_text(EMBED_JS)
-        rows: list[tuple[WorkloadData | None, str, str]] = []
+        rows: list[tuple[WorkloadPage | None, str, str]] = []
 
-        def page(workload: str) -> tuple[WorkloadData | None, str, str]:
+        def page(workload: str) -> tuple[WorkloadPage | None, str, str]:
             try:
                 data = workload_data(store, workload, bootstrap=bootstrap)
             except CurvekitError as exc:
