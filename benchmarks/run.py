@@ -32,7 +32,7 @@ from benchmarks.common import WORK, save
 
 COMMAND = ("curvekit run demo/digits --dataset digits --model fc_128_128_128 "
            "--optimizer sgd,nesterov_momentum "
-           "--batch-sizes 2,4,8,16,32,64,128,256,512,1024,full --trials 24 "
+           "--batch-sizes 2,4,8,16,32,64,128,256,512,1024,full --trials-per-study 24 "
            "--steps 2:5000,4:3500,8:2500,16:1600,32:1200,64:800,128:600,256:500,512:500,"
            "1024:500,1197:500 --eval-every 10 --seed 0 --device cpu")
 

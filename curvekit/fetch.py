@@ -81,6 +81,14 @@ def fetch(
     The archive is written only inside ``<home>/downloads``, under the manifest's
     ``archive.file_name`` (a bare file name, checked when the manifest is loaded).
 
+    >>> import tempfile, pathlib, curvekit
+    >>> tmp = pathlib.Path(tempfile.mkdtemp())
+    >>> m = curvekit.generate_archive(tmp / "a.tar.bz2", workloads=["mnist/fc_1024/sgd"],
+    ...                               max_trials_per_study=2, evals_scale=0.05)
+    >>> result = fetch(home=tmp / "home", archive=tmp / "a.tar.bz2", manifest=m)
+    >>> result.action, result.store.is_dir()
+    ('converted', True)
+
     Parameters
     ----------
     home
@@ -106,14 +114,6 @@ def fetch(
     progress
         Called as ``progress(stage, done, total)`` (a :class:`curvekit.progress.Progress`)
         through the stages ``download``, ``verify`` and ``convert``.
-
-    >>> import tempfile, pathlib, curvekit
-    >>> tmp = pathlib.Path(tempfile.mkdtemp())
-    >>> m = curvekit.generate_archive(tmp / "a.tar.bz2", workloads=["mnist/fc_1024/sgd"],
-    ...                               max_trials_per_study=2, evals_scale=0.05)
-    >>> result = fetch(home=tmp / "home", archive=tmp / "a.tar.bz2", manifest=m)
-    >>> result.action, result.metadata["counts"]["workloads"]
-    ('converted', 1)
     """
     home = resolve_home(home)
     if manifest is None:

@@ -266,7 +266,7 @@ def query(sql: str, home: str | os.PathLike[str] | None = None, *,
     >>> home = tempfile.mkdtemp()
     >>> _ = curvekit.demo(home)
     >>> curvekit.query("select count(*) as n from trials where batch_size = ?", home,
-    ...                params=[64])["n"][0]
+    ...                params=[64]).item()
     48
     """
     return Store.open(home).query(sql, params)
