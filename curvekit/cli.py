@@ -57,7 +57,7 @@ class AliasedOption(click.Option):
         finally:
             self.opts = every
 
-    def get_error_hint(self, ctx: click.Context) -> str:
+    def get_error_hint(self, ctx: click.Context | None) -> str:
         return " / ".join(f"'{o}'" for o in self.shown_opts)
 
 home_option = click.option(
