@@ -32,7 +32,7 @@ from benchmarks.common import WORK, save
 
 COMMAND = ("curvekit run demo/digits --dataset digits --model fc_128_128_128 "
            "--optimizer sgd,nesterov_momentum "
-           "--batch-sizes 2,4,8,16,32,64,128,256,512,1024,full --trials 24 "
+           "--batch-sizes 2,4,8,16,32,64,128,256,512,1024,full --trials-per-study 24 "
            "--steps 2:5000,4:3500,8:2500,16:1600,32:1200,64:800,128:600,256:500,512:500,"
            "1024:500,1197:500 --eval-every 10 --seed 0 --device cpu")
 
@@ -56,10 +56,8 @@ def main() -> None:
     work = WORK / "demo-run"
     if work.exists() and not args.resume:
         shutil.rmtree(work)
-    seconds: dict[int, list[float]] = defaultdict(list)
 
-    def progress(done: int, total: int, result: curvekit.runner.plan.TrialResult) -> None:
-        seconds[result.spec.batch_size].append(result.seconds)
+    def progress(stage: str, done: int, total: int | None) -> None:
         if done % 24 == 0 or done == total:
             print(f"{done}/{total} trials, {time.perf_counter() - start:.0f} s", flush=True)
 
@@ -75,6 +73,9 @@ def main() -> None:
     tables = sweep_tables(sweep, specs, finished, work)
     # Training time of every trial, including those an earlier (resumed) run finished.
     trial_seconds = sum(meta["seconds"] for meta, _, _ in finished.values())
+    seconds: dict[int, list[float]] = defaultdict(list)
+    for i, (meta, _, _) in finished.items():
+        seconds[specs[i].batch_size].append(meta["seconds"])
     info = {"plan": sweep.to_json(), "command": COMMAND,
             "generated": {"date": datetime.now(UTC).date().isoformat(),
                           "seconds": round(wall, 1), "trials_run": result.ran,

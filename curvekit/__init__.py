@@ -22,10 +22,18 @@ from curvekit.errors import (
     ChecksumError,
     CurvekitError,
     CurvekitWarning,
+    DirectionWarning,
     DownloadError,
+    EmptyResultWarning,
+    FigureError,
+    FigureNotesWarning,
+    FitError,
     IngestError,
+    IngestWarning,
     ManifestError,
     QueryError,
+    RendererError,
+    ReportError,
     RunError,
     StoreError,
 )
@@ -33,16 +41,21 @@ from curvekit.errors import (
 if TYPE_CHECKING:
     from curvekit.fetch import FetchResult, fetch
     from curvekit.figures.render import figure
+    from curvekit.figures.render import render_all as figures
     from curvekit.fit import bootstrap, fit_critical_batch, fit_regimes, fit_workload
     from curvekit.goals import paper_goal
     from curvekit.ingest.add import add
+    from curvekit.progress import Progress
     from curvekit.release.manifest import Manifest, load_manifest
+    from curvekit.report.site import report
     from curvekit.runner.demo import demo
     from curvekit.runner.sweep import RunResult, run
     from curvekit.store.catalog import VerifyReport, info, verify
+    from curvekit.store.export import query
     from curvekit.store.store import Store
     from curvekit.store.store import open_store as open
     from curvekit.store.update import AddResult, WorkloadData, add_workload, remove_workload
+    from curvekit.testing import generate_archive
 
 _LAZY = {
     "FetchResult": ("curvekit.fetch", "FetchResult"),
@@ -61,6 +74,11 @@ _LAZY = {
     "paper_goal": ("curvekit.goals", "paper_goal"),
     "add": ("curvekit.ingest.add", "add"),
     "figure": ("curvekit.figures.render", "figure"),
+    "figures": ("curvekit.figures.render", "render_all"),
+    "generate_archive": ("curvekit.testing", "generate_archive"),
+    "Progress": ("curvekit.progress", "Progress"),
+    "query": ("curvekit.store.export", "query"),
+    "report": ("curvekit.report.site", "report"),
     "AddResult": ("curvekit.store.update", "AddResult"),
     "WorkloadData": ("curvekit.store.update", "WorkloadData"),
     "add_workload": ("curvekit.store.update", "add_workload"),
@@ -90,12 +108,21 @@ __all__ = [
     "ChecksumError",
     "CurvekitError",
     "CurvekitWarning",
+    "DirectionWarning",
     "DownloadError",
+    "EmptyResultWarning",
     "FetchResult",
+    "FigureError",
+    "FigureNotesWarning",
+    "FitError",
     "IngestError",
+    "IngestWarning",
     "Manifest",
     "ManifestError",
+    "Progress",
     "QueryError",
+    "RendererError",
+    "ReportError",
     "RunError",
     "RunResult",
     "Store",
@@ -109,14 +136,18 @@ __all__ = [
     "demo",
     "fetch",
     "figure",
+    "figures",
     "fit_critical_batch",
     "fit_regimes",
     "fit_workload",
+    "generate_archive",
     "info",
     "load_manifest",
     "open",
     "paper_goal",
+    "query",
     "remove_workload",
+    "report",
     "run",
     "verify",
 ]

@@ -22,6 +22,7 @@ from curvekit._version import __version__
 from curvekit.errors import CurvekitError
 from curvekit.home import ENV_HOME
 from curvekit.ingest import FORMATS
+from curvekit.progress import Progress
 
 if TYPE_CHECKING:
     import polars as pl
@@ -29,6 +30,35 @@ if TYPE_CHECKING:
     from curvekit.store.store import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class AliasedOption(click.Option):
+    """An option that still answers to its old spellings (``hidden_aliases``), which parse
+    as before but are left out of ``--help``, error messages and docs/cli.md: a renamed
+    option keeps working for a release.
+    """
+
+    def __init__(self, *args: Any, hidden_aliases: tuple[str, ...] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        unknown = set(hidden_aliases) - set(self.opts)
+        if unknown:  # a typo here would silently show the alias in --help
+            raise TypeError(f"hidden aliases {sorted(unknown)} are not names of {self.opts}")
+        self.hidden_aliases = hidden_aliases
+
+    @property
+    def shown_opts(self) -> list[str]:
+        """The option's names as --help shows them: without the hidden aliases."""
+        return [o for o in self.opts if o not in self.hidden_aliases]
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        every, self.opts = self.opts, self.shown_opts
+        try:
+            return super().get_help_record(ctx)
+        finally:
+            self.opts = every
+
+    def get_error_hint(self, ctx: click.Context | None) -> str:
+        return " / ".join(f"'{o}'" for o in self.shown_opts)
 
 home_option = click.option(
     "--home", type=click.Path(file_okay=False, path_type=Path), envvar=ENV_HOME,
@@ -112,22 +142,30 @@ def emit(frame: pl.DataFrame, fmt: str) -> None:
             click.echo("  ".join("-" * w for w in widths))
 
 
+_STAGE_LABELS = {"download": "Downloading", "verify": "Checking sha256",
+                 "convert": "Converting", "workloads": "Workload pages", "figures": "Figures",
+                 "trials": "Training"}
+"""The bar's label of each stage of :data:`curvekit.progress.STAGES`."""
+
+
 @contextmanager
-def _progress() -> Iterator[Callable[[str, int, int | None], None]]:
-    """A progress renderer for fetch: one bar per stage, on stderr."""
+def _progress(quiet: bool = False) -> Iterator[Progress | None]:
+    """The :class:`~curvekit.progress.Progress` of fetch, report and run: one bar per stage,
+    on stderr (``None`` with ``quiet``)."""
+    if quiet:
+        yield None
+        return
     bars: dict[str, Any] = {}
-    labels = {"download": "Downloading", "verify": "Checking sha256", "convert": "Converting",
-              "workloads": "Workload pages", "figures": "Figures"}
 
     def update(stage: str, done: int, total: int | None) -> None:
         bar = bars.get(stage)
         if bar is None:
             for other in bars.values():
                 other.render_finish()
-            bar = bars[stage] = click.progressbar(length=total or 0, label=labels[stage],
-                                                  file=sys.stderr, show_pos=stage == "convert")
+            bar = bars[stage] = click.progressbar(
+                length=total or 0, label=_STAGE_LABELS[stage], file=sys.stderr,
+                show_pos=stage in ("convert", "trials"))
             bar.__enter__()
-            bar.start = done if stage == "download" else 0
         if total and bar.length != total:
             bar.length = total
         bar.update(done - bar.pos)
@@ -157,14 +195,10 @@ def fetch(home: Path | None, url: str | None, archive: Path | None, sha256: str 
     """Download the release archive, verify it, and convert it into the store."""
     from curvekit.fetch import fetch as fetch_
 
-    options: dict[str, Any] = {"home": home, "url": url, "archive": archive, "sha256": sha256,
-                               "manifest": manifest, "force": force,
-                               "decompressor": decompressor}
-    if quiet:
-        result = fetch_(**options)
-    else:
-        with _progress() as progress:
-            result = fetch_(**options, progress=progress)
+    with _progress(quiet) as progress:
+        result = fetch_(home=home, url=url, archive=archive, sha256=sha256, manifest=manifest,
+                        force=force, decompressor=decompressor,  # type: ignore[arg-type]
+                        progress=progress)
     counts = result.metadata.get("counts", {})
     summary = (f"{counts.get('workloads')} workloads, {counts.get('studies')} studies, "
                f"{counts.get('trials')} trials, {counts.get('measurements')} measurements")
@@ -216,9 +250,12 @@ def info(home: Path | None, fmt: str) -> None:
 @click.argument("source", required=False, type=click.Path(exists=True, path_type=Path))
 @click.option("--name", help="The workload's name: base_dir/model/optimizer "
               "(e.g. my_data/resnet_20/momentum).")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True,
+@click.option("--log-format", "--format", "fmt", cls=AliasedOption, hidden_aliases=("--format",),
+              type=click.Choice(FORMATS), default="auto", show_default=True,
               help="The logs' format (auto: detected from the files).")
-@click.option("--manifest", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+@click.option("--run-manifest", "--manifest", "manifest", cls=AliasedOption,
+              hidden_aliases=("--manifest",),
+              type=click.Path(dir_okay=False, exists=True, path_type=Path),
               help="Run manifest (TOML, YAML or JSON): batch sizes, metaparameters, statuses.")
 @click.option("--map", "mapping", multiple=True, metavar="OLD=NEW",
               help="Store metric OLD as NEW (1-NEW: as 1 - value; OLD=: drop it); repeatable.")
@@ -229,7 +266,8 @@ def info(home: Path | None, fmt: str) -> None:
               help="Leave out files or folders matching this glob (e.g. 'measurements.csv', "
               "'trial_3/*'); repeatable.")
 @click.option("--replace", is_flag=True, help="Overwrite a workload added before under NAME.")
-@click.option("--example-manifest", is_flag=True,
+@click.option("--example-run-manifest", "--example-manifest", "example_manifest",
+              cls=AliasedOption, hidden_aliases=("--example-manifest",), is_flag=True,
               help="Print a documented run-manifest template and exit.")
 @home_option
 def add(source: Path | None, name: str | None, fmt: str, manifest: Path | None,
@@ -248,7 +286,8 @@ def add(source: Path | None, name: str | None, fmt: str, manifest: Path | None,
         click.echo(EXAMPLE, nl=False)
         return
     if source is None and manifest is None:
-        raise click.UsageError("give SOURCE (the logs), --manifest, or --example-manifest")
+        raise click.UsageError("give SOURCE (the logs), --run-manifest, or "
+                               "--example-run-manifest")
     from curvekit.ingest.runs import IngestWarning
 
     with warnings.catch_warnings(record=True) as caught:
@@ -744,13 +783,9 @@ def report_(folder: Path, samples: int, no_figures: bool, workloads: tuple[str, 
     from curvekit.report.site import report
 
     store = _open(home)
-    options: dict[str, Any] = {"bootstrap": samples, "figures": not no_figures,
-                               "workloads": list(workloads) or None}
-    if quiet:
-        site = report(store, folder, **options)
-    else:
-        with _progress() as progress:
-            site = report(store, folder, progress=progress, **options)
+    with _progress(quiet) as progress:
+        site = report(store, folder, bootstrap=samples, figures=not no_figures,
+                      workloads=list(workloads) or None, progress=progress)
     click.echo(f"Wrote {site / 'index.html'} (open it in a browser; no server needed)")
 
 
@@ -805,9 +840,10 @@ def _base_parameters(items: tuple[str, ...]) -> dict[str, float]:
               help="Comma-separated: sgd, momentum, nesterov_momentum, adam.")
 @click.option("--batch-sizes", default="16,64,256", show_default=True,
               help="Comma-separated batch sizes; 'full' is the whole training set.")
-@click.option("--trials", type=click.IntRange(min=1),
-              help="Trials (quasi-random search points) per batch size [default: 8; 1 seed "
-                   "with a scaling protocol].")
+@click.option("--trials-per-study", "--trials", "trials", cls=AliasedOption,
+              hidden_aliases=("--trials",), type=click.IntRange(min=1),
+              help="Trials (quasi-random search points) per study, that is per optimizer and "
+                   "batch size [default: 8; 1 seed with a scaling protocol].")
 @click.option("--steps", default="1000", show_default=True,
               help="Step budget of every trial, or per batch size as 8:4000,16:2000,...")
 @click.option("--eval-every", type=click.IntRange(min=1), default=50, show_default=True,
@@ -834,7 +870,8 @@ def _base_parameters(items: tuple[str, ...]) -> dict[str, float]:
 @click.option("--protocol", type=click.Choice(["tuned", "linear-scaling", "sqrt-scaling"]),
               default="tuned", show_default=True,
               help="tuned: search at every batch size; linear-/sqrt-scaling: scale a base "
-                   "learning rate with the batch size, no search (--trials seeds each).")
+                   "learning rate with the batch size, no search (--trials-per-study seeds "
+                   "each).")
 @click.option("--base-batch-size", type=click.IntRange(min=1),
               help="Scaling protocols: the batch size the base setting belongs to.")
 @click.option("--base-learning-rate", type=click.FloatRange(min=0, min_open=True),
@@ -863,18 +900,15 @@ def run(name: str | None, dataset: str, model: str, optimizers: str, batch_sizes
         home: Path | None) -> None:
     """Train a sweep with the paper's protocol and add it to the store.
 
-    One study per optimizer and batch size, each with --trials quasi-random trials of a
-    fixed step budget; the results become workloads NAME/MODEL/OPTIMIZER (NAME defaults
-    to the data set's name). Run the same command again to resume an interrupted sweep.
+    One study per optimizer and batch size, each with --trials-per-study quasi-random
+    trials of a fixed step budget; the results become workloads NAME/MODEL/OPTIMIZER (NAME
+    defaults to the data set's name). Run the same command again to resume an interrupted sweep.
 
     With --protocol linear-scaling or sqrt-scaling, each batch size trains the learning
-    rate scaled from --base-batch-size (warmup, then the paper's linear decay), --trials
-    seeds each (default 1), into the workload NAME/MODEL/OPTIMIZER+PROTOCOL.
+    rate scaled from --base-batch-size (warmup, then the paper's linear decay),
+    --trials-per-study seeds each (default 1), into the workload NAME/MODEL/OPTIMIZER+PROTOCOL.
     """
     from curvekit.runner.sweep import run as run_
-
-    if trials is None:
-        trials = 8 if protocol == "tuned" else 1
 
     space_data = None
     if space is not None:
@@ -892,25 +926,8 @@ def run(name: str | None, dataset: str, model: str, optimizers: str, batch_sizes
         base_learning_rate=base_learning_rate,
         base_parameters=_base_parameters(base_parameters), warmup=warmup,
         ghost_batch_size=ghost_batch_size, noise_micro_batches=noise_micro_batches)
-    if quiet:
-        result = run_(name, **options)
-    else:
-        bar: Any = None
-
-        def progress(done: int, total: int, trial: Any) -> None:
-            nonlocal bar
-            if bar is None:
-                bar = click.progressbar(length=total, label="Training", file=sys.stderr,
-                                        show_pos=True)
-                bar.__enter__()
-                bar.update(done - 1)
-            bar.update(1)
-
-        try:
-            result = run_(name, **options, progress=progress)
-        finally:
-            if bar is not None:
-                bar.render_finish()
+    with _progress(quiet) as progress:
+        result = run_(name, **options, progress=progress)
     counts = ", ".join(f"{n} {s}" for s, n in sorted(result.statuses.items()))
     click.echo(f"{result.trials} trials ({result.ran} run now, {result.resumed} from "
                f"{result.work_dir}) in {result.seconds:.0f} s: {counts}.")

@@ -20,7 +20,8 @@ def _option_row(param: click.Parameter) -> str:
         required = " (required)" if param.required else ""
         return f"| `{param.human_readable_name}` | argument{required} |"
     assert isinstance(param, click.Option)
-    names = ", ".join(f"`{n}`" for n in [*param.opts, *param.secondary_opts])
+    hidden = set(getattr(param, "hidden_aliases", ()))  # old spellings kept for a release
+    names = ", ".join(f"`{n}`" for n in [*param.opts, *param.secondary_opts] if n not in hidden)
     text = (param.help or "").replace("|", "\\|").replace("\n", " ")
     if isinstance(param.type, click.Choice):
         text += f" One of: {', '.join(f'`{c}`' for c in param.type.choices)}."
@@ -41,7 +42,8 @@ def _command(name: str, command: click.Command, ctx: click.Context) -> list[str]
     lines += ["```text", f"{name} {usage}".rstrip(), "```", ""]
     if command.help:
         lines += [click.unstyle(command.help).strip().replace("\b\n", ""), ""]
-    params = [p for p in command.params if p.name != "help"]
+    params = [p for p in command.params
+              if p.name != "help" and not (isinstance(p, click.Option) and p.hidden)]
     if params:
         lines += ["| option | description |", "|---|---|", *(_option_row(p) for p in params), ""]
     if isinstance(command, click.Group):

@@ -1,25 +1,55 @@
-"""The exceptions curvekit raises.
+"""The exceptions and warnings curvekit raises.
 
 Every error curvekit raises on purpose is a :class:`CurvekitError`, so a caller (or the CLI)
-can catch the root once. Each message names the offending value, what was expected and how
-to fix it.
+can catch the root once; every warning it gives is a :class:`CurvekitWarning`. Each message
+names the offending value, what was expected and how to fix it. The whole tree::
 
->>> from curvekit.errors import ChecksumError, CurvekitError
->>> issubclass(ChecksumError, CurvekitError)
-True
+    CurvekitError
+    ├── ManifestError        a data manifest is missing, malformed or does not know the data set
+    ├── DownloadError        the archive could not be downloaded
+    │   └── ChecksumError    a file does not have the expected sha256
+    ├── ArchiveError         the archive is missing, corrupt, unsafe or off the release layout
+    ├── StoreError           the Parquet store is missing, incomplete or cannot be written
+    ├── QueryError           an unknown workload, metric or status, or failing SQL
+    ├── IngestError          a training log or run manifest cannot be imported (add)
+    ├── RunError             a training run cannot start or finish (run)
+    ├── FitError             a curve cannot be fitted
+    ├── FigureError          a figure or plot cannot be drawn or saved
+    │   └── RendererError    drawing failed in the renderer's helper process
+    └── ReportError          the report cannot be written where asked
+
+    CurvekitWarning (a UserWarning)
+    ├── EmptyResultWarning   a measurement has no row at some batch sizes, and why
+    ├── DirectionWarning     a metric maximized although its name says lower is better
+    ├── FigureNotesWarning   a figure was drawn with gaps, each said on the figure
+    └── IngestWarning        an import went through, but a log deserves a look
+
+>>> from curvekit.errors import ChecksumError, CurvekitError, RendererError
+>>> issubclass(ChecksumError, CurvekitError), issubclass(RendererError, CurvekitError)
+(True, True)
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 __all__ = [
     "ArchiveError",
     "ChecksumError",
     "CurvekitError",
     "CurvekitWarning",
+    "DirectionWarning",
     "DownloadError",
+    "EmptyResultWarning",
+    "FigureError",
+    "FigureNotesWarning",
+    "FitError",
     "IngestError",
+    "IngestWarning",
     "ManifestError",
     "QueryError",
+    "RendererError",
+    "ReportError",
     "RunError",
     "StoreError",
 ]
@@ -42,7 +72,8 @@ class ChecksumError(DownloadError):
 
 
 class ArchiveError(CurvekitError):
-    """The archive is corrupt, unsafe, or does not follow the release layout.
+    """The archive is missing, corrupt, unsafe, or does not follow the release layout (or a
+    synthetic one cannot be generated as asked).
 
     ``member`` names the archive member at fault when there is one.
     """
@@ -80,6 +111,25 @@ class RunError(CurvekitError):
     set, a missing optional dependency (torch, Ray), or a work folder of another sweep."""
 
 
+class FitError(CurvekitError):
+    """A curve cannot be fitted (too few points, non-positive or unsorted values)."""
+
+
+class FigureError(CurvekitError):
+    """A figure cannot be drawn or saved: unknown number, workloads missing from the store,
+    an unknown output format."""
+
+
+class RendererError(FigureError):
+    """Drawing failed in the helper process (raised there, reported by
+    :class:`curvekit.figures.static.Renderer`)."""
+
+
+class ReportError(CurvekitError):
+    """The report cannot be written where asked: its folder is a file or a symbolic link,
+    holds the working directory or the store, or holds files a report does not write."""
+
+
 class CurvekitWarning(UserWarning):
     """Root of the warnings curvekit gives: a result that is empty or partly empty, and why;
     a metric maximized although its name says lower is better.
@@ -89,3 +139,29 @@ class CurvekitWarning(UserWarning):
     ``warnings.simplefilter("error", curvekit.CurvekitWarning)``, or silence them with
     ``"ignore"``.
     """
+
+
+class EmptyResultWarning(CurvekitWarning):
+    """A measurement has no row at some batch sizes of the workload (or at any); the
+    message says why (see :func:`curvekit.measure.explain_empty`)."""
+
+
+class DirectionWarning(CurvekitWarning):
+    """A metric is maximized although its name says lower is better, or the reverse."""
+
+
+class FigureNotesWarning(CurvekitWarning):
+    """A figure was drawn with gaps, each said on the figure itself: a curve normalized at
+    another batch size, a curve or panel without points, a fallback metric.
+
+    ``figure`` is the figure's number and ``notes`` the notes, one per gap (``panel: what``).
+    """
+
+    def __init__(self, figure: int, notes: Sequence[str]) -> None:
+        self.figure, self.notes = figure, list(notes)
+        super().__init__(f"Figure {figure}: " + "; ".join(self.notes))
+
+
+class IngestWarning(CurvekitWarning):
+    """An import went through, but something in a log deserves a look (a value too large
+    for a 64-bit float, stored as infinity). ``curvekit add`` prints it as ``Warning: ...``."""

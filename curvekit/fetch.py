@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from curvekit._version import __version__
-from curvekit.errors import ChecksumError, CurvekitError, StoreError
+from curvekit.errors import ArchiveError, ChecksumError, StoreError
 from curvekit.home import downloads_dir, resolve_home
+from curvekit.progress import Progress, stage_counter
 from curvekit.release.archive import Decompressor
 from curvekit.release.download import (
     DEFAULT_MAX_BYTES,
@@ -36,9 +37,6 @@ from curvekit.store.layout import store_link
 from curvekit.store.metadata import StoreMetadata
 
 __all__ = ["FetchResult", "Progress", "fetch"]
-
-Progress = Callable[[str, int, int | None], None]
-"""``progress(stage, done, total)``; stage is ``download``, ``verify`` or ``convert``."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +72,14 @@ def fetch(
     The archive is written only inside ``<home>/downloads``, under the manifest's
     ``archive.file_name`` (a bare file name, checked when the manifest is loaded).
 
+    >>> import tempfile, pathlib, curvekit
+    >>> tmp = pathlib.Path(tempfile.mkdtemp())
+    >>> m = curvekit.generate_archive(tmp / "a.tar.bz2", workloads=["mnist/fc_1024/sgd"],
+    ...                               max_trials_per_study=2, evals_scale=0.05)
+    >>> result = fetch(home=tmp / "home", archive=tmp / "a.tar.bz2", manifest=m)
+    >>> result.action, result.store.is_dir()
+    ('converted', True)
+
     Parameters
     ----------
     home
@@ -96,6 +102,9 @@ def fetch(
         Stop a download that averages under ``min_rate`` bytes/s over ``rate_window``
         seconds (default 1 KiB/s over 60 s), or that takes more than ``deadline`` seconds in
         all (default: no deadline). What arrived is kept and the next call resumes it.
+    progress
+        Called as ``progress(stage, done, total)`` (a :class:`curvekit.progress.Progress`)
+        through the stages ``download``, ``verify`` and ``convert``.
     """
     home = resolve_home(home)
     if manifest is None:
@@ -108,16 +117,11 @@ def fetch(
     if current is not None and current.current_format and current.source.sha256 == expected:
         return FetchResult("up-to-date", store_link(home), None, current)
 
-    def stage(name: str) -> Callable[[int, int | None], None] | None:
-        if progress is None:
-            return None
-        return lambda done, total: progress(name, done, total)
-
     if archive is not None:
         path = Path(archive).expanduser()
         if not path.is_file():
-            raise CurvekitError(f"--archive {path}: no such file")
-        got = file_sha256(path, progress=stage("verify"))
+            raise ArchiveError(f"--archive {path}: no such file")
+        got = file_sha256(path, progress=stage_counter(progress, "verify"))
         if got != expected:
             raise ChecksumError(
                 f"{path} does not have the expected sha256: expected {expected}, got {got}. "
@@ -133,11 +137,12 @@ def fetch(
                          else DEFAULT_MAX_BYTES)
         folder = downloads_dir(home)
         path = download(source, folder / manifest.archive.file_name, within=folder,
-                        sha256=expected, progress=stage("download"), urlopen=urlopen,
+                        sha256=expected, progress=stage_counter(progress, "download"),
+                        urlopen=urlopen,
                         max_bytes=max_bytes, min_rate=min_rate, rate_window=rate_window,
                         deadline=deadline)
     meta = convert(path, home, manifest=manifest, sha256=expected, decompressor=decompressor,
-                   progress=stage("convert"), version=__version__)
+                   progress=stage_counter(progress, "convert"), version=__version__)
     link = store_link(home)
     if not link.exists():  # pragma: no cover - convert publishes or raises
         raise StoreError(f"conversion finished but {link} is missing")

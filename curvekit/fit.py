@@ -45,7 +45,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.optimize import least_squares
 
-from curvekit.errors import CurvekitError
+from curvekit.errors import FitError
 
 if TYPE_CHECKING:
     from curvekit.store.store import Store
@@ -74,10 +74,6 @@ _SLOPE = {"perfect": -1.0, "plateau": 0.0}
 MODELS: tuple[tuple[str, ...], ...] = tuple(
     m for n in (1, 2, 3) for m in combinations(SEGMENTS, n))
 NOT_REACHED = "maximal data parallelism not reached within the measured batch sizes"
-
-
-class FitError(CurvekitError):
-    """A curve cannot be fitted (too few points, non-positive or unsorted values)."""
 
 
 Beyond = Literal["above", "below"]

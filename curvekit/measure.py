@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from curvekit.errors import CurvekitWarning, QueryError
+from curvekit.errors import DirectionWarning, EmptyResultWarning, QueryError
 from curvekit.release.manifest import STATUSES
 from curvekit.store.sql import quote_identifier
 
@@ -67,15 +67,6 @@ __all__ = ["DirectionWarning", "EmptyResultWarning", "Subset", "best_measurement
 
 Subset = tuple[str, float]
 """(parameter, value): the loaded trials whose parameter equals value (e.g. a label smoothing)."""
-
-
-class EmptyResultWarning(CurvekitWarning):
-    """A measurement has no row at some batch sizes of the workload (or at any); the
-    message says why (see :func:`explain_empty`)."""
-
-
-class DirectionWarning(CurvekitWarning):
-    """A metric is maximized although its name says lower is better, or the reverse."""
 
 
 def _loaded_trials(store: Store, workload: str, trials: int | None,

@@ -267,7 +267,7 @@ def test_report_cells_show_bounds() -> None:
     import polars as pl
 
     from curvekit.goals import Goal
-    from curvekit.report.data import WorkloadData
+    from curvekit.report.data import WorkloadPage
     from curvekit.report.site import _cell, _index
 
     row = _beyond_fit({"b_crit": (9e10, 9e11)}).summary()
@@ -275,7 +275,7 @@ def test_report_cells_show_bounds() -> None:
     assert cell.startswith("&gt; 55,000 <span class='note'>[&gt; 55,000]</span><sup title=")
     assert "B_crit &gt; 55,000" in cell  # the note, escaped, as the mark's title
     empty = pl.DataFrame()
-    data = WorkloadData("w/m/o", Goal("w/m/o", "val/error", 0.3, False, 100, "rule"), [0.3],
+    data = WorkloadPage("w/m/o", Goal("w/m/o", "val/error", 0.3, False, 100, "rule"), [0.3],
                         [16, 55000], {"COMPLETE": 3}, empty, empty, empty, empty, fit=row)
     index = _index([(data, "w/m/o", "")])
     assert "&gt; 55,000" in index and f"{row['b_crit']:,.0f}" not in index

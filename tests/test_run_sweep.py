@@ -21,7 +21,6 @@ pytest.importorskip("sklearn")
 import curvekit
 from curvekit.cli import main
 from curvekit.errors import RunError
-from curvekit.runner.plan import TrialResult
 
 TINY: dict[str, Any] = dict(dataset="digits", model="fc_32", optimizers=["nesterov_momentum"],
                             batch_sizes=[16, 64], trials=3, steps=200, eval_every=50,
@@ -66,7 +65,7 @@ def test_tiny_sweep_lands_in_the_store_and_is_queryable(tmp_path: Path) -> None:
 def test_interrupted_sweep_resumes_keeping_finished_trials(tmp_path: Path) -> None:
     work = tmp_path / "work"
 
-    def crash_after_two(done: int, total: int, result: TrialResult) -> None:
+    def crash_after_two(stage: str, done: int, total: int | None) -> None:
         if done == 2:
             raise KeyboardInterrupt
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from curvekit._version import __version__
-from curvekit.errors import CurvekitError
+from curvekit.errors import FigureError
 from curvekit.figures.static import Renderer, draw
 from curvekit.figures.vegalite import Spec, from_altair
 
@@ -47,7 +47,7 @@ def save(chart: Spec | alt.TopLevelMixin, path: str | os.PathLike[str],
     path = Path(path)
     fmt = (fmt or path.suffix.lstrip(".") or "png").lower()
     if fmt not in FORMATS:
-        raise CurvekitError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+        raise FigureError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     meta = {"curvekit_version": __version__, **provenance}
     path.parent.mkdir(parents=True, exist_ok=True)
     spec = chart if isinstance(chart, dict) else from_altair(chart)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from curvekit.errors import CurvekitError, CurvekitWarning
+from curvekit.errors import FigureError, FigureNotesWarning
 from curvekit.figures.builders import (
     Title,
     best_chart,
@@ -53,22 +53,6 @@ __all__ = ["FigureError", "FigureNotesWarning", "check_figure_number", "figure",
 
 Limits = tuple[tuple[float, float], tuple[float, float]]
 """(x limits, y limits) of a chart."""
-
-
-class FigureError(CurvekitError):
-    """A figure cannot be drawn: unknown number, or workloads missing from the store."""
-
-
-class FigureNotesWarning(CurvekitWarning):
-    """A figure was drawn with gaps, each said on the figure itself: a curve normalized at
-    another batch size, a curve or panel without points, a fallback metric.
-
-    ``figure`` is the figure's number and ``notes`` the notes, one per gap (``panel: what``).
-    """
-
-    def __init__(self, figure: int, notes: Sequence[str]) -> None:
-        self.figure, self.notes = figure, list(notes)
-        super().__init__(f"Figure {figure}: " + "; ".join(self.notes))
 
 
 def _resolve(store: Store, panel: Panel, notes: list[str] | None = None) -> Panel:
@@ -404,6 +388,18 @@ def figure(number: int, store: Store | None = None
 
     The chart wraps :func:`figure_spec`'s spec: ``chart.properties(...)``,
     ``chart.configure_axis(...)`` and ``chart.save(...)`` work as on any Altair chart.
+    ``curvekit figure NUMBER`` writes it to a file (:func:`curvekit.figures.output.save`).
+
+    >>> import tempfile, pathlib, curvekit
+    >>> from curvekit.fetch import fetch
+    >>> tmp = pathlib.Path(tempfile.mkdtemp())
+    >>> m = curvekit.generate_archive(tmp / "oi.tar.bz2", max_trials_per_study=3,
+    ...     workloads=["open_images_v4/resnet_50/nesterov_momentum"], evals_scale=0.05)
+    >>> _ = fetch(home=tmp, archive=tmp / "oi.tar.bz2", manifest=m)
+    >>> store = curvekit.open(tmp)
+    >>> chart, meta = figure(20, store)
+    >>> " ".join(meta["workloads"])
+    'open_images_v4/resnet_50/nesterov_momentum'
     """
     spec, meta = figure_spec(number, store)
     return to_altair(spec), meta
@@ -415,7 +411,20 @@ def render_all(store: Store, folder: str | os.PathLike[str], *, fmt: str = "png"
 
     A figure whose workloads are missing from the store is listed in the gallery with the
     reason instead of failing the whole run. ``scale`` multiplies a PNG's pixel size.
-    Each figure drawn with gaps gives a :class:`FigureNotesWarning`.
+    Each figure drawn with gaps gives a :class:`FigureNotesWarning`. Returns the files
+    written; ``curvekit figures`` as a function.
+
+    >>> import tempfile, pathlib, curvekit
+    >>> from curvekit.fetch import fetch
+    >>> tmp = pathlib.Path(tempfile.mkdtemp())
+    >>> m = curvekit.generate_archive(tmp / "oi.tar.bz2", max_trials_per_study=3,
+    ...     workloads=["open_images_v4/resnet_50/nesterov_momentum"], evals_scale=0.05)
+    >>> _ = fetch(home=tmp, archive=tmp / "oi.tar.bz2", manifest=m)
+    >>> store = curvekit.open(tmp)
+    >>> " ".join(p.name for p in render_all(store, tmp / "figures", fmt="json"))
+    'figure-20.json'
+    >>> (tmp / "figures" / "index.html").is_file()
+    True
     """
     from curvekit.figures.output import save
 

@@ -25,7 +25,7 @@ import sys
 from types import TracebackType
 
 from curvekit._resources import package_root
-from curvekit.errors import CurvekitError
+from curvekit.errors import RendererError
 
 __all__ = ["STATIC_FORMATS", "Renderer", "RendererError", "draw"]
 
@@ -33,10 +33,6 @@ STATIC_FORMATS = ("png", "svg", "pdf")
 
 # Drawn first by a helper process: it starts the engine before the real spec arrives.
 _WARM_UP = {"data": {"values": [{"x": 0}]}, "mark": "point"}
-
-
-class RendererError(CurvekitError):
-    """Drawing failed in the helper process (raised there, reported by :class:`Renderer`)."""
 
 
 def draw(spec: str, fmt: str, scale: float = 1.0) -> bytes:

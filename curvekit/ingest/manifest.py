@@ -1,7 +1,7 @@
 """The run manifest: what the logs do not say (batch sizes, metaparameters, statuses).
 
 A manifest is TOML, YAML (if PyYAML is installed) or JSON, with the same keys in each.
-:data:`EXAMPLE` is the documented template that ``curvekit add --example-manifest`` prints.
+:data:`EXAMPLE` is the documented template that ``curvekit add --example-run-manifest`` prints.
 Run entries are matched to runs by name (a path relative to the source, a run folder, an
 MLflow run id or name); glob patterns (``bs128/*``) match several runs, and a run matched by
 several entries takes the keys of each, later entries winning.
@@ -32,7 +32,7 @@ __all__ = ["EXAMPLE", "RunManifest", "RunSpec", "load_run_manifest", "parse_mani
 
 EXAMPLE = '''\
 # curvekit run manifest: one workload, one [[runs]] entry per run (or per glob pattern).
-# Use it with: curvekit add LOGS --manifest this-file.toml
+# Use it with: curvekit add LOGS --run-manifest this-file.toml
 # The same keys work in YAML and JSON.
 
 [workload]
@@ -155,7 +155,7 @@ def _table(value: Any, path: str, where: str, known: set[str] | None = None) -> 
         unknown = sorted(set(value) - known)
         if unknown:
             raise _fail(path, where, f"unknown key {unknown[0]!r}; the keys are "
-                        f"{', '.join(sorted(known))} (see curvekit add --example-manifest)")
+                        f"{', '.join(sorted(known))} (see curvekit add --example-run-manifest)")
     return value
 
 

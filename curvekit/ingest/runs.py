@@ -28,7 +28,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from curvekit.errors import IngestError
+from curvekit.errors import IngestError, IngestWarning
 from curvekit.ingest.select import ALL, FileFilter
 
 __all__ = ["EPOCH_COUNT_PARAMS", "INT64_MAX", "MAX_COLUMNS", "IngestWarning", "ReadOptions",
@@ -58,10 +58,6 @@ class ReadOptions:
     drop: frozenset[str] = frozenset()
     select: FileFilter = ALL
 
-
-class IngestWarning(UserWarning):
-    """An import went through, but something in a log deserves a look (a value too large
-    for a 64-bit float, stored as infinity). ``curvekit add`` prints it as ``Warning: ...``."""
 
 LineOf = Callable[[int], int]
 """Maps a 0-based data row of a table to the 1-based line (or record) of its file."""

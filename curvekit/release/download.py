@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from curvekit.errors import ChecksumError, DownloadError
+from curvekit.progress import StageCounter
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
@@ -51,8 +52,9 @@ __all__ = [
     "verify_file",
 ]
 
-ProgressCallback = Callable[[int, int | None], None]
-"""``progress(done, total)``: bytes so far (resumed bytes included), total or ``None``."""
+ProgressCallback = StageCounter
+"""``progress(done, total)``: bytes so far (resumed bytes included), total or ``None``
+(the counter of one stage of a :class:`curvekit.progress.Progress`)."""
 
 USER_AGENT = "curvekit"
 

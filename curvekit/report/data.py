@@ -25,11 +25,11 @@ from curvekit.goals import Goal, default_goal, round_significant
 from curvekit.measure import trial_outcomes
 from curvekit.store.store import Store
 
-__all__ = ["WorkloadData", "goal_choices", "workload_data"]
+__all__ = ["WorkloadPage", "goal_choices", "workload_data"]
 
 
 @dataclass
-class WorkloadData:
+class WorkloadPage:
     """Everything one workload's report page draws."""
 
     workload: str
@@ -65,7 +65,7 @@ def goal_choices(goal: Goal, best_values: list[float], *, limit: int = 5) -> lis
 
 
 def workload_data(store: Store, workload: str, *, bootstrap: int = 200,
-                  seed: int = 0) -> WorkloadData:
+                  seed: int = 0) -> WorkloadPage:
     """Compute one workload's page: goals, curves, scatter, best values and the fit."""
     goal = default_goal(store, workload)
     metric, maximize, trials = goal.metric, goal.maximize, goal.trials
@@ -90,7 +90,7 @@ def workload_data(store: Store, workload: str, *, bootstrap: int = 200,
         fitted, regimes, critical = result.summary(), result.regimes, result.critical
     except CurvekitError as exc:
         fitted = {"note": str(exc)}
-    return WorkloadData(
+    return WorkloadPage(
         workload=workload, goal=goal, goals=goals,
         batch_sizes=sorted(store.studies(workload)["batch_size"].to_list()),
         trial_counts=counts, steps=pl.concat(frames), optimal=optimal, scatter=scatter,

@@ -31,7 +31,7 @@ import re
 import shutil
 import uuid
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -39,7 +39,7 @@ from typing import Any
 import polars as pl
 
 from curvekit._version import __version__
-from curvekit.errors import CurvekitError
+from curvekit.errors import CurvekitError, ReportError
 from curvekit.figures.builders import (
     best_chart,
     metaparameter_chart,
@@ -58,15 +58,14 @@ from curvekit.figures.page import (
 )
 from curvekit.fit import bounded_value
 from curvekit.goals import Goal, goal_source
-from curvekit.report.data import WorkloadData, workload_data
+from curvekit.progress import Progress
+from curvekit.report.data import WorkloadPage, workload_data
 from curvekit.store.catalog import synthetic_note
 from curvekit.store.store import Store
 
 __all__ = ["report"]
 
 MARKER = ".curvekit-report"
-Progress = Callable[[str, int, int], None]
-"""Called with (stage, done, total) as the report advances."""
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:0;color:#222}
@@ -127,7 +126,7 @@ def _cell(fit: dict[str, Any], name: str, digits: int = 0) -> str:
     return text
 
 
-def _charts(data: WorkloadData) -> list[tuple[str, dict[str, Any]]]:
+def _charts(data: WorkloadPage) -> list[tuple[str, dict[str, Any]]]:
     g = data.goal
     sign = ">" if g.maximize else "<"
     steps = [(f"{g.metric} {sign} {goal!r}", data.steps.filter(pl.col("goal") == goal))
@@ -155,7 +154,7 @@ def _charts(data: WorkloadData) -> list[tuple[str, dict[str, Any]]]:
     return charts
 
 
-def _workload_page(data: WorkloadData, note: str | None = None) -> str:
+def _workload_page(data: WorkloadPage, note: str | None = None) -> str:
     g, fit = data.goal, data.fit
     source = goal_source(g)
     facts = (
@@ -178,7 +177,7 @@ def _workload_page(data: WorkloadData, note: str | None = None) -> str:
                  specs=[(f"chart-{name}", spec) for name, spec in specs], note=note)
 
 
-def _index(rows: list[tuple[WorkloadData | None, str, str]], note: str | None = None) -> str:
+def _index(rows: list[tuple[WorkloadPage | None, str, str]], note: str | None = None) -> str:
     lines = ["<table><tr><th>workload</th><th>batch sizes</th><th>trials</th><th>goal</th>"
              "<th>perfect scaling ends</th><th>max useful batch size</th><th>B_crit</th></tr>"]
     for data, workload, problem in rows:
@@ -288,34 +287,34 @@ def _inside(path: Path, folder: Path) -> bool:
 
 
 def check_out(store: Store, out: Path) -> None:
-    """Raise a :class:`CurvekitError` unless ``out`` may be replaced by a new report.
+    """Raise a :class:`ReportError` unless ``out`` may be replaced by a new report.
 
     The report replaces its folder as a whole, so the folder may not hold the working
     directory, the store or anything but an earlier report, nor lie inside the store.
     """
     if out.is_symlink():
-        raise CurvekitError(f"report folder {out} is a symbolic link; pass the folder it "
+        raise ReportError(f"report folder {out} is a symbolic link; pass the folder it "
                             f"points to ({out.resolve()}) or a new folder")
     real = out.resolve()
     cwd = Path.cwd().resolve()
     if _inside(cwd, real):
-        raise CurvekitError(
+        raise ReportError(
             f"report folder {out} contains the working directory {cwd}; the report replaces "
             "that folder as a whole, so run curvekit from elsewhere or choose another --out")
     stores = store.path.parent if store.path.parent.name == "stores" else store.path
     if _inside(store.path, real) or _inside(real, stores):
-        raise CurvekitError(
+        raise ReportError(
             f"report folder {out} {'lies inside' if _inside(real, stores) else 'contains'} "
             f"the store {store.path}; choose a folder outside the store, e.g. ./report")
     if out.exists() and not out.is_dir():
-        raise CurvekitError(f"report folder {out} exists and is a file; choose a new folder")
+        raise ReportError(f"report folder {out} exists and is a file; choose a new folder")
     if out.is_dir():
         entries = {p.name for p in out.iterdir()}
         if entries and MARKER not in entries:
-            raise CurvekitError(f"report folder {out} exists and is not a curvekit report; "
+            raise ReportError(f"report folder {out} exists and is not a curvekit report; "
                                 "choose an empty or new folder")
         if extra := sorted(entries - _SITE_ENTRIES):
-            raise CurvekitError(
+            raise ReportError(
                 f"report folder {out} holds files a report does not write "
                 f"({', '.join(repr(e) for e in extra[:5])}); move them out of it or choose "
                 "another folder, since a new report replaces the folder as a whole")
@@ -332,6 +331,13 @@ def report(store: Store, out: str | os.PathLike[str], *, bootstrap: int = 200,
     The site is built complete beside ``out`` and only then swapped in; ``out`` must be new,
     empty or an earlier report (see :func:`check_out`). Work folders that killed runs left
     beside ``out`` are removed first.
+
+    >>> import tempfile, pathlib, curvekit
+    >>> home = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = curvekit.demo(home)
+    >>> site = report(curvekit.open(home), home / "report", bootstrap=0, figures=False)
+    >>> (site / "index.html").is_file()
+    True
     """
     import vl_convert as vlc
 
@@ -351,9 +357,9 @@ def report(store: Store, out: str | os.PathLike[str], *, bootstrap: int = 200,
         (staging / "assets" / "vega.js").write_text(vlc.javascript_bundle())  # type: ignore[call-arg]
         (staging / "assets" / "style.css").write_text(_STYLE + EMBED_CSS)
         (staging / "assets" / "report.js").write_text(EMBED_JS)
-        rows: list[tuple[WorkloadData | None, str, str]] = []
+        rows: list[tuple[WorkloadPage | None, str, str]] = []
 
-        def page(workload: str) -> tuple[WorkloadData | None, str, str]:
+        def page(workload: str) -> tuple[WorkloadPage | None, str, str]:
             try:
                 data = workload_data(store, workload, bootstrap=bootstrap)
             except CurvekitError as exc:

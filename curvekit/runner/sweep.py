@@ -19,24 +19,22 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from curvekit.errors import RunError
 from curvekit.home import resolve_home
+from curvekit.progress import Progress
 from curvekit.records import release_workloads
 from curvekit.runner.executors import EXECUTORS, execute
 from curvekit.runner.names import canonical_dataset, dataset_directory, model_directory
 from curvekit.runner.parts import finished_trials, open_work_dir, write_part
-from curvekit.runner.plan import Sweep, TrialResult
+from curvekit.runner.plan import Sweep
 from curvekit.runner.protocols import PROTOCOLS, TUNED, Protocol, Warmup, parse_warmup
 
 __all__ = ["BASE_METRIC", "Progress", "RunResult", "base_setting", "run"]
-
-Progress = Callable[[int, int, TrialResult], None]
-"""``progress(done, total, result)`` after each trial finishes and is saved."""
 
 FULL = "full"
 
@@ -177,7 +175,7 @@ def run(
     model: str = "fc_128_128",
     optimizers: Sequence[str] = ("nesterov_momentum",),
     batch_sizes: Sequence[int | str] = (16, 64, 256),
-    trials: int = 8,
+    trials: int | None = None,
     steps: int | Mapping[int, int] = 1000,
     eval_every: int = 50,
     space: Mapping[str, Any] | None = None,
@@ -215,7 +213,8 @@ def run(
     batch_sizes
         Integers, or ``"full"`` for the whole training set.
     trials, steps, eval_every
-        Trials per study; step budget (one for all, or per batch size); evaluation interval.
+        Trials per study (default 8; 1 seed with a scaling protocol); step budget (one for
+        all, or per batch size); evaluation interval.
     space
         A ``parameter_configs`` search space for every study, or one per optimizer;
         default: :func:`curvekit.runner.plan.default_space`.
@@ -229,8 +228,9 @@ def run(
     store
         Add the results to the store when every trial has finished.
     progress
-        Called as ``progress(done, total, result)`` after each trial is saved; an exception
-        it raises stops the sweep, keeping every trial saved so far.
+        Called as ``progress("trials", done, total)`` after each trial is saved (a
+        :class:`curvekit.progress.Progress`); an exception it raises stops the sweep,
+        keeping every trial saved so far.
     protocol
         ``tuned`` (the paper's search at every batch size), ``linear-scaling`` or
         ``sqrt-scaling`` (:mod:`curvekit.runner.protocols`: one optimizer; ``trials`` is
@@ -269,6 +269,8 @@ def run(
                        home=home_path, base_batch_size=base_batch_size,
                        base_learning_rate=base_learning_rate, base_parameters=base_parameters,
                        warmup=warmup, ghost_batch_size=ghost_batch_size)
+    if trials is None:  # a search needs points; a scaling protocol trains one setting
+        trials = 8 if chosen is None else 1
     n_train = None
     if chosen is not None and chosen.warmup.unit == "epochs":
         from curvekit.runner.workloads import load_dataset
@@ -307,7 +309,7 @@ def run(
             write_part(folder, result)
             ran += 1
             if progress is not None:
-                progress(len(done) + ran, len(specs), result)
+                progress("trials", len(done) + ran, len(specs))
     finally:
         # Stops the workers of an interrupted sweep; the saved parts stay.
         close = getattr(results, "close", None)

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
 from pathlib import Path
 
+from curvekit.progress import StageCounter
 from curvekit.records import TrialRecord
 from curvekit.release.archive import CsvRecord, Decompressor, read_archive
 from curvekit.release.csvparse import CsvBatcher
@@ -32,8 +32,9 @@ from curvekit.store.update import carry_added
 from curvekit.store.writer import StoreBuilder
 
 __all__ = ["ConvertProgress", "convert"]
-ConvertProgress = Callable[[int, int | None], None]
-"""Called with (members read, members expected or None) as the conversion advances."""
+ConvertProgress = StageCounter
+"""Called with (members read, members expected or None) as the conversion advances (the
+counter of the ``convert`` stage of a :class:`curvekit.progress.Progress`)."""
 
 
 def convert(

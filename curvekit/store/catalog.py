@@ -58,6 +58,12 @@ def info(store: Store) -> pl.DataFrame:
 
     Metric columns are listed for a workload only if it has a non-null value in them
     (read from the Parquet footers, so no data is scanned).
+
+    >>> import tempfile, curvekit
+    >>> home = tempfile.mkdtemp()
+    >>> _ = curvekit.demo(home)
+    >>> info(curvekit.open(home))["workload"].to_list()
+    ['demo/digits/fc_128_128_128/nesterov_momentum', 'demo/digits/fc_128_128_128/sgd']
     """
     con = store.connect()
     with store.reading("the store's tables", fixed_sql=True):
@@ -127,6 +133,13 @@ def verify(store: Store, manifest: Manifest | None = None) -> VerifyReport:
     - every study of the manifest is present with its published trial counts by status, no
       study of the manifest's workloads is unexpected, and the rows equal the manifest's
       total when it states one.
+
+    >>> import tempfile, curvekit
+    >>> home = tempfile.mkdtemp()
+    >>> _ = curvekit.demo(home)
+    >>> checked = verify(curvekit.open(home))
+    >>> checked.ok, checked.problems
+    (True, [])
     """
     problems: list[str] = []
     bad = _check_files(store, problems)

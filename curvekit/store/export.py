@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import IO, TypeVar
@@ -43,7 +44,7 @@ import pyarrow as pa
 from curvekit.errors import QueryError
 from curvekit.store.store import Store
 
-__all__ = ["BATCH_ROWS", "FORMATS", "export", "preview"]
+__all__ = ["BATCH_ROWS", "FORMATS", "export", "preview", "query"]
 
 FORMATS = ("csv", "json")
 BATCH_ROWS = 262_144
@@ -250,3 +251,22 @@ def preview(store: Store, sql: str, limit: int, *, params: Sequence[object] | No
     frame = _frame(pa.Table.from_batches(kept, schema=schema), sql)
     return frame, total
 
+
+def query(sql: str, home: str | os.PathLike[str] | None = None, *,
+          params: Sequence[object] | None = None) -> pl.DataFrame:
+    """Run SQL over the views ``studies``, ``trials`` and ``measurements`` of the store of
+    ``home`` (default: ``$CURVEKIT_HOME`` or the platform data directory) and return the
+    whole result as a polars DataFrame: ``curvekit query`` as a function.
+
+    Pass values as ``params`` (``?`` in ``sql``), never inside it. For a result too large
+    to hold in memory, :func:`export` writes it in batches; :func:`preview` keeps its
+    first rows. A failing query raises :class:`~curvekit.errors.QueryError`.
+
+    >>> import tempfile, curvekit
+    >>> home = tempfile.mkdtemp()
+    >>> _ = curvekit.demo(home)
+    >>> curvekit.query("select count(*) as n from trials where batch_size = ?", home,
+    ...                params=[64]).item()
+    48
+    """
+    return Store.open(home).query(sql, params)

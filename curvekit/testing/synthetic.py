@@ -56,7 +56,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from curvekit.errors import CurvekitError, ManifestError
+from curvekit.errors import ArchiveError, ManifestError
 from curvekit.records import STATUSES
 from curvekit.release.manifest import Manifest, StudyCounts, load_manifest
 
@@ -676,12 +676,12 @@ def generate_archive(
     True
     """
     if not (0 < trial_fraction <= 1 and evals_scale > 0 and (max_trials_per_study or 1) >= 1):
-        raise CurvekitError(
+        raise ArchiveError(
             f"need 0 < trial_fraction <= 1, evals_scale > 0 and max_trials_per_study >= 1; got "
             f"{trial_fraction}, {evals_scale}, {max_trials_per_study}")
     if order not in ("shuffled", "walk") or float_style not in ("mixed", "repr", "short"):
-        raise CurvekitError(f"order must be 'shuffled' or 'walk' (got {order!r}) and float_style "
-                            f"'mixed', 'repr' or 'short' (got {float_style!r})")
+        raise ArchiveError(f"order must be 'shuffled' or 'walk' (got {order!r}) and float_style "
+                           f"'mixed', 'repr' or 'short' (got {float_style!r})")
     real = load_manifest("batch_science")
     plan = _plan(_select(real, workloads, batch_sizes), fraction=trial_fraction,
                  cap=max_trials_per_study, evals_scale=evals_scale, quirks=quirks, seed=seed,
