@@ -41,7 +41,8 @@ def _command(name: str, command: click.Command, ctx: click.Context) -> list[str]
     lines += ["```text", f"{name} {usage}".rstrip(), "```", ""]
     if command.help:
         lines += [click.unstyle(command.help).strip().replace("\b\n", ""), ""]
-    params = [p for p in command.params if p.name != "help"]
+    # hidden options are former names kept for a while: the reference lists the current ones
+    params = [p for p in command.params if p.name != "help" and not getattr(p, "hidden", False)]
     if params:
         lines += ["| option | description |", "|---|---|", *(_option_row(p) for p in params), ""]
     if isinstance(command, click.Group):

@@ -305,7 +305,8 @@ def _figure16() -> Figure:
 
 def _figure18() -> Figure:
     return Figure(18, "Protocol check: search-space edges", 1, 3, tuple(
-        Panel(t, "search_space", (Curve(Selection(w, m, g, trials=PAPER_TRIALS), "Optimal Learning Rate"),),
+        Panel(t, "search_space",
+              (Curve(Selection(w, m, g, trials=PAPER_TRIALS), "Optimal Learning Rate"),),
               y_title="Learning Rate")
         for t, w, m, g in _PROTOCOL))
 
@@ -316,7 +317,8 @@ def _figure23() -> Figure:
 
     names = [w["name"] for w in load_manifest("batch_science").workloads]
     return Figure(23, "Steps to result for every workload", 7, 5, tuple(
-        Panel("{workload}, goal {goal}", "steps", (Curve(Selection(name, CLS, trials=PAPER_TRIALS), name),),
+        Panel("{workload}, goal {goal}", "steps",
+              (Curve(Selection(name, CLS, trials=PAPER_TRIALS), name),),
               scaling_label=name) for name in names), width_in=15.0)
 
 
