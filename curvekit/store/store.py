@@ -468,7 +468,7 @@ def open_store(home: str | os.PathLike[str] | None = None) -> Store:
     --------
     >>> import curvekit
     >>> store = curvekit.open()  # doctest: +SKIP
-    >>> store.steps_to_result("cifar_10/resnet_8/nesterov_momentum",  # doctest: +SKIP
-    ...                       "val/classification_error", 0.3, trials=100)
+    >>> curvekit.steps_to_result(store, curvekit.Selection(  # doctest: +SKIP
+    ...     "cifar_10/resnet_8/nesterov_momentum", "val/classification_error", 0.3, trials=100))
     """
     return Store.open(home)
