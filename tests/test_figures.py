@@ -90,7 +90,7 @@ def test_figure8_heuristics_and_fashion_goal(home: Path, tmp_path: Path) -> None
             "Learning Rate / (1 - Momentum)")
         domain = panel["layer"][0]["encoding"]["color"]["scale"]["domain"]
         assert domain[-2:] == ["Linear Heuristic", "Square Root Heuristic"]
-    assert FIGURES[8].panels[1].curves[0].goal == 0.3
+    assert FIGURES[8].panels[1].curves[0].selection.goal == 0.3
 
 
 def test_figure24_png(home: Path, tmp_path: Path) -> None:
@@ -154,7 +154,7 @@ def test_normalized_and_comparison_specs(number: int) -> None:
     assert FIGURES[3].size_px == (648, 850)
     assert [p.normalize_at for p in FIGURES[3].panels] == [1, 64, 16, 2, 2, 16]
     assert [p.normalize_at for p in FIGURES[5].panels] == [2, 128, 32]
-    assert [c.trials for c in FIGURES[4].panels[1].curves] == [50, 100, 100]
+    assert [c.selection.trials for c in FIGURES[4].panels[1].curves] == [50, 100, 100]
 
 
 def test_figure23_every_workload_at_its_paper_goal(home: Path) -> None:
@@ -166,7 +166,7 @@ def test_figure23_every_workload_at_its_paper_goal(home: Path) -> None:
     assert fig.panels[16].curves[0].workload == "mnist/fc_1024_1024/sgd"  # §5 order
     panel = _resolve(Store.open(home), fig.panels[0])
     assert panel.title == "cifar_10/resnet_8/nesterov_momentum, goal 0.3"
-    assert panel.curves[0].goal == 0.3 and panel.curves[0].trials == 100
+    assert panel.curves[0].selection.goal == 0.3 and panel.curves[0].selection.trials == 100
 
 
 def _layers(panel: dict) -> list[dict]:  # type: ignore[type-arg]
@@ -285,12 +285,12 @@ def test_figure12_budgets_and_eligibility(home: Path, tmp_path: Path) -> None:
         budgets = {c.label: c for c in declared.curves}
         for row in data:
             c = budgets[row["curve"]]
-            need = c.step_budget if c.step_budget is not None else (
-                (c.example_budget or 0) / row["batch_size"])
+            need = c.selection.step_budget if c.selection.step_budget is not None else (
+                (c.selection.example_budget or 0) / row["batch_size"])
             assert train[int(row["batch_size"])] >= need
     labels = [c.label for c in FIGURES[12].panels[5].curves]
     assert labels[:3] == ["0.2 epochs", "0.5 epochs", "1 epochs"]
-    assert FIGURES[12].panels[5].curves[0].example_budget == pytest.approx(6_060_205.6)
+    assert FIGURES[12].panels[5].curves[0].selection.example_budget == pytest.approx(6_060_205.6)
 
 
 def test_figure15_train_metrics_with_fallback(home: Path, tmp_path: Path) -> None:
