@@ -194,7 +194,7 @@ def plot_scatter(store: Store, selection: Selection, batch_size: int
     >>> _ = curvekit.demo(home)
     >>> store = curvekit.open(home)
     >>> demo = store.workloads()[0]
-    >>> size = store.studies(demo)["batch_size"][0]
+    >>> size = store.studies(demo).get_column("batch_size").min()
     >>> chart, meta = curvekit.plot_scatter(store, curvekit.Selection(
     ...     demo, "val/classification_error", 0.1, statuses=SCATTER_STATUSES), size)
     >>> meta["plot"], meta["statuses"]
