@@ -32,8 +32,9 @@ def main() -> None:
 
     store = curvekit.open(home)
     start = time.perf_counter()
-    fit = curvekit.fit_workload(store, WORKLOAD, "val/classification_error", 0.25, trials=100,
-                                bootstrap_samples=1000, seed=0)
+    fit = curvekit.fit_workload(
+        store, curvekit.Selection(WORKLOAD, "val/classification_error", 0.25, trials=100),
+        bootstrap_samples=1000, seed=0)
     one = time.perf_counter() - start
     result = {"fit_all_bootstrap_200": everything, "one_workload_1000_resamples_s": one,
               "workload": WORKLOAD, "summary": fit.summary()}

@@ -64,8 +64,8 @@ print(hits.groupby("batch_size").first()[["step", "trial_id"]].reset_index().to_
 
 FRESH = r"""
 import sys, curvekit
-curve = curvekit.open(sys.argv[1]).steps_to_result(sys.argv[2], sys.argv[3], float(sys.argv[4]),
-                                                   trials=int(sys.argv[5]))
+curve = curvekit.steps_to_result(curvekit.open(sys.argv[1]), curvekit.Selection(
+    sys.argv[2], sys.argv[3], float(sys.argv[4]), trials=int(sys.argv[5])))
 print(curve.select("batch_size", "step", "trial_id").write_csv())
 """
 
@@ -196,11 +196,12 @@ def main() -> None:
         return
 
     store = curvekit.open(home)
-    store.steps_to_result(WORKLOAD, METRIC, GOAL, trials=N)  # warm the caches
+    selection = curvekit.Selection(WORKLOAD, METRIC, GOAL, trials=N)
+    curvekit.steps_to_result(store, selection)  # warm the caches
     warm = []
     for _ in range(args.repeat):
         start = time.perf_counter()
-        curve = store.steps_to_result(WORKLOAD, METRIC, GOAL, trials=N)
+        curve = curvekit.steps_to_result(store, selection)
         warm.append(time.perf_counter() - start)
     fresh = timed("fresh process", [sys.executable, "-c", FRESH, str(home), WORKLOAD, METRIC,
                                     str(GOAL), str(N)])
@@ -208,7 +209,7 @@ def main() -> None:
     studies = 0
     for workload in store.workloads():
         metric, goal, maximize = goal_for(store.metrics(workload))
-        store.steps_to_result(workload, metric, goal, maximize=maximize)
+        curvekit.steps_to_result(store, curvekit.Selection(workload, metric, goal, maximize))
         studies += store.studies(workload).height
     all_studies = time.perf_counter() - start
     folder = extracted(path, WORKLOAD)

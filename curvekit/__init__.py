@@ -40,16 +40,24 @@ from curvekit.errors import (
 
 if TYPE_CHECKING:
     from curvekit.fetch import FetchResult, fetch
+    from curvekit.figures.plots import (
+        plot_best,
+        plot_metaparameters,
+        plot_scatter,
+        plot_steps_to_result,
+    )
     from curvekit.figures.render import figure
     from curvekit.figures.render import render_all as figures
-    from curvekit.fit import bootstrap, fit_critical_batch, fit_regimes, fit_workload
+    from curvekit.fit import bootstrap, fit, fit_critical_batch, fit_regimes, fit_workload
     from curvekit.goals import paper_goal
     from curvekit.ingest.add import add
+    from curvekit.measure import best, best_measurement, steps_to_result, trial_outcomes
     from curvekit.progress import Progress
     from curvekit.release.manifest import Manifest, load_manifest
     from curvekit.report.site import report
     from curvekit.runner.demo import demo
     from curvekit.runner.sweep import RunResult, run
+    from curvekit.selection import Selection
     from curvekit.store.catalog import VerifyReport, info, verify
     from curvekit.store.export import query
     from curvekit.store.store import Store
@@ -67,6 +75,18 @@ _LAZY = {
     "verify": ("curvekit.store.catalog", "verify"),
     "Store": ("curvekit.store.store", "Store"),
     "open": ("curvekit.store.store", "open_store"),
+    "Selection": ("curvekit.selection", "Selection"),
+    "steps_to_result": ("curvekit.measure", "steps_to_result"),
+    "best": ("curvekit.measure", "best"),
+    "best_measurement": ("curvekit.measure", "best_measurement"),
+    "trial_outcomes": ("curvekit.measure", "trial_outcomes"),
+    "plot_steps_to_result": ("curvekit.figures.plots", "plot_steps_to_result"),
+    "plot_metaparameters": ("curvekit.figures.plots", "plot_metaparameters"),
+    "plot_scatter": ("curvekit.figures.plots", "plot_scatter"),
+    "plot_best": ("curvekit.figures.plots", "plot_best"),
+    # the function ``fit`` shadows the module ``curvekit.fit`` on the package only once it
+    # is looked up here; ``import curvekit.fit`` still finds the module in sys.modules
+    "fit": ("curvekit.fit", "fit"),
     "fit_regimes": ("curvekit.fit", "fit_regimes"),
     "fit_critical_batch": ("curvekit.fit", "fit_critical_batch"),
     "fit_workload": ("curvekit.fit", "fit_workload"),
@@ -125,6 +145,7 @@ __all__ = [
     "ReportError",
     "RunError",
     "RunResult",
+    "Selection",
     "Store",
     "StoreError",
     "VerifyReport",
@@ -132,11 +153,14 @@ __all__ = [
     "__version__",
     "add",
     "add_workload",
+    "best",
+    "best_measurement",
     "bootstrap",
     "demo",
     "fetch",
     "figure",
     "figures",
+    "fit",
     "fit_critical_batch",
     "fit_regimes",
     "fit_workload",
@@ -145,9 +169,15 @@ __all__ = [
     "load_manifest",
     "open",
     "paper_goal",
+    "plot_best",
+    "plot_metaparameters",
+    "plot_scatter",
+    "plot_steps_to_result",
     "query",
     "remove_workload",
     "report",
     "run",
+    "steps_to_result",
+    "trial_outcomes",
     "verify",
 ]

@@ -27,6 +27,7 @@ from curvekit.progress import Progress
 if TYPE_CHECKING:
     import polars as pl
 
+    from curvekit.selection import Selection
     from curvekit.store.store import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -348,33 +349,94 @@ def generate_archive(path: Path, workloads: tuple[str, ...], trial_fraction: flo
                f"{target}.")
 
 
-def _options(*decorators: Callable[[F], F]) -> Callable[[F], F]:
-    """Apply several click decorators as one, in reading order."""
+# Former names of the budget options, accepted (hidden) for a release: the library and the
+# help say step_budget/--step-budget, so the command line says what the API calls it.
+_ALIASES = {"step_budget": "max_steps", "example_budget": "max_examples"}
 
-    def apply(f: F) -> F:
+
+def _budget(kwargs: dict[str, Any], name: str) -> float | None:
+    """The budget ``name`` from its option or its former name's, refusing two values."""
+    value, old = kwargs.pop(name), kwargs.pop(_ALIASES[name])
+    if value is not None and old is not None and value != old:
+        new_flag, old_flag = ("--" + n.replace("_", "-") for n in (name, _ALIASES[name]))
+        raise click.UsageError(f"{new_flag} {value:g} and {old_flag} {old:g} disagree; "
+                               f"{old_flag} is the former name of {new_flag}: give it once")
+    chosen: float | None = value if value is not None else old
+    return chosen
+
+
+def _selection(*, goal: str = "required", goal_help: str = "The target value of the metric.",
+               statuses: tuple[str, ...] = ("COMPLETE",), optional: bool = False
+               ) -> Callable[[F], F]:
+    """The options that choose what a measurement reads, built into ONE Selection.
+
+    Adds WORKLOAD, --metric, --goal (``goal``: ``required``, ``optional`` or ``none``),
+    --maximize, --trials, --step-budget, --example-budget (and their hidden former names
+    --max-steps, --max-examples), --status (default ``statuses``) and --home; the command
+    receives ``selection`` (a :class:`curvekit.selection.Selection`) and ``home`` instead.
+    ``optional`` (fit, whose --all needs none): WORKLOAD and --metric may be left out, and
+    the command receives ``selection=None`` then; it also receives ``statuses`` and
+    ``chosen``, the options given that select one curve.
+    """
+
+    def build(f: F) -> F:
+        def command(**kwargs: Any) -> Any:
+            from curvekit.selection import Selection
+
+            workload, metric = kwargs.pop("workload"), kwargs.pop("metric")
+            target = kwargs.pop("goal") if goal != "none" else None
+            fields = dict(maximize=kwargs.pop("maximize"), trials=kwargs.pop("trials"),
+                          step_budget=_budget(kwargs, "step_budget"),
+                          example_budget=_budget(kwargs, "example_budget"),
+                          statuses=kwargs.pop("statuses"))
+            if optional:
+                given = {"WORKLOAD": workload, "--metric": metric, "--goal": target,
+                         "--maximize": fields["maximize"] or None, "--trials": fields["trials"],
+                         "--step-budget": fields["step_budget"],
+                         "--example-budget": fields["example_budget"]}
+                kwargs["chosen"] = tuple(k for k, v in given.items() if v is not None)
+                kwargs["statuses"] = fields["statuses"]
+                if workload is None or metric is None or target is None:
+                    return f(selection=None, **kwargs)
+            return f(selection=Selection(workload, metric, target, **fields), **kwargs)
+
+        command.__name__, command.__doc__ = f.__name__, f.__doc__
+        # options declared below this decorator were attached to f already
+        command.__click_params__ = list(getattr(f, "__click_params__", []))  # type: ignore[attr-defined]
+        decorators: list[Callable[[Any], Any]] = [
+            click.argument("workload", required=not optional),
+            click.option("--metric", required=not optional,
+                         help="Metric column, e.g. val/classification_error."),
+        ]
+        if goal != "none":
+            decorators.append(click.option("--goal", type=float, required=goal == "required",
+                                           help=goal_help))
+        decorators += [
+            click.option("--maximize", is_flag=True,
+                         help="Higher is better (e.g. val/average_precision)."),
+            click.option("--trials", type=click.IntRange(min=1),
+                         help="Use the first N trials by trial id of each study."),
+            click.option("--step-budget", "step_budget", type=float, metavar="S",
+                         help="Step budget: rows with step <= S (former name --max-steps)."),
+            click.option("--max-steps", "max_steps", type=float, hidden=True),
+            click.option("--example-budget", "example_budget", type=float, metavar="E",
+                         help="Example budget: rows with batch_size * step <= E (former "
+                              "name --max-examples)."),
+            click.option("--max-examples", "max_examples", type=float, hidden=True),
+            click.option("--status", "statuses", multiple=True, default=statuses,
+                         show_default=True,
+                         type=click.Choice(["COMPLETE", "INCOMPLETE", "INFEASIBLE"]),
+                         help="Trial statuses to use (repeatable; replaces the default)."),
+            home_option,
+        ]
+        wrapped: Any = command
         for decorator in reversed(decorators):
-            f = decorator(f)
-        return f
+            wrapped = decorator(wrapped)
+        return wrapped  # type: ignore[no-any-return]
 
-    return apply
+    return build
 
 
-_selection_options = _options(
-    click.argument("workload"),
-    click.option("--metric", required=True, help="Metric column, e.g. val/classification_error."),
-    click.option("--maximize", is_flag=True, help="Higher is better (e.g. val/average_precision)."),
-    click.option("--trials", type=click.IntRange(min=1),
-                 help="Use the first N trials by trial id of each study."),
-    click.option("--max-steps", type=float, help="Step budget: rows with step <= S."),
-    click.option("--max-examples", type=float,
-                 help="Example budget: rows with batch_size * step <= E."),
-    home_option,
-)
-status_option = click.option(
-    "--status", "statuses", multiple=True, default=("COMPLETE",), show_default=True,
-    type=click.Choice(["COMPLETE", "INCOMPLETE", "INFEASIBLE"]),
-    help="Trial statuses to use (repeatable; replaces the default).")
-_measurement_options = _options(_selection_options, status_option, format_option)
 plot_format_option = click.option(
     "--format", "fmt", type=click.Choice(["png", "svg", "pdf", "html", "json"]), default="png",
     show_default=True, help="Output format (json: the Vega-Lite spec).")
@@ -442,12 +504,9 @@ def _explained() -> Iterator[None]:
 
 
 @main.command("steps-to-result")
-@_measurement_options
-@click.option("--goal", type=float, required=True, help="The target value of the metric.")
-def steps_to_result(workload: str, metric: str, maximize: bool, trials: int | None,
-                    max_steps: float | None, max_examples: float | None,
-                    statuses: tuple[str, ...], home: Path | None, fmt: str,
-                    goal: float) -> None:
+@_selection()
+@format_option
+def steps_to_result(selection: Selection, home: Path | None, fmt: str) -> None:
     """Steps to reach a goal at each batch size (the paper's definition).
 
     A row qualifies when its metric is strictly below GOAL (above with --maximize); the
@@ -456,30 +515,29 @@ def steps_to_result(workload: str, metric: str, maximize: bool, trials: int | No
     --status, --trials or the budgets). Exit status 0, or 3 when no batch size reaches the
     goal (stdout then holds the empty table: a CSV header, or [] in JSON).
     """
+    from curvekit.measure import steps_to_result as steps_to_result_
+
     with _explained():
-        frame = _open(home).steps_to_result(
-            workload, metric, goal, maximize=maximize, trials=trials, step_budget=max_steps,
-            example_budget=max_examples, statuses=statuses)
+        frame = steps_to_result_(_open(home), selection)
     emit(frame, fmt)
     if frame.is_empty():
         sys.exit(EXIT_EMPTY)
 
 
 @main.command()
-@_measurement_options
-def best(workload: str, metric: str, maximize: bool, trials: int | None,
-         max_steps: float | None, max_examples: float | None, statuses: tuple[str, ...],
-         home: Path | None, fmt: str) -> None:
+@_selection(goal="none")
+@format_option
+def best(selection: Selection, home: Path | None, fmt: str) -> None:
     """The best value of a metric at each batch size, and the row it came from.
 
     Batch sizes without a loaded row are left out, and stderr says why (`Warning: ...`
     lines). Exit status 0, or 3 when no batch size has one (stdout then holds the empty
     table).
     """
+    from curvekit.measure import best as best_
+
     with _explained():
-        frame = _open(home).best_measurement(
-            workload, metric, maximize=maximize, trials=trials, step_budget=max_steps,
-            example_budget=max_examples, statuses=statuses)
+        frame = best_(_open(home), selection)
     emit(frame, fmt)
     if frame.is_empty():
         sys.exit(EXIT_EMPTY)
@@ -515,25 +573,19 @@ def query(sql: str, home: Path | None, fmt: str) -> None:
 
 
 @main.command()
-@click.argument("workload", required=False)
+@_selection(goal="optional", optional=True)
 @click.option("--all", "all_", is_flag=True,
-              help="Every workload, each at the goal the paper's figures use for it.")
-@click.option("--metric", help="Metric column (default with --all: the paper's).")
-@click.option("--goal", type=float, help="The target value of the metric.")
-@click.option("--maximize", is_flag=True, help="Higher is better.")
-@click.option("--trials", type=click.IntRange(min=1),
-              help="Use the first N trials by trial id of each study.")
-@status_option
+              help="Every workload, each at the goal the paper's figures use for it "
+                   "(--status still selects the trials).")
 @click.option("--model", type=click.Choice(["piecewise", "critical", "both"]), default="both",
               show_default=True, help="Regime fit, critical-batch-size fit, or both.")
 @click.option("--bootstrap", "samples", type=click.IntRange(min=0), default=0,
               show_default=True, help="Bootstrap resamples over trials for intervals.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed.")
-@home_option
 @format_option
-def fit(workload: str | None, all_: bool, metric: str | None, goal: float | None,
-        maximize: bool, trials: int | None, statuses: tuple[str, ...], model: str,
-        samples: int, seed: int, home: Path | None, fmt: str) -> None:
+def fit(selection: Selection | None, chosen: tuple[str, ...], all_: bool,
+        statuses: tuple[str, ...], model: str, samples: int, seed: int, home: Path | None,
+        fmt: str) -> None:
     """Fit the scaling regimes and the critical batch size of steps to result.
 
     Reports the end of perfect scaling, the maximum useful batch size (start of the
@@ -547,23 +599,16 @@ def fit(workload: str | None, all_: bool, metric: str | None, goal: float | None
     """
     import polars as pl
 
-    from curvekit.fit import fit_all, fit_workload
+    from curvekit.fit import fit as fit_
 
-    store = _open(home)
-    if all_:
-        if workload or metric or goal is not None:
-            raise click.UsageError("--all fits every workload at the paper's goals; "
-                                   "drop WORKLOAD, --metric and --goal")
-        with _explained():
-            rows = fit_all(store, model=model, bootstrap_samples=samples, seed=seed,
-                           statuses=statuses)
-    else:
-        if not workload or metric is None or goal is None:
-            raise click.UsageError("give WORKLOAD, --metric and --goal (or --all)")
-        with _explained():
-            rows = [fit_workload(store, workload, metric, goal, maximize=maximize,
-                                 trials=trials, statuses=statuses, model=model,
-                                 bootstrap_samples=samples, seed=seed).summary()]
+    if all_ and chosen:
+        raise click.UsageError(f"--all fits every workload at the paper's goals; drop "
+                               f"{', '.join(chosen)} (--status still selects the trials)")
+    if not all_ and selection is None:
+        raise click.UsageError("give WORKLOAD, --metric and --goal (or --all)")
+    with _explained():
+        rows = fit_(_open(home), selection, all=all_, statuses=statuses, model=model,
+                    bootstrap=samples, seed=seed)
     emit(_compact_fits(rows) if fmt == "table" else pl.DataFrame(rows, infer_schema_length=None),
          fmt)
     if fmt == "table":
@@ -616,10 +661,8 @@ def plot() -> None:
 
 
 @plot.command("steps-to-result")
-@_selection_options
-@status_option
+@_selection()
 @plot_format_option
-@click.option("--goal", type=float, required=True, help="The target value of the metric.")
 @click.option("--fit", "with_fit", is_flag=True,
               help="Overlay the regime fit: fitted line and shaded regimes.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
@@ -628,28 +671,21 @@ def plot() -> None:
               help="Overlay another workload's steps to result, e.g. a scaling protocol's "
                    "runs NAME/MODEL/sgd+linear-scaling (repeatable).")
 @scale_option
-def plot_steps_to_result(workload: str, metric: str, maximize: bool, trials: int | None,
-                         max_steps: float | None, max_examples: float | None,
-                         home: Path | None, statuses: tuple[str, ...], fmt: str, goal: float,
-                         with_fit: bool, out: Path | None, compare: tuple[str, ...],
-                         scale: float) -> None:
+def plot_steps_to_result(selection: Selection, home: Path | None, fmt: str, with_fit: bool,
+                         out: Path | None, compare: tuple[str, ...], scale: float) -> None:
     """Steps to result against batch size, log2 × log2, with the perfect-scaling line.
 
     Batch sizes that do not reach the goal are left out and stderr says why. When none
     reaches it nothing is written: a blank chart would say nothing, so the command fails
     (exit 1) with the explanation. --compare draws more workloads on the same axes (the
-    tuned frontier beside a heuristic protocol); the perfect-scaling line and --fit stay
-    WORKLOAD's.
+    tuned frontier beside a heuristic protocol), each selected as WORKLOAD is; the
+    perfect-scaling line and --fit stay WORKLOAD's.
     """
-    from curvekit.figures.output import save
     from curvekit.figures.plots import plot_steps_to_result as plot_
 
     with _explained():
-        chart, meta = plot_(_open(home), workload, metric, goal, maximize=maximize,
-                            trials=trials, step_budget=max_steps, example_budget=max_examples,
-                            statuses=statuses, fit=with_fit, compare=compare)
-    target = save(chart, out or Path(f"steps-to-result.{fmt}"), meta, fmt=fmt, scale=scale)
-    click.echo(f"Wrote {target}")
+        chart, meta = plot_(_open(home), selection, fit=with_fit, compare=compare)
+    _save_plot(chart, meta, out, "steps-to-result", fmt, scale)
 
 
 def _save_plot(chart: Any, meta: dict[str, Any], out: Path | None, default: str,
@@ -667,59 +703,49 @@ def _out_option(default: str) -> Callable[[F], F]:
 
 
 @plot.command("metaparameters")
-@_selection_options
+@_selection()
 @plot_format_option
-@click.option("--goal", type=float, required=True, help="The target value of the metric.")
 @click.option("--parameter", default="effective_learning_rate", show_default=True,
               help="effective_learning_rate, learning_rate, momentum, or any metaparameter.")
 @_out_option("metaparameters")
-def plot_metaparameters(workload: str, metric: str, maximize: bool, trials: int | None,
-                        max_steps: float | None, max_examples: float | None,
-                        home: Path | None, fmt: str, goal: float, parameter: str,
+def plot_metaparameters(selection: Selection, home: Path | None, fmt: str, parameter: str,
                         out: Path | None, scale: float) -> None:
     """The winning trial's metaparameter per batch size, with the scaling heuristics."""
     from curvekit.figures.plots import plot_metaparameters as plot_
 
     with _explained():
-        chart, meta = plot_(_open(home), workload, metric, goal, parameter=parameter,
-                            maximize=maximize, trials=trials, step_budget=max_steps,
-                            example_budget=max_examples)
+        chart, meta = plot_(_open(home), selection, parameter=parameter)
     _save_plot(chart, meta, out, "metaparameters", fmt, scale)
 
 
 @plot.command("scatter")
-@_selection_options
+@_selection(statuses=("COMPLETE", "INFEASIBLE"))
 @plot_format_option
-@click.option("--goal", type=float, required=True, help="The target value of the metric.")
 @click.option("--batch-size", type=int, required=True, help="The study to show.")
 @_out_option("scatter")
-def plot_scatter(workload: str, metric: str, maximize: bool, trials: int | None,
-                 max_steps: float | None, max_examples: float | None, home: Path | None,
-                 fmt: str, goal: float, batch_size: int, out: Path | None,
-                 scale: float) -> None:
-    """Learning rate vs 1 - momentum of one study: goal achieved, not achieved, infeasible."""
+def plot_scatter(selection: Selection, home: Path | None, fmt: str, batch_size: int,
+                 out: Path | None, scale: float) -> None:
+    """Learning rate vs 1 - momentum of one study: goal achieved, not achieved, infeasible.
+
+    --status takes COMPLETE and INFEASIBLE (both by default, as in the paper's scatters).
+    """
     from curvekit.figures.plots import plot_scatter as plot_
 
-    chart, meta = plot_(_open(home), workload, metric, goal, batch_size,
-                        maximize=maximize, trials=trials, step_budget=max_steps,
-                        example_budget=max_examples)
+    chart, meta = plot_(_open(home), selection, batch_size)
     _save_plot(chart, meta, out, "scatter", fmt, scale)
 
 
 @plot.command("best")
-@_selection_options
+@_selection(goal="optional", goal_help="Draw this value as a dotted line.")
 @plot_format_option
-@click.option("--goal", type=float, help="Draw this value as a dotted line.")
 @_out_option("best")
-def plot_best(workload: str, metric: str, maximize: bool, trials: int | None,
-              max_steps: float | None, max_examples: float | None, home: Path | None,
-              fmt: str, goal: float | None, out: Path | None, scale: float) -> None:
+def plot_best(selection: Selection, home: Path | None, fmt: str, out: Path | None,
+              scale: float) -> None:
     """The best value of the metric per batch size, within the budgets."""
     from curvekit.figures.plots import plot_best as plot_
 
     with _explained():
-        chart, meta = plot_(_open(home), workload, metric, goal=goal, maximize=maximize,
-                            trials=trials, step_budget=max_steps, example_budget=max_examples)
+        chart, meta = plot_(_open(home), selection)
     _save_plot(chart, meta, out, "best", fmt, scale)
 
 

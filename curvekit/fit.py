@@ -46,6 +46,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.optimize import least_squares
 
 from curvekit.errors import FitError
+from curvekit.selection import DEFAULT_STATUSES, Selection
 
 if TYPE_CHECKING:
     from curvekit.store.store import Store
@@ -60,6 +61,7 @@ __all__ = [
     "beyond_measured",
     "bootstrap",
     "bounded_value",
+    "fit",
     "fit_all",
     "fit_critical_batch",
     "fit_regimes",
@@ -282,7 +284,7 @@ def fit_regimes(batch_sizes: ArrayLike | Any, steps: ArrayLike | None = None, *,
                 models: Sequence[tuple[str, ...]] = MODELS, refine: bool = True) -> RegimeFit:
     """Fit the three scaling regimes to a steps-to-result curve (see the module docstring).
 
-    Pass batch sizes and steps, or one steps-to-result table (``Store.steps_to_result``).
+    Pass batch sizes and steps, or one steps-to-result table (:func:`curvekit.steps_to_result`).
 
     ``refine=False`` skips the least-squares polish of the grid optimum (the bootstrap uses
     it for speed).
@@ -619,17 +621,16 @@ def range_note(row: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
-def fit_workload(store: Store, workload: str, metric: str, goal: float, *,
-                 maximize: bool = False, trials: int | None = None,
-                 statuses: Sequence[str] = ("COMPLETE",), model: str = "both",
+def fit_workload(store: Store, selection: Selection, *, model: str = "both",
                  bootstrap_samples: int = 0, seed: int = 0, level: float = 0.95,
                  explain: bool = True) -> WorkloadFit:
     """Fit a workload's steps-to-result curve (paper definition) and bootstrap it.
 
-    ``model`` is ``piecewise``, ``critical`` or ``both``. ``trials`` and ``statuses`` select
-    the loaded trials as for :func:`curvekit.measure.steps_to_result`. The bootstrap
-    resamples each study's loaded trials with replacement and refits the piecewise model
-    chosen on the full data, so every resample estimates the same quantities.
+    ``selection`` says which curve: the workload, metric, goal and direction, and the loaded
+    trials and budgets as for :func:`curvekit.measure.steps_to_result`. ``model`` is
+    ``piecewise``, ``critical`` or ``both``. The bootstrap resamples each study's loaded
+    trials with replacement and refits the piecewise model chosen on the full data, so
+    every resample estimates the same quantities.
 
     Batch sizes where no loaded trial reaches the goal are left out of the fit and
     explained by :class:`curvekit.measure.EmptyResultWarning` warnings (unless
@@ -641,8 +642,9 @@ def fit_workload(store: Store, workload: str, metric: str, goal: float, *,
 
     if model not in ("piecewise", "critical", "both"):
         raise FitError(f"model must be piecewise, critical or both, got {model!r}")
-    hits_frame = trial_hits(store, workload, metric, goal, maximize=maximize, trials=trials,
-                            statuses=statuses)
+    workload, metric, maximize = selection.workload, selection.metric, selection.maximize
+    hits_frame = trial_hits(store, selection)
+    goal = float(selection.goal)  # type: ignore[arg-type]  # trial_hits refuses None
     hits: dict[int, Floats] = {}
     for (b,), group in hits_frame.group_by("batch_size", maintain_order=True):
         hits[int(b)] = group["step"].cast(pl.Float64).fill_null(np.inf).to_numpy()
@@ -650,16 +652,14 @@ def fit_workload(store: Store, workload: str, metric: str, goal: float, *,
     sizes = np.array(sorted(best), dtype=float)
     steps = np.array([best[int(b)] for b in sizes], dtype=float)
     reached = pl.DataFrame({"batch_size": sorted(best)}, schema={"batch_size": pl.Int64})
-    selection: dict[str, Any] = {"maximize": maximize, "trials": trials,
-                                 "statuses": tuple(statuses)}
     if len(sizes) < 3:
-        why = explain_empty(store, workload, metric, goal, result=reached, **selection)
+        why = explain_empty(store, selection, result=reached)
         raise FitError(f"{workload}: only {len(sizes)} batch "
-                       f"{'size reaches' if len(sizes) == 1 else 'sizes reach'} {metric} "
-                       f"{'>' if maximize else '<'} {goal}; a fit needs at least 3"
+                       f"{'size reaches' if len(sizes) == 1 else 'sizes reach'} "
+                       f"{selection.target}; a fit needs at least 3"
                        + "".join(f"; {line.removeprefix(workload + ': ')}" for line in why))
     if explain:
-        warn_explained(store, workload, metric, goal, reached, **selection)
+        warn_explained(store, selection, reached)
     regimes = fit_regimes(sizes, steps) if model in ("piecewise", "both") else None
     critical = fit_critical_batch(sizes, steps) if model in ("critical", "both") else None
     intervals = None
@@ -676,7 +676,7 @@ def fit_workload(store: Store, workload: str, metric: str, goal: float, *,
 
 
 def fit_all(store: Store, *, model: str = "both", bootstrap_samples: int = 0, seed: int = 0,
-            level: float = 0.95, statuses: Sequence[str] = ("COMPLETE",),
+            level: float = 0.95, statuses: Sequence[str] = DEFAULT_STATUSES,
             explain: bool = True) -> list[dict[str, object]]:
     """Fit every workload of the store at the goal the paper's figures use for it.
 
@@ -696,12 +696,40 @@ def fit_all(store: Store, *, model: str = "both", bootstrap_samples: int = 0, se
     for workload in store.workloads():
         try:
             goal = default_goal(store, workload)
-            fit = fit_workload(store, workload, goal.metric, goal.goal, maximize=goal.maximize,
-                               trials=goal.trials, statuses=statuses, model=model,
-                               bootstrap_samples=bootstrap_samples, seed=seed, level=level,
-                               explain=explain)
+            fitted = fit_workload(store, goal.selection.with_statuses(statuses), model=model,
+                                  bootstrap_samples=bootstrap_samples, seed=seed,
+                                  level=level, explain=explain)
         except (FitError, QueryError) as exc:
             rows.append({"workload": workload, "note": str(exc)})
             continue
-        rows.append(fit.summary())
+        rows.append(fitted.summary())
     return rows
+
+
+def fit(store: Store, selection: Selection | None = None, *, all: bool = False,
+        statuses: Sequence[str] = DEFAULT_STATUSES, model: str = "both", bootstrap: int = 0,
+        seed: int = 0, level: float = 0.95, explain: bool = True) -> list[dict[str, object]]:
+    """The fits ``curvekit fit`` prints: one :meth:`WorkloadFit.summary` row per workload.
+
+    Give a ``selection`` (workload, metric, goal: one curve, fitted or a
+    :class:`FitError`), or ``all=True`` for every workload at the paper's goal
+    (:func:`fit_all`, each workload that cannot be fitted gets a row whose ``note`` says
+    why; ``statuses`` selects their trials). ``bootstrap`` resamples for 95% intervals
+    (``level``), ``model`` and ``explain`` as for :func:`fit_workload`.
+
+    >>> import tempfile, pathlib, curvekit
+    >>> home = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = curvekit.demo(home)
+    >>> store = curvekit.open(home)
+    >>> rows = fit(store, all=True, explain=False)
+    >>> [row["workload"] for row in rows] == store.workloads()
+    True
+    """
+    if all == (selection is not None):
+        raise FitError("give a selection (one workload, its metric and a goal) or all=True, "
+                       "not both; on the command line: WORKLOAD --metric M --goal G, or --all")
+    if selection is None:
+        return fit_all(store, model=model, bootstrap_samples=bootstrap, seed=seed,
+                       level=level, statuses=statuses, explain=explain)
+    return [fit_workload(store, selection, model=model, bootstrap_samples=bootstrap,
+                         seed=seed, level=level, explain=explain).summary()]

@@ -19,7 +19,9 @@ from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from typing import TYPE_CHECKING
 
 from curvekit.errors import QueryError
+from curvekit.measure import best
 from curvekit.release.manifest import Manifest, load_manifest
+from curvekit.selection import Selection
 
 if TYPE_CHECKING:
     from curvekit.store.store import Store
@@ -37,6 +39,16 @@ class Goal:
     maximize: bool
     trials: int
     source: str
+
+    @property
+    def selection(self) -> Selection:
+        """What steps to result at this goal selects: the metric, the goal, its direction
+        and the first ``trials`` trials of each study.
+
+        >>> Goal("w/m/o", "val/error", 0.3, False, 100, "Fig 1").selection.target
+        'val/error < 0.3'
+        """
+        return Selection(self.workload, self.metric, self.goal, self.maximize, self.trials)
 
 
 def goal_source(goal: Goal) -> str:
@@ -84,11 +96,11 @@ def paper_goal(store: Store, workload: str, manifest: Manifest | None = None) ->
     metric, maximize = spec["metric"], bool(spec["maximize"])
     if spec.get("goal") is not None:
         return Goal(workload, metric, float(spec["goal"]), maximize, trials, spec["source"])
-    best = store.best_measurement(workload, metric, maximize=maximize, trials=trials,
-                                  explain=False)
-    if best.is_empty():
+    values = best(store, Selection(workload, metric, maximize=maximize, trials=trials),
+                  explain=False)
+    if values.is_empty():
         raise QueryError(f"{workload!r} has no {metric} values to derive its goal from")
-    median = statistics.median(best[metric].to_list())
+    median = statistics.median(values[metric].to_list())
     return Goal(workload, metric, round_significant(median, up=not maximize), maximize, trials,
                 "rule")
 
@@ -135,9 +147,9 @@ def default_goal(store: Store, workload: str) -> Goal:
     metric = next((m for m in _PREFERRED if m in metrics), None) or next(
         (m for m in metrics if m.startswith(("val", "valid"))), metrics[0])
     maximize = any(word in metric.lower() for word in _HIGHER_IS_BETTER)
-    best = store.best_measurement(workload, metric, maximize=maximize, explain=False)
-    if best.is_empty():
+    values = best(store, Selection(workload, metric, maximize=maximize), explain=False)
+    if values.is_empty():
         raise QueryError(f"{workload!r} has no {metric} values to derive a goal from")
-    median = statistics.median(best[metric].to_list())
+    median = statistics.median(values[metric].to_list())
     return Goal(workload, metric, round_significant(median, up=not maximize), maximize, trials,
                 "rule")

@@ -27,6 +27,9 @@ metric whose name says lower is better (an error, a loss), or the reverse, gives
 :class:`DirectionWarning`. ``explain=False`` turns both off (the figures and the report,
 where partial curves are expected, pass it).
 
+Every function here takes the store and a :class:`~curvekit.selection.Selection`, the one
+value that says which rows count; it is carried whole down to the SQL.
+
 Examples
 --------
 >>> import tempfile, pathlib
@@ -35,12 +38,11 @@ Examples
 >>> from curvekit.store.store import Store
 >>> tmp = pathlib.Path(tempfile.mkdtemp())
 >>> _ = convert(tmp / "a.tar.bz2", tmp, manifest=tiny_archive(tmp / "a.tar.bz2"))
->>> curve = steps_to_result(Store.open(tmp), "lm1b/lstm/nesterov_momentum",
-...                         "val/cross_entropy_error", 6.0)
+>>> lstm = Selection("lm1b/lstm/nesterov_momentum", "val/cross_entropy_error", 6.0)
+>>> curve = steps_to_result(Store.open(tmp), lstm)
 >>> curve.columns[:4]
 ['batch_size', 'step', 'trial_id', 'val/cross_entropy_error']
->>> explain_empty(Store.open(tmp), "lm1b/lstm/nesterov_momentum",
-...               "val/cross_entropy_error", 0.001)[0][:70]
+>>> explain_empty(Store.open(tmp), lstm.with_goal(0.001))[0][:70]
 'lm1b/lstm/nesterov_momentum: no loaded trial reaches val/cross_entropy'
 """
 
@@ -50,48 +52,40 @@ import sys
 import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import polars as pl
 
 from curvekit.errors import DirectionWarning, EmptyResultWarning, QueryError
-from curvekit.release.manifest import STATUSES
+from curvekit.records import STATUSES
+from curvekit.selection import SCATTER_STATUSES, Selection, Subset
 from curvekit.store.sql import quote_identifier
 
 if TYPE_CHECKING:
     from curvekit.store.store import Store
 
-__all__ = ["DirectionWarning", "EmptyResultWarning", "Subset", "best_measurement",
-           "direction_problem", "explain_empty", "metric_direction", "steps_to_result",
-           "trial_hits", "trial_outcomes", "warn_explained"]
-
-Subset = tuple[str, float]
-"""(parameter, value): the loaded trials whose parameter equals value (e.g. a label smoothing)."""
+__all__ = ["DirectionWarning", "EmptyResultWarning", "Selection", "Subset", "best",
+           "best_measurement", "direction_problem", "explain_empty", "metric_direction",
+           "steps_to_result", "trial_hits", "trial_outcomes", "warn_explained"]
 
 
-def _loaded_trials(store: Store, workload: str, trials: int | None,
-                   statuses: Sequence[str], subset: Subset | None = None
-                   ) -> tuple[str, list[object]]:
+def _loaded_trials(store: Store, selection: Selection) -> tuple[str, list[object]]:
     """SQL (and parameters) of the loaded trials: (batch_size, trial_id).
 
-    ``subset`` = (parameter, value) keeps, after the first-N selection, the trials whose
-    parameter rounds to ``value`` at 2 decimals; a trial without the parameter counts as 0.
+    ``selection.subset`` = (parameter, value) keeps, after the first-N selection, the trials
+    whose parameter rounds to ``value`` at 2 decimals; a trial without the parameter counts
+    as 0. (The statuses and the trial cap were checked when the selection was made.)
     """
-    bad = sorted(set(statuses) - set(STATUSES))
-    if bad or not statuses:
-        raise QueryError(f"unknown statuses {bad or list(statuses)}; choose from "
-                         f"{', '.join(STATUSES)}")
-    if trials is not None and trials < 1:
-        raise QueryError(f"trials must be a positive number of trials, got {trials}")
+    statuses, trials, subset = selection.statuses, selection.trials, selection.subset
     status_list = ", ".join("?" for _ in statuses)
     loaded = (f"select batch_size, trial_id, row_number() over (partition by batch_size "
-              f"order by trial_id) as rank from {store.source('trials', workload)} "
+              f"order by trial_id) as rank from {store.source('trials', selection.workload)} "
               f"where status in ({status_list})")
     params: list[object] = list(statuses)
     if subset is not None:
         name = subset[0]
         column = (f"coalesce({quote_identifier(name)}, 0)"
-                  if name in store.parameter_columns(workload) else "0")
+                  if name in store.parameter_columns(selection.workload) else "0")
         loaded = loaded.replace(" as rank from", f" as rank, {column} as subset_value from", 1)
     keep = []
     if trials is not None:
@@ -105,31 +99,29 @@ def _loaded_trials(store: Store, workload: str, trials: int | None,
     return loaded, params
 
 
-def _loaded_rows(store: Store, workload: str, metric: str, *, maximize: bool,
-                 trials: int | None, step_budget: float | None,
-                 example_budget: float | None, statuses: Sequence[str],
-                 qualify: float | None, subset: Subset | None = None
+def _loaded_rows(store: Store, selection: Selection, *, qualify: bool
                  ) -> tuple[str, list[object]]:
     """SQL (and parameters) of the loaded trials' rows within the budgets.
 
-    With ``qualify`` set, only rows strictly beyond that goal are kept.
+    With ``qualify``, only rows strictly beyond the selection's goal are kept.
     """
+    workload, metric = selection.workload, selection.metric
     store.check_metric(workload, metric)
-    loaded, trial_params = _loaded_trials(store, workload, trials, statuses, subset)
+    loaded, trial_params = _loaded_trials(store, selection)
     col = quote_identifier(metric)
     where: list[str] = []
     params: list[object] = []
-    if step_budget is not None:
+    if selection.step_budget is not None:
         where.append("step <= ?")
-        params.append(float(step_budget))
-    if example_budget is not None:
+        params.append(float(selection.step_budget))
+    if selection.example_budget is not None:
         where.append("batch_size * step <= ?")
-        params.append(float(example_budget))
+        params.append(float(selection.example_budget))
     # DuckDB orders NaN above every number, so exclude it explicitly: NaN never qualifies.
     where.append(f"{col} is not null and not isnan({col})")
-    if qualify is not None:
-        where.append(f"{col} {'>' if maximize else '<'} ?")
-        params.append(float(qualify))
+    if qualify:
+        where.append(f"{col} {'>' if selection.maximize else '<'} ?")
+        params.append(float(_goal_of(selection)))
     sql = (f"select m.batch_size, m.trial_id, m.step, m.{col} as value "
            f"from (select batch_size, trial_id, step, {col} "
            f"from {store.source('measurements', workload)} where {' and '.join(where)}) m "
@@ -137,28 +129,23 @@ def _loaded_rows(store: Store, workload: str, metric: str, *, maximize: bool,
     return sql, params + trial_params
 
 
-def trial_hits(
-    store: Store,
-    workload: str,
-    metric: str,
-    goal: float,
-    *,
-    maximize: bool = False,
-    trials: int | None = None,
-    step_budget: float | None = None,
-    example_budget: float | None = None,
-    statuses: Sequence[str] = ("COMPLETE",),
-    subset: Subset | None = None,
-) -> pl.DataFrame:
-    """Each loaded trial's first qualifying step (null if it never reaches the goal).
+def _goal_of(selection: Selection) -> float:
+    """The selection's goal; a measurement against a goal refuses a selection without one."""
+    if selection.goal is None:
+        raise QueryError(f"steps to result of {selection.workload} needs a goal for "
+                         f"{selection.metric}; give one (--goal G, Selection(..., goal=G))")
+    return selection.goal
+
+
+def trial_hits(store: Store, selection: Selection) -> pl.DataFrame:
+    """Each loaded trial's first step beyond the selection's goal (null if it never
+    reaches it).
 
     Steps to result at a batch size is the minimum of these; resampling them is how
     :func:`curvekit.fit.bootstrap` measures uncertainty.
     """
-    rows, params = _loaded_rows(store, workload, metric, maximize=maximize, trials=trials,
-                                step_budget=step_budget, example_budget=example_budget,
-                                statuses=statuses, qualify=goal, subset=subset)
-    loaded, trial_params = _loaded_trials(store, workload, trials, statuses, subset)
+    rows, params = _loaded_rows(store, selection, qualify=True)
+    loaded, trial_params = _loaded_trials(store, selection)
     sql = (f"select t.batch_size, t.trial_id, h.step from ({loaded}) t left join "
            f"(select batch_size, trial_id, min(step) as step from ({rows}) group by all) h "
            f"on t.batch_size = h.batch_size and t.trial_id = h.trial_id "
@@ -188,13 +175,14 @@ def _lr_momentum(names: Sequence[str], prefix: str = "") -> tuple[str, str]:
     return lr, momentum
 
 
-def _with_parameters(store: Store, workload: str, rows: str, params: list[object],
-                     metric: str) -> pl.DataFrame:
+def _with_parameters(store: Store, selection: Selection, rows: str,
+                     params: list[object]) -> pl.DataFrame:
+    workload = selection.workload
     names = store.parameter_columns(workload)
     extra = "".join(f", t.{quote_identifier(n)}" for n in names)
     lr, momentum = _lr_momentum(names, "t.")
     sql = (f"select w.batch_size, w.step, w.trial_id, "
-           f"w.value as {quote_identifier(metric)}{extra}, "
+           f"w.value as {quote_identifier(selection.metric)}{extra}, "
            f"{lr} / (1 - {momentum}) as effective_learning_rate "
            f"from ({rows}) w join {store.source('trials', workload)} t "
            f"on w.batch_size = t.batch_size and w.trial_id = t.trial_id order by w.batch_size")
@@ -202,99 +190,84 @@ def _with_parameters(store: Store, workload: str, rows: str, params: list[object
     return frame
 
 
-def steps_to_result(
-    store: Store,
-    workload: str,
-    metric: str,
-    goal: float,
-    *,
-    maximize: bool = False,
-    trials: int | None = None,
-    step_budget: float | None = None,
-    example_budget: float | None = None,
-    statuses: Sequence[str] = ("COMPLETE",),
-    subset: Subset | None = None,
-    explain: bool = True,
-) -> pl.DataFrame:
-    """Steps to reach ``goal`` at each batch size (see the module docstring).
+def steps_to_result(store: Store, selection: Selection, *,
+                    explain: bool = True) -> pl.DataFrame:
+    """Steps to reach the selection's goal at each batch size (see the module docstring).
 
     Returns columns ``batch_size, step, trial_id, <metric>``, the winning trial's
     metaparameters, and ``effective_learning_rate``. Batch sizes left out are explained by
-    :class:`EmptyResultWarning` warnings unless ``explain=False``.
+    :class:`EmptyResultWarning` warnings unless ``explain=False``. The command
+    ``curvekit steps-to-result`` prints this table.
+
+    >>> import tempfile, pathlib, curvekit
+    >>> home = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = curvekit.demo(home)
+    >>> store = curvekit.open(home)
+    >>> demo = store.workloads()[0]
+    >>> curve = curvekit.steps_to_result(store, curvekit.Selection(
+    ...     demo, "val/classification_error", 0.1), explain=False)
+    >>> curve.columns[:3], curve.height > 0
+    (['batch_size', 'step', 'trial_id'], True)
     """
-    rows, params = _loaded_rows(store, workload, metric, maximize=maximize, trials=trials,
-                                step_budget=step_budget, example_budget=example_budget,
-                                statuses=statuses, qualify=goal, subset=subset)
+    _goal_of(selection)
+    rows, params = _loaded_rows(store, selection, qualify=True)
     # Duplicate rows at one (trial, step) cannot change the step or the trial; the best
     # value among them is reported.
-    first = _first(rows, ("step", "trial_id", "key"), maximize)
-    frame = _with_parameters(store, workload, first, params, metric)
+    first = _first(rows, ("step", "trial_id", "key"), selection.maximize)
+    frame = _with_parameters(store, selection, first, params)
     if explain:
-        warn_explained(store, workload, metric, goal, frame, maximize=maximize, trials=trials,
-                       step_budget=step_budget, example_budget=example_budget,
-                       statuses=statuses, subset=subset)
+        warn_explained(store, selection, frame)
     return frame
 
 
-def best_measurement(
-    store: Store,
-    workload: str,
-    metric: str,
-    *,
-    maximize: bool = False,
-    trials: int | None = None,
-    step_budget: float | None = None,
-    example_budget: float | None = None,
-    statuses: Sequence[str] = ("COMPLETE",),
-    subset: Subset | None = None,
-    explain: bool = True,
-) -> pl.DataFrame:
-    """The best value of ``metric`` at each batch size and the row it came from.
+def best(store: Store, selection: Selection, *, explain: bool = True) -> pl.DataFrame:
+    """The best value of the selection's metric at each batch size and the row it came from.
 
     Returns the same columns as :func:`steps_to_result`; ``step`` is where the best value
-    was measured. Batch sizes left out (no loaded row there) are explained by
-    :class:`EmptyResultWarning` warnings unless ``explain=False``.
+    was measured. The selection's goal plays no part (the best value is the best, whatever
+    the goal). Batch sizes left out (no loaded row there) are explained by
+    :class:`EmptyResultWarning` warnings unless ``explain=False``. The command
+    ``curvekit best`` prints this table; ``best_measurement`` is its former name.
+
+    >>> import tempfile, pathlib, curvekit
+    >>> home = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = curvekit.demo(home)
+    >>> store = curvekit.open(home)
+    >>> table = curvekit.best(store, curvekit.Selection(
+    ...     store.workloads()[0], "val/classification_error"))
+    >>> bool((table["val/classification_error"] < 0.5).all())
+    True
     """
-    rows, params = _loaded_rows(store, workload, metric, maximize=maximize, trials=trials,
-                                step_budget=step_budget, example_budget=example_budget,
-                                statuses=statuses, qualify=None, subset=subset)
-    best = _first(rows, ("key", "step", "trial_id"), maximize)
-    frame = _with_parameters(store, workload, best, params, metric)
+    selection = selection.with_goal(None)
+    rows, params = _loaded_rows(store, selection, qualify=False)
+    first = _first(rows, ("key", "step", "trial_id"), selection.maximize)
+    frame = _with_parameters(store, selection, first, params)
     if explain:
-        warn_explained(store, workload, metric, None, frame, maximize=maximize, trials=trials,
-                       step_budget=step_budget, example_budget=example_budget,
-                       statuses=statuses, subset=subset)
+        warn_explained(store, selection, frame)
     return frame
 
 
-def trial_outcomes(
-    store: Store,
-    workload: str,
-    metric: str,
-    goal: float,
-    batch_size: int | None,
-    *,
-    maximize: bool = False,
-    trials: int | None = None,
-    step_budget: float | None = None,
-    example_budget: float | None = None,
-    statuses: Sequence[str] = ("COMPLETE", "INFEASIBLE"),
-) -> pl.DataFrame:
+best_measurement = best
+"""The former name of :func:`best`, kept for code written against it."""
+
+
+def trial_outcomes(store: Store, selection: Selection, batch_size: int | None
+                   ) -> pl.DataFrame:
     """Every loaded trial of one study with its outcome, for a learning-rate/momentum scatter.
 
     Returns ``batch_size, trial_id, status, learning_rate, momentum, step, outcome, winner``:
     ``step`` is the trial's first row beating the goal within the budgets (null if none);
     ``outcome`` is "Goal Achieved" or "Goal Not Achieved" for a COMPLETE trial and
     "Infeasible" for an INFEASIBLE one; ``winner`` marks the trial that wins steps to result
-    over all the loaded rows, INFEASIBLE trials' rows included (as the paper's scatter does).
+    over all the loaded rows, INFEASIBLE trials' rows included when the selection loads
+    them (as the paper's scatter does: ``statuses=SCATTER_STATUSES``).
     ``batch_size=None`` returns every study, with a winner in each.
     """
-    bad = sorted(set(statuses) - {"COMPLETE", "INFEASIBLE"})
+    bad = sorted(set(selection.statuses) - set(SCATTER_STATUSES))
     if bad:
         raise QueryError(f"a scatter shows COMPLETE and INFEASIBLE trials, not {bad}")
-    hits = trial_hits(store, workload, metric, goal, maximize=maximize, trials=trials,
-                      step_budget=step_budget, example_budget=example_budget,
-                      statuses=statuses)
+    workload = selection.workload
+    hits = trial_hits(store, selection)
     if batch_size is not None:
         hits = hits.filter(pl.col("batch_size") == batch_size)
         if hits.is_empty():
@@ -380,59 +353,46 @@ def _statuses_hint(statuses: Sequence[str]) -> str:
     return f"{options} (statuses={tuple(statuses)!r})"
 
 
-def explain_empty(
-    store: Store,
-    workload: str,
-    metric: str,
-    goal: float | None = None,
-    *,
-    maximize: bool = False,
-    trials: int | None = None,
-    step_budget: float | None = None,
-    example_budget: float | None = None,
-    statuses: Sequence[str] = ("COMPLETE",),
-    subset: Subset | None = None,
-    result: pl.DataFrame | None = None,
-) -> list[str]:
+def explain_empty(store: Store, selection: Selection, *,
+                  result: pl.DataFrame | None = None) -> list[str]:
     """Why a measurement has no row at some of the workload's batch sizes: one sentence per
     reason, each starting with the workload's name; ``[]`` when every batch size is there.
 
-    With ``goal`` the measurement is :func:`steps_to_result`, without it
-    :func:`best_measurement`, under the same selection (``trials``, budgets, ``statuses``,
-    ``subset``). ``result`` is the measurement already made (its ``batch_size`` column is
-    all that is read); it is computed when not given. The sentences say, for the missing
-    batch sizes: the best value reached where no trial reaches the goal, and at which batch
-    size; batch sizes where nothing is left to measure, and why (no trial of an allowed
-    status, budgets below the first measurement, no values); trials left out by their
-    status, by ``trials=N`` or by the budgets, and whether with them the goal would be
-    reached (with the option that includes them).
+    With a goal in ``selection`` the measurement is :func:`steps_to_result`, without one
+    :func:`best`, under the same selection (trials, budgets, statuses, subset). ``result``
+    is the measurement already made (its ``batch_size`` column is all that is read); it is
+    computed when not given. The sentences say, for the missing batch sizes: the best value
+    reached where no trial reaches the goal, and at which batch size; batch sizes where
+    nothing is left to measure, and why (no trial of an allowed status, budgets below the
+    first measurement, no values); trials left out by their status, by ``trials=N`` or by
+    the budgets, and whether with them the goal would be reached (with the option that
+    includes them).
     """
-    sel: dict[str, Any] = dict(maximize=maximize, trials=trials, step_budget=step_budget,
-                               example_budget=example_budget, statuses=tuple(statuses),
-                               subset=subset)
+    workload, metric, goal = selection.workload, selection.metric, selection.goal
+    statuses = selection.statuses
     if result is None:
-        result = _measure(store, workload, metric, goal, sel)
+        result = _measure(store, selection)
     have = set(result["batch_size"].to_list())
     missing = sorted(set(store.studies(workload)["batch_size"].to_list()) - have)
     if not missing:
         return []
-    sign = ">" if maximize else "<"
-    target = f"{metric} {sign} {goal}" if goal is not None else f"a {metric} value"
+    target = selection.target if goal is not None else f"a {metric} value"
     lines: list[str] = []
-    best = (best_measurement(store, workload, metric, explain=False, **sel)
-            .filter(pl.col("batch_size").is_in(missing)) if goal is not None
-            else pl.DataFrame({"batch_size": []}, schema={"batch_size": pl.Int64}))
-    if best.height:
+    reached_best = (best(store, selection, explain=False)
+                    .filter(pl.col("batch_size").is_in(missing)) if goal is not None
+                    else pl.DataFrame({"batch_size": []}, schema={"batch_size": pl.Int64}))
+    if reached_best.height:
         reached = ", ".join(
             f"{value:.6g} at batch size {b} (trial {t}, step {step})"
-            for b, value, t, step in best.select("batch_size", metric, "trial_id", "step")
-            .head(_LISTED).iter_rows())
-        more = f" and {best.height - _LISTED} more" if best.height > _LISTED else ""
+            for b, value, t, step in reached_best.select("batch_size", metric, "trial_id",
+                                                         "step").head(_LISTED).iter_rows())
+        more = (f" and {reached_best.height - _LISTED} more"
+                if reached_best.height > _LISTED else "")
         lines.append(f"{workload}: no loaded trial reaches {target} at batch "
-                     f"{'size' if best.height == 1 else 'sizes'} "
-                     f"{_sizes(best['batch_size'].to_list())}; the best value reached is "
-                     f"{reached}{more}")
-    empty = [b for b in missing if b not in set(best["batch_size"].to_list())]
+                     f"{'size' if reached_best.height == 1 else 'sizes'} "
+                     f"{_sizes(reached_best['batch_size'].to_list())}; the best value "
+                     f"reached is {reached}{more}")
+    empty = [b for b in missing if b not in set(reached_best["batch_size"].to_list())]
     counts = store.query(
         f"select batch_size, status, count(*) as n from {store.source('trials', workload)} "
         f"where batch_size in ({', '.join('?' for _ in missing)}) group by all", missing)
@@ -451,38 +411,36 @@ def explain_empty(
         lines.append(f"{workload}: at batch {'size' if len(no_status) == 1 else 'sizes'} "
                      f"{_sizes(no_status)} no trial has an allowed status "
                      f"({', '.join(statuses)}); there are {have_text}")
-    budgets = step_budget is not None or example_budget is not None
     rest = [b for b in empty if allowed[b]]
-    if rest and budgets:
-        first = _first_steps(store, workload, metric, sel, rest)
+    if rest and selection.budgeted:
+        first = _first_steps(store, selection, rest)
         cut = [b for b in rest if b in first]
         if cut:
             where = ", ".join(f"step {first[b]} at batch size {b}" for b in cut[:_LISTED])
-            lines.append(f"{workload}: the budgets ({_budget_text(step_budget, example_budget)})"
+            lines.append(f"{workload}: the budgets ({_budget_text(selection)})"
                          f" leave no rows at batch {'size' if len(cut) == 1 else 'sizes'} "
                          f"{_sizes(cut)}; the first measurements are at {where}")
         rest = [b for b in rest if b not in cut]
     if rest:
         lines.append(f"{workload}: the loaded trials have no {metric} value at batch "
                      f"{'size' if len(rest) == 1 else 'sizes'} {_sizes(rest)}")
-    lines += _relaxations(store, workload, metric, goal, sel, missing, by_size, allowed)
+    lines += _relaxations(store, selection, missing, by_size, allowed)
     return lines
 
 
-def _relaxations(store: Store, workload: str, metric: str, goal: float | None,
-                 sel: dict[str, Any], missing: list[int], by_size: dict[int, dict[str, int]],
-                 allowed: dict[int, int]) -> list[str]:
+def _relaxations(store: Store, selection: Selection, missing: list[int],
+                 by_size: dict[int, dict[str, int]], allowed: dict[int, int]) -> list[str]:
     """Trials the selection leaves out at the missing batch sizes, and what they would add."""
+    workload, goal = selection.workload, selection.goal
     verb = "reach the goal" if goal is not None else "have values"
     lines = []
-    statuses: tuple[str, ...] = sel["statuses"]
+    statuses = selection.statuses
     for status in (s for s in STATUSES if s not in statuses):
         n = sum(by_size.get(b, {}).get(status, 0) for b in missing)
         if not n:
             continue
         wider = (*statuses, status)
-        gained = _reached(store, workload, metric, goal, {**sel, "statuses": wider},
-                          missing)
+        gained = _reached(store, selection.with_statuses(wider), missing)
         head = (f"{workload}: {_plural(n, status + ' trial')} at the batch sizes left out "
                 f"{'is' if n == 1 else 'are'} excluded by status (allowed: "
                 f"{', '.join(statuses)}); ")
@@ -490,10 +448,11 @@ def _relaxations(store: Store, workload: str, metric: str, goal: float | None,
         lines.append(head + (f"with {them}, batch {'size' if len(gained) == 1 else 'sizes'} "
                              f"{_sizes(gained)} would {verb}: use {_statuses_hint(wider)}"
                              if gained else f"with {them}, none would {verb} either"))
-    trials = sel["trials"]
+    trials = selection.trials
     capped = [b for b in missing if trials is not None and allowed[b] > trials]
     if capped:
-        gained = _reached(store, workload, metric, goal, {**sel, "trials": None}, capped)
+        assert trials is not None
+        gained = _reached(store, selection.with_trials(None), capped)
         more = sum(allowed[b] - trials for b in capped)
         lines.append(f"{workload}: --trials {trials} (trials={trials}) leaves out "
                      f"{_plural(more, 'trial')} of an allowed status at batch "
@@ -501,48 +460,42 @@ def _relaxations(store: Store, workload: str, metric: str, goal: float | None,
                      + (f"with them, batch {'size' if len(gained) == 1 else 'sizes'} "
                         f"{_sizes(gained)} would {verb}" if gained
                         else f"with them, none would {verb} either"))
-    if goal is not None and (sel["step_budget"] is not None
-                             or sel["example_budget"] is not None):
-        free = {**sel, "step_budget": None, "example_budget": None}
-        gained = _reached(store, workload, metric, goal, free, missing)
+    if goal is not None and selection.budgeted:
+        gained = _reached(store, selection.without_budgets(), missing)
         if gained:
-            lines.append(f"{workload}: without the budgets ("
-                         f"{_budget_text(sel['step_budget'], sel['example_budget'])}), batch "
+            lines.append(f"{workload}: without the budgets ({_budget_text(selection)}), batch "
                          f"{'size' if len(gained) == 1 else 'sizes'} {_sizes(gained)} would "
                          f"{verb}")
     return lines
 
 
-def _measure(store: Store, workload: str, metric: str, goal: float | None,
-             sel: dict[str, Any]) -> pl.DataFrame:
-    """Steps to result (with a goal) or the best measurement under ``sel``, unexplained."""
-    if goal is not None:
-        return steps_to_result(store, workload, metric, goal, explain=False, **sel)
-    return best_measurement(store, workload, metric, explain=False, **sel)
+def _measure(store: Store, selection: Selection) -> pl.DataFrame:
+    """Steps to result (with a goal) or the best measurement under ``selection``,
+    unexplained."""
+    if selection.goal is not None:
+        return steps_to_result(store, selection, explain=False)
+    return best(store, selection, explain=False)
 
 
-def _reached(store: Store, workload: str, metric: str, goal: float | None,
-             sel: dict[str, Any], among: Iterable[int]) -> list[int]:
-    """The batch sizes of ``among`` that the measurement under ``sel`` has."""
-    have = set(_measure(store, workload, metric, goal, sel)["batch_size"].to_list())
+def _reached(store: Store, selection: Selection, among: Iterable[int]) -> list[int]:
+    """The batch sizes of ``among`` that the measurement under ``selection`` has."""
+    have = set(_measure(store, selection)["batch_size"].to_list())
     return sorted(set(among) & have)
 
 
-def _budget_text(step_budget: float | None, example_budget: float | None) -> str:
+def _budget_text(selection: Selection) -> str:
     parts = []
-    if step_budget is not None:
-        parts.append(f"step <= {step_budget:g}")
-    if example_budget is not None:
-        parts.append(f"batch_size * step <= {example_budget:g}")
+    if selection.step_budget is not None:
+        parts.append(f"step <= {selection.step_budget:g}")
+    if selection.example_budget is not None:
+        parts.append(f"batch_size * step <= {selection.example_budget:g}")
     return ", ".join(parts)
 
 
-def _first_steps(store: Store, workload: str, metric: str, sel: dict[str, Any],
-                 batch_sizes: list[int]) -> dict[int, int]:
+def _first_steps(store: Store, selection: Selection, batch_sizes: list[int]
+                 ) -> dict[int, int]:
     """The first step with a value of each batch size's loaded trials, budgets ignored."""
-    rows, params = _loaded_rows(store, workload, metric, maximize=sel["maximize"],
-                                trials=sel["trials"], step_budget=None, example_budget=None,
-                                statuses=sel["statuses"], qualify=None, subset=sel["subset"])
+    rows, params = _loaded_rows(store, selection.without_budgets(), qualify=False)
     frame = store.query(f"select batch_size, min(step) as step from ({rows}) group by all",
                         params)
     return {int(b): int(s) for b, s in frame.iter_rows() if int(b) in batch_sizes}
@@ -557,15 +510,14 @@ def _stacklevel() -> int:
     return level
 
 
-def warn_explained(store: Store, workload: str, metric: str, goal: float | None,
-                   result: pl.DataFrame, **selection: Any) -> list[str]:
+def warn_explained(store: Store, selection: Selection, result: pl.DataFrame) -> list[str]:
     """Give :func:`direction_problem` as a :class:`DirectionWarning` and
     :func:`explain_empty`'s sentences as :class:`EmptyResultWarning` warnings; return the
     latter. The one place steps to result, best, fits and plots explain themselves."""
-    problem = direction_problem(metric, bool(selection.get("maximize", False)))
+    problem = direction_problem(selection.metric, selection.maximize)
     if problem is not None:
         warnings.warn(DirectionWarning(problem), stacklevel=_stacklevel())
-    lines = explain_empty(store, workload, metric, goal, result=result, **selection)
+    lines = explain_empty(store, selection, result=result)
     for line in lines:
         warnings.warn(EmptyResultWarning(line), stacklevel=_stacklevel())
     return lines

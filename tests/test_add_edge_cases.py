@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+import curvekit
 from curvekit.cli import main
 from curvekit.errors import IngestError, StoreError
 from curvekit.ingest import csvlogs
@@ -392,7 +393,7 @@ def test_parameters_named_like_computed_columns_are_prefixed(tmp_path: Path) -> 
     store = Store.open(tmp_path / "home")
     assert {"param_step", "param_effective_learning_rate", "param_Status"} <= set(
         store.parameter_columns(NAME))
-    best = store.best_measurement(NAME, "val/classification_error")
+    best = curvekit.best(store, curvekit.Selection(NAME, "val/classification_error"))
     assert best.get_column("param_step").to_list() == [3, 3]
     assert best.get_column("effective_learning_rate").to_list() == [pytest.approx(0.1)] * 2
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
+import curvekit
 from curvekit.cli import EXIT_EMPTY, main
 from curvekit.errors import CurvekitWarning, QueryError
 from curvekit.figures.plots import plot_steps_to_result
@@ -165,8 +166,8 @@ def test_budgets_that_cut_every_row_are_named(home: Path) -> None:
 
 
 def test_trials_cap_is_named(home: Path) -> None:
-    lines = explain_empty(Store.open(home), NAME, METRIC, 0.2, trials=1,
-                          statuses=("COMPLETE", "INCOMPLETE"))
+    lines = explain_empty(Store.open(home), curvekit.Selection(
+        NAME, METRIC, 0.2, trials=1, statuses=("COMPLETE", "INCOMPLETE")))
     assert f"{NAME}: --trials 1 (trials=1) leaves out 1 trial of an allowed status at batch " \
         "size 64; with them, batch size 64 would reach the goal" in lines
 
@@ -183,23 +184,24 @@ def test_complete_result_has_no_warning(home: Path) -> None:
 def test_python_api_warns_the_same_sentences(home: Path) -> None:
     store = Store.open(home)
     with pytest.warns(EmptyResultWarning) as record:
-        curve = store.steps_to_result(NAME, METRIC, 0.2)
+        curve = curvekit.steps_to_result(store, curvekit.Selection(NAME, METRIC, 0.2))
     assert curve["batch_size"].to_list() == [16, 32, 256]
     said = [str(w.message) for w in record if issubclass(w.category, CurvekitWarning)]
-    assert said == explain_empty(store, NAME, METRIC, 0.2)
+    assert said == explain_empty(store, curvekit.Selection(NAME, METRIC, 0.2))
     assert record[0].filename == __file__  # points at the caller's line, not curvekit's
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert store.steps_to_result(NAME, METRIC, 0.2, explain=False).height == 3
-        assert explain_empty(store, NAME, METRIC, 0.5,
-                             statuses=("COMPLETE", "INCOMPLETE")) == []
+        assert curvekit.steps_to_result(store, curvekit.Selection(NAME, METRIC, 0.2),
+                                        explain=False).height == 3
+        assert explain_empty(store, curvekit.Selection(
+            NAME, METRIC, 0.5, statuses=("COMPLETE", "INCOMPLETE"))) == []
 
 
 def test_warnings_can_become_errors(home: Path) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error", CurvekitWarning)
         with pytest.raises(EmptyResultWarning, match="no trial has an allowed status"):
-            Store.open(home).best_measurement(NAME, METRIC)
+            curvekit.best(Store.open(home), curvekit.Selection(NAME, METRIC))
 
 
 # -- --maximize on a lower-is-better metric ---------------------------------------------
@@ -215,8 +217,8 @@ def test_maximize_on_an_error_warns_and_names_the_direction(home: Path) -> None:
         "(an error or a loss): a row qualifies when it is above the goal, so the first rows "
         "of training (step 0) win, and 'best' is the worst value; drop --maximize")
     with pytest.warns(DirectionWarning, match="lower is better"):
-        Store.open(home).best_measurement(NAME, METRIC, maximize=True,
-                                          statuses=("COMPLETE", "INCOMPLETE"))
+        curvekit.best(Store.open(home), curvekit.Selection(
+            NAME, METRIC, maximize=True, statuses=("COMPLETE", "INCOMPLETE")))
 
 
 @pytest.mark.parametrize(("metric", "higher"), [
@@ -243,11 +245,11 @@ def test_fit_refuses_with_the_reason_and_fits_with_status(home: Path) -> None:
     (row,) = json.loads(fitted.stdout)
     assert row["points"] == 3  # 16, 64 (its INCOMPLETE trial) and 256
     assert any("batch sizes 32, 128" in line for line in warning_lines(fitted))
-    fit = fit_workload(Store.open(home), NAME, METRIC, 0.088, explain=False,
-                       statuses=("COMPLETE", "INCOMPLETE"))
+    fit = fit_workload(Store.open(home), curvekit.Selection(
+        NAME, METRIC, 0.088, statuses=("COMPLETE", "INCOMPLETE")), explain=False)
     assert fit.batch_sizes.tolist() == [16, 64, 256] and fit.steps.tolist() == [800, 300, 200]
     with pytest.raises(FitError, match="only 2 batch sizes"):
-        fit_workload(Store.open(home), NAME, METRIC, 0.088)
+        fit_workload(Store.open(home), curvekit.Selection(NAME, METRIC, 0.088))
 
 
 def test_fit_all_passes_status_through(home: Path) -> None:
@@ -280,7 +282,7 @@ def test_plot_of_an_empty_curve_writes_nothing_and_says_why(home: Path,
                                     "no loaded trial reaches")
     assert snapshot(home) == before
     with pytest.raises(QueryError, match=r"best value reached is 0\.08 at batch size 16"):
-        plot_steps_to_result(Store.open(home), NAME, METRIC, 0.01)
+        plot_steps_to_result(Store.open(home), curvekit.Selection(NAME, METRIC, 0.01))
 
 
 def test_plot_of_a_partial_curve_is_written_with_warnings_and_status(home: Path,

@@ -17,6 +17,7 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
+import curvekit
 from curvekit.cli import main
 from curvekit.figures.builders import legible_title, scatter_chart, steps_chart
 from curvekit.figures.layout import LABEL_GAP, MIN_FONT, TEXT, TITLE_OVERHANG, text_width
@@ -203,15 +204,18 @@ def test_the_four_plot_kinds_are_legible(home: Path) -> None:
         plot_steps_to_result,
     )
     from curvekit.figures.vegalite import from_altair
+    from curvekit.selection import SCATTER_STATUSES
 
     store = Store.open(home)
     w, m = "mnist/simple_cnn_base/sgd", "val/classification_error"
     batch = int(store.studies(w)["batch_size"][0])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        charts = [plot_steps_to_result(store, w, m, 0.3, fit=True)[0],
-                  plot_metaparameters(store, w, m, 0.3, parameter="learning_rate")[0],
-                  plot_scatter(store, w, m, 0.3, batch)[0], plot_best(store, w, m, goal=0.3)[0]]
+        at = curvekit.Selection(w, m, 0.3)
+        charts = [plot_steps_to_result(store, at, fit=True)[0],
+                  plot_metaparameters(store, at, parameter="learning_rate")[0],
+                  plot_scatter(store, at.with_statuses(SCATTER_STATUSES), batch)[0],
+                  plot_best(store, at)[0]]
     for chart in charts:
         spec = from_altair(chart)
         assert [p for c in _charts(spec) for p in _axis_overlaps(c)] == []
@@ -295,13 +299,15 @@ def test_missing_normalizing_points_are_noted_on_the_panel(home: Path, tmp_path:
 
     store = Store.open(home)
     w = "mnist/simple_cnn_base/sgd"
-    curve = store.steps_to_result(w, "val/classification_error", 0.3, explain=False)
+    curve = curvekit.steps_to_result(
+        store, curvekit.Selection(w, "val/classification_error", 0.3), explain=False)
     assert curve.height >= 2
     absent = 3  # never a power of two: no curve has a point there
+    at = curvekit.Selection(w, "val/classification_error", trials=100)
     fig = Figure(99, "t", 1, 2, (
-        Panel("A", "steps", (Curve(w, "one", goal=0.3), Curve(w, "none", goal=1e-9)),
+        Panel("A", "steps", (Curve(at.with_goal(0.3), "one"), Curve(at.with_goal(1e-9), "none")),
               scaling_label="one", normalize_at=absent),
-        Panel("B", "steps", (Curve(w, "none", goal=1e-9),))))
+        Panel("B", "steps", (Curve(at.with_goal(1e-9), "none"),))))
     FIGURES[99] = fig
     try:
         with pytest.warns(FigureNotesWarning) as caught:

@@ -11,6 +11,7 @@ import altair as alt
 import pytest
 from click.testing import CliRunner
 
+import curvekit
 from curvekit.cli import main
 from curvekit.figures.paper import FIGURE1_PANELS, FIGURES
 
@@ -89,7 +90,7 @@ def test_figure8_heuristics_and_fashion_goal(home: Path, tmp_path: Path) -> None
             "Learning Rate / (1 - Momentum)")
         domain = panel["layer"][0]["encoding"]["color"]["scale"]["domain"]
         assert domain[-2:] == ["Linear Heuristic", "Square Root Heuristic"]
-    assert FIGURES[8].panels[1].curves[0].goal == 0.3
+    assert FIGURES[8].panels[1].curves[0].selection.goal == 0.3
 
 
 def test_figure24_png(home: Path, tmp_path: Path) -> None:
@@ -153,7 +154,7 @@ def test_normalized_and_comparison_specs(number: int) -> None:
     assert FIGURES[3].size_px == (648, 850)
     assert [p.normalize_at for p in FIGURES[3].panels] == [1, 64, 16, 2, 2, 16]
     assert [p.normalize_at for p in FIGURES[5].panels] == [2, 128, 32]
-    assert [c.trials for c in FIGURES[4].panels[1].curves] == [50, 100, 100]
+    assert [c.selection.trials for c in FIGURES[4].panels[1].curves] == [50, 100, 100]
 
 
 def test_figure23_every_workload_at_its_paper_goal(home: Path) -> None:
@@ -165,7 +166,7 @@ def test_figure23_every_workload_at_its_paper_goal(home: Path) -> None:
     assert fig.panels[16].curves[0].workload == "mnist/fc_1024_1024/sgd"  # §5 order
     panel = _resolve(Store.open(home), fig.panels[0])
     assert panel.title == "cifar_10/resnet_8/nesterov_momentum, goal 0.3"
-    assert panel.curves[0].goal == 0.3 and panel.curves[0].trials == 100
+    assert panel.curves[0].selection.goal == 0.3 and panel.curves[0].selection.trials == 100
 
 
 def _layers(panel: dict) -> list[dict]:  # type: ignore[type-arg]
@@ -190,8 +191,9 @@ def test_figure7_label_smoothing_groups_partition_the_trials(home: Path,
     # the three groups split the first 100 trials: together they give the ungrouped curve
     store = Store.open(home)
     w, cls = "imagenet/resnet_50/nesterov_momentum", "val/classification_error"
-    whole = store.steps_to_result(w, cls, 0.25, trials=100)
-    parts = [store.steps_to_result(w, cls, 0.25, trials=100, subset=("label_smoothing", v))
+    whole = curvekit.steps_to_result(store, curvekit.Selection(w, cls, 0.25, trials=100))
+    parts = [curvekit.steps_to_result(store, curvekit.Selection(
+        w, cls, 0.25, trials=100, subset=("label_smoothing", v)))
              for v in (0.0, 0.01, 0.1)]
     for bs, step in whole.select("batch_size", "step").iter_rows():
         assert step == min(p.filter(p["batch_size"] == bs)["step"].min() or 10**12
@@ -242,12 +244,14 @@ def test_scatter_figures(home: Path, tmp_path: Path, number: int) -> None:
 def test_trial_outcomes_match_a_literal_reading(home: Path) -> None:
     """Markers and star against the §1.8 definitions, read straight from the tables."""
     from curvekit.measure import trial_outcomes
+    from curvekit.selection import SCATTER_STATUSES
     from curvekit.store.store import Store
 
     store = Store.open(home)
     w, metric, goal, bs = "lm1b/transformer_base/nesterov_momentum", "val/cross_entropy_error", \
         3.9, 1024
-    out = trial_outcomes(store, w, metric, goal, bs, step_budget=50_000.0)
+    out = trial_outcomes(store, curvekit.Selection(w, metric, goal, step_budget=50_000.0,
+                                                   statuses=SCATTER_STATUSES), bs)
     trials = store.trials(w, batch_size=bs, statuses=["COMPLETE", "INFEASIBLE"])
     rows = store.measurements(w, batch_size=bs)
     assert out["trial_id"].to_list() == sorted(trials["trial_id"].to_list())
@@ -281,12 +285,12 @@ def test_figure12_budgets_and_eligibility(home: Path, tmp_path: Path) -> None:
         budgets = {c.label: c for c in declared.curves}
         for row in data:
             c = budgets[row["curve"]]
-            need = c.step_budget if c.step_budget is not None else (
-                (c.example_budget or 0) / row["batch_size"])
+            need = c.selection.step_budget if c.selection.step_budget is not None else (
+                (c.selection.example_budget or 0) / row["batch_size"])
             assert train[int(row["batch_size"])] >= need
     labels = [c.label for c in FIGURES[12].panels[5].curves]
     assert labels[:3] == ["0.2 epochs", "0.5 epochs", "1 epochs"]
-    assert FIGURES[12].panels[5].curves[0].example_budget == pytest.approx(6_060_205.6)
+    assert FIGURES[12].panels[5].curves[0].selection.example_budget == pytest.approx(6_060_205.6)
 
 
 def test_figure15_train_metrics_with_fallback(home: Path, tmp_path: Path) -> None:
@@ -308,7 +312,8 @@ def test_figure16_common_anchor_and_figure18_band(home: Path, tmp_path: Path) ->
     panels = _panels(_spec(home, tmp_path, 16))
     title = panels[0]["layer"][0]["encoding"]["y"]["axis"]["title"]
     store = Store.open(home)
-    reached = [set(store.steps_to_result(c.workload, c.metric, 0.03, trials=100)["batch_size"])
+    reached = [set(curvekit.steps_to_result(store, curvekit.Selection(
+        c.workload, c.selection.metric, 0.03, trials=100))["batch_size"])
                for c in FIGURES[16].panels[0].curves]
     assert title == f"Steps / (Steps at B={min(set.intersection(*reached))})"
     band, line = _panels(_spec(home, tmp_path, 18))[0]["layer"]

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import curvekit
 from curvekit.fit import (
     NOT_REACHED,
     Bootstrap,
@@ -150,14 +151,14 @@ def test_fit_workload_and_cli(one_workload: str) -> None:
 
     store = Store.open(one_workload)
     w = "cifar_10/resnet_8/nesterov_momentum"
-    fit = fit_workload(store, w, "val/classification_error", 0.3, bootstrap_samples=50, seed=1)
-    curve = store.steps_to_result(w, "val/classification_error", 0.3)
+    at = curvekit.Selection(w, "val/classification_error", 0.3)
+    fit = fit_workload(store, at, bootstrap_samples=50, seed=1)
+    curve = curvekit.steps_to_result(store, at)
     assert fit.batch_sizes.tolist() == curve["batch_size"].to_list()
     assert fit.steps.tolist() == curve["step"].to_list()
     row = fit.summary()
     assert row["b_crit_low"] <= row["b_crit_high"]  # type: ignore[operator]
-    again = fit_workload(store, w, "val/classification_error", 0.3, bootstrap_samples=50,
-                         seed=1)
+    again = fit_workload(store, at, bootstrap_samples=50, seed=1)
     assert again.summary() == row
     runner = CliRunner()
     out = runner.invoke(main, ["fit", w, "--metric", "val/classification_error", "--goal",
@@ -187,8 +188,8 @@ def test_paper_goal_rule(one_workload: str) -> None:
     assert (fixed.metric, fixed.goal, fixed.trials, fixed.source) == (
         "val/classification_error", 0.3, 100, "Fig 1")
     rule = paper_goal(store, "mnist/fc_64_64_64/sgd")
-    best = store.best_measurement("mnist/fc_64_64_64/sgd", "val/classification_error",
-                                  trials=100)
+    best = curvekit.best(store, curvekit.Selection("mnist/fc_64_64_64/sgd",
+                                                   "val/classification_error", trials=100))
     median = statistics.median(best["val/classification_error"].to_list())
     assert rule.source == "rule" and rule.goal == round_significant(median, up=True)
     assert median <= rule.goal < median * 1.1 + 1e-12

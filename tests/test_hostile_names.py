@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import curvekit
 from curvekit.cli import main
 from curvekit.errors import CurvekitError, IngestError, RunError, StoreError
 from curvekit.ingest.add import add
@@ -269,7 +270,8 @@ def test_any_workload_name_round_trips_or_is_refused(logs: Path, part: str) -> N
             return
         store = Store.open(home)
         assert name in store.workloads() and name in info(store)["workload"].to_list()
-        assert store.best_measurement(name, "val/classification_error").height == 2
+        assert curvekit.best(store, curvekit.Selection(
+            name, "val/classification_error")).height == 2
         assert verify(store).ok and not _outside(Path(tmp), home)
 
 
@@ -293,9 +295,9 @@ def test_any_metric_and_parameter_name_round_trips_or_is_refused(
         store = Store.open(home)
         if stored:
             assert stored in store.metrics(NAME)
-            best = store.best_measurement(NAME, stored)
+            best = curvekit.best(store, curvekit.Selection(NAME, stored))
             assert parameter in best.columns or parameter == "learning_rate"
-            store.steps_to_result(NAME, stored, 0.5)
+            curvekit.steps_to_result(store, curvekit.Selection(NAME, stored, 0.5))
         assert not _outside(Path(tmp), home)
 
 
@@ -313,5 +315,6 @@ def test_any_home_path_works_or_is_refused(logs: Path, folders: list[str]) -> No
         store = Store.open(home)
         assert store.query("select count(*) from trials").item() == 4
         assert info(store)["workload"].to_list() == [NAME] and verify(store).ok
-        assert store.best_measurement(NAME, "val/classification_error").height == 2
+        assert curvekit.best(store, curvekit.Selection(
+            NAME, "val/classification_error")).height == 2
         assert not _outside(Path(tmp), home)

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import curvekit
 from curvekit.cli import main
 from curvekit.errors import QueryError
 from curvekit.records import StudyKey, StudyRecord, TrialRecord
@@ -114,12 +115,13 @@ def test_matches_the_definitions(tmp_path_factory: pytest.TempPathFactory,
     if all(r[2] is None for _, rows in studies.values() for r in rows):
         # a workload without a single value of the metric does not have that metric
         with pytest.raises(QueryError, match="has no metric"):
-            store.steps_to_result(WORKLOAD, METRIC, goal, **options)
+            curvekit.steps_to_result(store, curvekit.Selection(WORKLOAD, METRIC, goal, **options))
         return
     # the definitions only: explaining missing batch sizes is tested in test_empty_answers
-    for got, want in ((store.steps_to_result(WORKLOAD, METRIC, goal, explain=False, **options),
+    selection = curvekit.Selection(WORKLOAD, METRIC, goal, **options)
+    for got, want in ((curvekit.steps_to_result(store, selection, explain=False),
                        reference(studies, goal, **options)),
-                      (store.best_measurement(WORKLOAD, METRIC, explain=False, **options),
+                      (curvekit.best(store, selection.with_goal(None), explain=False),
                        reference(studies, None, **options))):
         rows = got.select("batch_size", "step", "trial_id", METRIC,
                           "effective_learning_rate").rows()
@@ -139,21 +141,22 @@ def small(tmp_path_factory: pytest.TempPathFactory) -> Store:
 
 
 def test_ties_go_to_the_smaller_trial_and_batch_sizes_without_a_hit_drop(small: Store) -> None:
-    curve = small.steps_to_result(WORKLOAD, METRIC, 0.35)
+    curve = curvekit.steps_to_result(small, curvekit.Selection(WORKLOAD, METRIC, 0.35))
     assert curve.select("batch_size", "step", "trial_id").rows() == [(8, 100, 1)]
     assert curve["effective_learning_rate"].to_list() == pytest.approx([1.0])
-    with_infeasible = small.steps_to_result(WORKLOAD, METRIC, 0.35,
-                                            statuses=("COMPLETE", "INFEASIBLE"))
+    with_infeasible = curvekit.steps_to_result(small, curvekit.Selection(
+        WORKLOAD, METRIC, 0.35, statuses=("COMPLETE", "INFEASIBLE")))
     assert with_infeasible.select("step", "trial_id").rows() == [(50, 3)]
 
 
 def test_errors_name_the_fix(small: Store) -> None:
     with pytest.raises(QueryError, match="did you mean " + WORKLOAD):
-        small.steps_to_result(WORKLOAD.replace("simple", "simpl"), METRIC, 0.3)
+        curvekit.steps_to_result(small, curvekit.Selection(
+            WORKLOAD.replace("simple", "simpl"), METRIC, 0.3))
     with pytest.raises(QueryError, match="its metrics are val/error"):
-        small.steps_to_result(WORKLOAD, "val/accuracy", 0.3)
+        curvekit.steps_to_result(small, curvekit.Selection(WORKLOAD, "val/accuracy", 0.3))
     with pytest.raises(QueryError, match="unknown statuses"):
-        small.best_measurement(WORKLOAD, METRIC, statuses=("DONE",))
+        curvekit.best(small, curvekit.Selection(WORKLOAD, METRIC, statuses=("DONE",)))
     with pytest.raises(QueryError, match="in the query:\nselect nope from trials"):
         small.sql("select nope from trials")
 

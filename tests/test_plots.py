@@ -10,6 +10,7 @@ import altair as alt
 import pytest
 from click.testing import CliRunner
 
+import curvekit
 from curvekit.cli import main
 
 WORKLOAD = "cifar_10/resnet_8/sgd"
@@ -143,5 +144,5 @@ def test_plots_say_when_the_data_are_generated(home: Path, tmp_path: Path) -> No
     add_workload(tmp_path / "own", workload("my_data/mlp/sgd", batch_sizes=(16, 64)))
     store = Store.open(tmp_path / "own")
     metric = store.metrics("my_data/mlp/sgd")[0]
-    chart, _ = plot_best(store, "my_data/mlp/sgd", metric)
+    chart, _ = plot_best(store, curvekit.Selection("my_data/mlp/sgd", metric))
     assert chart.to_dict()["title"] == "my_data/mlp/sgd"

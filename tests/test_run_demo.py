@@ -76,7 +76,7 @@ def demo_store(tmp_path_factory: pytest.TempPathFactory) -> Any:
 @pytest.mark.parametrize("workload", WORKLOADS)
 def test_demo_curves_have_the_paper_s_shape(demo_store: Any, workload: str) -> None:
     metric, goal = DEMO_GOAL
-    curve = demo_store.steps_to_result(workload, metric, goal)
+    curve = curvekit.steps_to_result(demo_store, curvekit.Selection(workload, metric, goal))
     sizes, steps = curve["batch_size"].to_list(), curve["step"].to_list()
     assert len(sizes) >= 10 and sizes[0] == 2 and sizes[-1] >= 1024
     fit = fit_regimes(sizes, steps)

@@ -238,7 +238,8 @@ def test_a_protocol_run_is_its_own_workload_beside_the_tuned_one(tmp_path: Path)
     store = curvekit.open(home)
     assert {*tuned.workloads, *linear.workloads} <= set(store.workloads())
     # The base setting is the tuned study's best trial at batch size 16.
-    best = store.best_measurement("p/fc_32/sgd", "val/classification_error", explain=False)
+    best = curvekit.best(store, curvekit.Selection("p/fc_32/sgd", "val/classification_error"),
+                         explain=False)
     base = best.filter(best["batch_size"] == 16).to_dicts()[0]
     trials = store.trials("p/fc_32/sgd+linear-scaling").sort("batch_size")
     assert trials["learning_rate"].to_list() == pytest.approx(
@@ -248,8 +249,8 @@ def test_a_protocol_run_is_its_own_workload_beside_the_tuned_one(tmp_path: Path)
     extra = json.loads(store.studies("p/fc_32/sgd+linear-scaling")["extra"][0])
     assert extra["runner"]["protocol"]["base_from"].startswith(
         f"p/fc_32/sgd trial {base['trial_id']} at batch size 16")
-    curve = store.steps_to_result("p/fc_32/sgd+linear-scaling", "train/cross_entropy_error",
-                                  2.5, explain=False)
+    curve = curvekit.steps_to_result(store, curvekit.Selection(
+        "p/fc_32/sgd+linear-scaling", "train/cross_entropy_error", 2.5), explain=False)
     assert curve.height >= 1 and set(curve["batch_size"]) <= {16, 64, 256}
     # sqrt-scaling with a given base learning rate: its own workload and work folder.
     sqrt = curvekit.run("p", **{**TUNED, "trials": 1}, home=home, protocol="sqrt-scaling",

@@ -54,7 +54,8 @@ def test_tiny_sweep_lands_in_the_store_and_is_queryable(tmp_path: Path) -> None:
                      "where base_dir = 'tiny' and trial_id = 1 and batch_size = 16")
     assert rows.to_dicts() == [{"n": 5, "last": 200}]
     assert "val/classification_error" in store.metrics(workload)
-    curve = store.steps_to_result(workload, "val/classification_error", 0.5)
+    curve = curvekit.steps_to_result(
+        store, curvekit.Selection(workload, "val/classification_error", 0.5))
     assert sorted(curve["batch_size"].to_list()) == [16, 64]
     # The same command again finds everything done and changes nothing in the store.
     again = curvekit.run("tiny", **TINY, home=home)

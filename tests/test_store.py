@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import curvekit
 from curvekit.fetch import fetch
 from curvekit.store.build import convert
 from curvekit.store.catalog import info, verify
@@ -96,11 +97,13 @@ def test_one_thread_per_query_gives_the_same_answers_and_restores(store: Store) 
 
     before = threads()
     workloads = store.workloads()
-    expected = [store.best_measurement(w, "val/classification_error") for w in workloads]
+    expected = [curvekit.best(store, curvekit.Selection(w, "val/classification_error"))
+                for w in workloads]
     with store.one_thread_per_query(), ThreadPoolExecutor(max_workers=2) as pool:
         assert threads() == 1
-        got = list(pool.map(lambda w: store.best_measurement(w, "val/classification_error"),
-                            workloads))
+        got = list(pool.map(
+            lambda w: curvekit.best(store, curvekit.Selection(w, "val/classification_error")),
+            workloads))
     assert threads() == before
     assert all(a.equals(b) for a, b in zip(expected, got, strict=True))
     with pytest.raises(RuntimeError), store.one_thread_per_query():

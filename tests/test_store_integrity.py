@@ -20,6 +20,7 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import curvekit
 from curvekit.cli import main
 from curvekit.errors import CurvekitError, StoreError
 from curvekit.store.build import convert
@@ -99,7 +100,7 @@ def test_any_flipped_bit_is_caught_and_no_query_crashes(shared_home: Path,
             assert any(p.startswith(rel) for p in verify(store).problems)
         with Store.open(shared_home) as store:
             try:
-                store.best_measurement(WORKLOAD, METRIC)
+                curvekit.best(store, curvekit.Selection(WORKLOAD, METRIC))
                 info(store)
             except CurvekitError:
                 pass  # a clear error, or (in the data pages) different numbers: never a crash
@@ -193,11 +194,11 @@ def test_damage_in_an_added_workload_says_add_it_again(home: Path) -> None:
 
 def test_a_reader_keeps_its_snapshot_until_it_closes(home: Path) -> None:
     old = Store.open(home)
-    before = old.best_measurement(WORKLOAD, METRIC)
+    before = curvekit.best(old, curvekit.Selection(WORKLOAD, METRIC))
     archive = write_archive(home.parent / "b.tar.bz2", small_members())
     convert(archive, home)  # swaps the link; the old snapshot is leased: kept
     assert old.path.exists() and old.path != current(home)
-    assert old.best_measurement(WORKLOAD, METRIC).equals(before)
+    assert curvekit.best(old, curvekit.Selection(WORKLOAD, METRIC)).equals(before)
     assert old.sql("select count(*) from trials").item() == 48
     with Store.open(home) as new:
         assert new.sql("select count(*) from trials").item() == 4
@@ -220,7 +221,7 @@ for n in range(rounds):
 
 def _answer(store: Store) -> tuple[Any, ...]:
     row = store.sql("select count(*), sum(step), sum(trial_id) from measurements").row(0)
-    best = store.best_measurement("mnist/fc_1024/sgd", METRIC)
+    best = curvekit.best(store, curvekit.Selection("mnist/fc_1024/sgd", METRIC))
     return (*row, tuple(best["trial_id"].to_list()), store.trials("mnist/fc_1024/sgd").height)
 
 

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import curvekit
 from curvekit.errors import StoreError
 from curvekit.fetch import fetch
 from curvekit.records import StudyKey, StudyRecord, TrialRecord
@@ -63,7 +64,7 @@ def test_add_to_empty_home_then_query(tmp_path: Path) -> None:
     assert store.workloads() == [NAME]
     assert store.metrics(NAME) == ["train/loss", "valid/error"]
     assert store.parameter_columns(NAME) == ["learning_rate", "momentum", "warmup"]
-    curve = store.steps_to_result(NAME, "valid/error", 0.5)
+    curve = curvekit.steps_to_result(store, curvekit.Selection(NAME, "valid/error", 0.5))
     assert curve["batch_size"].to_list() == [16, 64]
     # a literal reading: the first step any trial's error is strictly below the goal
     data = workload()
@@ -108,7 +109,7 @@ def test_beside_the_release_and_kept_by_fetch(release_home: Path, tmp_path: Path
     release = before.workloads()
     first = release[0]
     metric = before.metrics(first)[0]
-    best = before.best_measurement(first, metric)
+    best = curvekit.best(before, curvekit.Selection(first, metric))
     add_workload(release_home, workload())
     store = Store.open(release_home)
     assert store.workloads() == sorted([*release, NAME])
@@ -121,14 +122,15 @@ def test_beside_the_release_and_kept_by_fetch(release_home: Path, tmp_path: Path
     assert store.sql("select count(distinct base_dir) as n from trials")["n"].item() \
         == len({w.rsplit("/", 2)[0] for w in store.workloads()})
     # the release's own files are the same files (hard links), so its queries are unchanged
-    assert store.best_measurement(first, metric).equals(best)
+    assert curvekit.best(store, curvekit.Selection(first, metric)).equals(best)
     # rebuilding the release keeps the added workload
     archive = tmp_path / "again.tar.bz2"
     manifest = tiny_archive(archive, seed=1)
     convert(archive, release_home, manifest=manifest)
     rebuilt = Store.open(release_home)
     assert NAME in rebuilt.workloads()
-    assert rebuilt.steps_to_result(NAME, "valid/error", 0.5).height == 2
+    assert curvekit.steps_to_result(
+        rebuilt, curvekit.Selection(NAME, "valid/error", 0.5)).height == 2
     assert rebuilt.metadata["added"][NAME]["counts"]["trials"] == 6
     assert verify(rebuilt).ok
 
@@ -232,7 +234,7 @@ def test_metaparameters_named_like_partitions_are_prefixed(tmp_path: Path) -> No
     store = Store.open(tmp_path)
     assert {"param_optimizer", "param_batch_size"} <= set(store.parameter_columns(NAME))
     assert set(store.trials(NAME)["param_optimizer"]) == {"adam"}
-    assert store.steps_to_result(NAME, "valid/error", 0.5).height == 2
+    assert curvekit.steps_to_result(store, curvekit.Selection(NAME, "valid/error", 0.5)).height == 2
 
 
 def test_a_goal_recorded_in_the_origin_is_the_default_goal(tmp_path: Path) -> None:

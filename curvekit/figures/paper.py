@@ -10,7 +10,8 @@ counts, normalizations, limits and labels as the spec. Rendering is
 
 from __future__ import annotations
 
-from curvekit.figures.spec import AP, CE, CLS, Curve, Figure, Panel
+from curvekit.figures.spec import AP, CE, CLS, PAPER_TRIALS, Curve, Figure, Panel
+from curvekit.selection import SCATTER_STATUSES, Selection
 
 __all__ = ["FIGURE1_PANELS", "FIGURES", "LM1B_EPOCH"]
 
@@ -37,7 +38,8 @@ FIGURE1_PANELS: tuple[tuple[str, str, str, float, bool, int], ...] = (
 
 def _figure1() -> Figure:
     panels = tuple(
-        Panel(title, "steps", (Curve(w, title, metric, goal, maximize, n),), scaling_label=title,
+        Panel(title, "steps", (Curve(Selection(w, metric, goal, maximize, n), title),),
+              scaling_label=title,
               ylim=(2.0**13, 2.0**21) if i == 8 else None)
         for i, (title, w, metric, goal, maximize, n) in enumerate(FIGURE1_PANELS))
     return Figure(1, "Steps to result vs batch size, nine workloads", 3, 3, panels)
@@ -56,8 +58,9 @@ def _figure2() -> Figure:
          (0.25, 0.27, 0.29, 0.31)),
     )
     panels = tuple(
-        Panel(title, "steps", tuple(Curve(w, f"goal {_METRIC_NAMES[metric]} = {g!r}", metric, g)
-                                    for g in goals))
+        Panel(title, "steps", tuple(
+            Curve(Selection(w, metric, g, trials=PAPER_TRIALS),
+                  f"goal {_METRIC_NAMES[metric]} = {g!r}") for g in goals))
         for title, w, metric, goals in spec)
     return Figure(2, "Steps to result for several goals", 1, 3, panels)
 
@@ -68,8 +71,8 @@ def _figure8() -> Figure:
         if w.startswith("fashion_mnist/"):
             goal = 0.3  # the spec: Figure 8 uses 0.3 for Fashion MNIST
         panels.append(Panel(title, "metaparameter",
-                            (Curve(w, "Optimal Effective Learning Rate", metric, goal,
-                                   maximize, n),),
+                            (Curve(Selection(w, metric, goal, maximize, n),
+                                   "Optimal Effective Learning Rate"),),
                             y="effective_learning_rate",
                             y_title="Learning Rate / (1 - Momentum)", heuristics=True))
     return Figure(8, "Optimal effective learning rate", 3, 3, tuple(panels))
@@ -79,7 +82,7 @@ def _figure24() -> Figure:
     titles = {CLS: "Best Validation Error", CE: "Best Validation Cross Entropy",
               AP: "Best Validation Average Precision"}
     panels = tuple(
-        Panel(title, "best", (Curve(w, title, metric, goal, maximize, None),),
+        Panel(title, "best", (Curve(Selection(w, metric, goal, maximize), title),),
               y_title=titles[metric])
         for title, w, metric, goal, maximize, _ in FIGURE1_PANELS)
     return Figure(24, "Best validation metric vs batch size", 3, 3, panels)
@@ -90,7 +93,8 @@ def _normalized(number: int, title: str, rows: int, cols: int,
                                    tuple[float, float] | None]]) -> Figure:
     """A figure of normalized steps-to-result panels: (title, curves, scaling label, M, ylim)."""
     return Figure(number, title, rows, cols, tuple(
-        Panel(t, "steps", tuple(Curve(w, label, m, g, mx, n) for label, w, m, g, mx, n in curves),
+        Panel(t, "steps", tuple(Curve(Selection(w, m, g, mx, n), label)
+                                for label, w, m, g, mx, n in curves),
               scaling_label=scaling, normalize_at=at, ylim=ylim)
         for t, curves, scaling, at, ylim in panels))
 
@@ -133,7 +137,8 @@ def _figure4() -> Figure:
 
     def curves(base: str, metric: str, goal: float, opts: tuple[str, ...],
                n: dict[str, int] | None = None) -> tuple[Curve, ...]:
-        return tuple(Curve(f"{base}/{o}", names[o], metric, goal, False, (n or {}).get(o, 100))
+        return tuple(Curve(Selection(f"{base}/{o}", metric, goal,
+                                     trials=(n or {}).get(o, PAPER_TRIALS)), names[o])
                      for o in opts)
 
     return Figure(4, "SGD vs Momentum vs Nesterov Momentum", 1, 3, (
@@ -170,7 +175,8 @@ def _figure6() -> Figure:
     cnn = "mnist_subsets/mnist_{}/simple_cnn_base/nesterov_momentum"
     half = "imagenet_subsets/imagenet_half_{}/resnet_50/nesterov_momentum"
     return Figure(6, "Data-set size", 1, 2, tuple(
-        Panel(t, "steps", tuple(Curve(w, label, CLS, g) for label, w, g in curves),
+        Panel(t, "steps", tuple(Curve(Selection(w, CLS, g, trials=PAPER_TRIALS), label)
+                                for label, w, g in curves),
               scaling_label=curves[0][0], normalize_at=at, ylim=(2.0**-10, 2.0))
         for t, curves, at in (
             ("Simple CNN on MNIST subsets", [
@@ -186,8 +192,9 @@ def _optimal(number: int, title: str, column: str, label: str, y_title: str,
              heuristics: bool, panels: tuple[tuple[str, str, str, float, bool, int], ...],
              rows: int, cols: int) -> Figure:
     return Figure(number, title, rows, cols, tuple(
-        Panel(t, "metaparameter", (Curve(w, label, m, 0.3 if w.startswith("fashion_mnist/")
-                                         and number in (8, 13, 14) else g, mx, n),),
+        Panel(t, "metaparameter", (Curve(Selection(
+            w, m, 0.3 if w.startswith("fashion_mnist/") and number in (8, 13, 14) else g,
+            mx, n), label),),
               y=column, y_title=y_title, heuristics=heuristics)
         for t, w, m, g, mx, n in panels))
 
@@ -205,7 +212,7 @@ _PROTOCOL = (("Simple CNN on MNIST", "mnist/simple_cnn_base/nesterov_momentum", 
 
 def _figure17() -> Figure:
     return Figure(17, "Protocol check: number of trials", 1, 3, tuple(
-        Panel(t, "steps", tuple(Curve(w, f"first {n} trials", m, g, False, n)
+        Panel(t, "steps", tuple(Curve(Selection(w, m, g, trials=n), f"first {n} trials")
                                 for n in (10, 20, 50, 100)), scaling_label="first 100 trials")
         for t, w, m, g in _PROTOCOL))
 
@@ -215,11 +222,13 @@ def _figure7() -> Figure:
     smoothing = (0.0, 0.01, 0.1)
     return Figure(7, "Label smoothing, ResNet-50 on ImageNet", 1, 2, (
         Panel("Best Validation Error Per Batch Size", "best", tuple(
-            Curve(w, f"Label Smoothing = {v:.2f}", CLS, subset=("label_smoothing", v))
+            Curve(Selection(w, CLS, trials=PAPER_TRIALS, subset=("label_smoothing", v)),
+                  f"Label Smoothing = {v:.2f}")
             for v in smoothing), y_title="Validation Error", legend="top-left",
               legend_size=10),
         Panel("Steps to Reach 0.25 Validation Error", "steps", tuple(
-            Curve(w, f"Label Smoothing = {v:.2f}", CLS, 0.25, subset=("label_smoothing", v))
+            Curve(Selection(w, CLS, 0.25, trials=PAPER_TRIALS,
+                            subset=("label_smoothing", v)), f"Label Smoothing = {v:.2f}")
             for v in smoothing), scaling_label="Label Smoothing = 0.10", legend_size=10),
     ))
 
@@ -231,8 +240,8 @@ def _scatter(number: int, title: str, rows: int, cols: int,
              ylim: tuple[float, float] | None = None, legend_size: float = 8) -> Figure:
     """LR–momentum scatters: (panel title, workload, batch size) per panel; all trials."""
     return Figure(number, title, rows, cols, tuple(
-        Panel(t, "scatter", (Curve(w, t, metric, goal, maximize, None,
-                                   ("COMPLETE", "INFEASIBLE"), step_budget, example_budget,
+        Panel(t, "scatter", (Curve(Selection(w, metric, goal, maximize, None, step_budget,
+                                             example_budget, SCATTER_STATUSES), t,
                                    batch_size=bs),),
               xlim=lims, ylim=ylim or lims, legend="bottom-right", legend_size=legend_size)
         for t, w, bs in panels), shared_limits=lims is None)
@@ -259,10 +268,10 @@ def _figure12() -> Figure:
     panels: list[Panel] = []
     for title, w, n_train, metric, y_title, steps, epochs, xlim, ylim in rows:
         panels.append(Panel(title, "best", tuple(
-            Curve(w, f"{k}k steps", metric, trials=None, step_budget=k * 1000.0, eligible=True)
+            Curve(Selection(w, metric, step_budget=k * 1000.0), f"{k}k steps", eligible=True)
             for k in steps), xlim=xlim, ylim=ylim, y_title=y_title, legend_size=9))
         panels.append(Panel(title, "best", tuple(
-            Curve(w, f"{e!r} epochs", metric, trials=None, example_budget=e * n_train,
+            Curve(Selection(w, metric, example_budget=e * n_train), f"{e!r} epochs",
                   eligible=True) for e in epochs), xlim=xlim, ylim=ylim, y_title=y_title,
                             legend_size=9))
     return Figure(12, "Best validation metric, step vs epoch budgets", 4, 2, tuple(panels),
@@ -273,16 +282,16 @@ def _figure15() -> Figure:
     train = {CLS: "train/classification_error", CE: "train/cross_entropy_error",
              AP: "train/average_precision"}
     return Figure(15, "Steps to result on training error", 3, 3, tuple(
-        Panel(f"{title} (train)", "steps", (Curve(w, title, train[metric], goal, maximize, n,
-                                                  fallback_metric=metric),),
+        Panel(f"{title} (train)", "steps", (Curve(Selection(w, train[metric], goal, maximize, n),
+                                                  title, fallback_metric=metric),),
               scaling_label=title)
         for title, w, metric, goal, maximize, n in FIGURE1_PANELS))
 
 
 def _figure16() -> Figure:
     def fc(sizes: tuple[str, ...]) -> tuple[Curve, ...]:
-        return tuple(Curve(f"mnist/fc_{s}/sgd", "FC-" + s.replace("_", "-"), CLS, 0.03)
-                     for s in sizes)
+        return tuple(Curve(Selection(f"mnist/fc_{s}/sgd", CLS, 0.03, trials=PAPER_TRIALS),
+                           "FC-" + s.replace("_", "-")) for s in sizes)
 
     return Figure(16, "Fully connected depth and width on MNIST (SGD)", 1, 2, (
         Panel("Fully Connected depth on MNIST", "steps",
@@ -296,7 +305,8 @@ def _figure16() -> Figure:
 
 def _figure18() -> Figure:
     return Figure(18, "Protocol check: search-space edges", 1, 3, tuple(
-        Panel(t, "search_space", (Curve(w, "Optimal Learning Rate", m, g),),
+        Panel(t, "search_space",
+              (Curve(Selection(w, m, g, trials=PAPER_TRIALS), "Optimal Learning Rate"),),
               y_title="Learning Rate")
         for t, w, m, g in _PROTOCOL))
 
@@ -307,7 +317,8 @@ def _figure23() -> Figure:
 
     names = [w["name"] for w in load_manifest("batch_science").workloads]
     return Figure(23, "Steps to result for every workload", 7, 5, tuple(
-        Panel("{workload}, goal {goal}", "steps", (Curve(name, name, goal=None),),
+        Panel("{workload}, goal {goal}", "steps",
+              (Curve(Selection(name, CLS, trials=PAPER_TRIALS), name),),
               scaling_label=name) for name in names), width_in=15.0)
 
 

@@ -10,8 +10,8 @@ Examples
 >>> m = generate_archive(tmp / "a.tar.bz2", workloads=["cifar_10/resnet_8/sgd"],
 ...                      max_trials_per_study=6, evals_scale=0.1, jobs=1)
 >>> _ = convert(tmp / "a.tar.bz2", tmp, manifest=m)
->>> chart, meta = plot_steps_to_result(Store.open(tmp), "cifar_10/resnet_8/sgd",
-...                                    "val/classification_error", 0.4, fit=True)
+>>> sgd = Selection("cifar_10/resnet_8/sgd", "val/classification_error", 0.4)
+>>> chart, meta = plot_steps_to_result(Store.open(tmp), sgd, fit=True)
 >>> meta["plot"], len(chart.to_dict()["layer"])
 ('steps-to-result', 4)
 """
@@ -19,6 +19,7 @@ Examples
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -26,14 +27,15 @@ import polars as pl
 from curvekit.errors import QueryError
 from curvekit.figures.builders import best_chart, metaparameter_chart, scatter_chart, steps_chart
 from curvekit.figures.vegalite import Spec, subtitled, to_altair
-from curvekit.measure import explain_empty, warn_explained
+from curvekit.measure import best, explain_empty, steps_to_result, trial_outcomes, warn_explained
+from curvekit.selection import Selection
 from curvekit.store.catalog import synthetic_note
 from curvekit.store.store import Store
 
 if TYPE_CHECKING:
     import altair as alt
 
-__all__ = ["PARAMETERS", "plot_best", "plot_metaparameters", "plot_scatter",
+__all__ = ["PARAMETERS", "Selection", "plot_best", "plot_metaparameters", "plot_scatter",
            "plot_steps_to_result", "provenance"]
 
 PARAMETERS = {"effective_learning_rate": ("Optimal Effective Learning Rate",
@@ -61,12 +63,17 @@ def _marked(store: Store, chart: Spec) -> Spec:
     return {**chart, "title": subtitled(chart.get("title"), note)} if note else chart
 
 
-def plot_steps_to_result(store: Store, workload: str, metric: str, goal: float, *,
-                         maximize: bool = False, trials: int | None = None,
-                         step_budget: float | None = None,
-                         example_budget: float | None = None,
-                         statuses: Sequence[str] = ("COMPLETE",),
-                         fit: bool = False, compare: Sequence[str] = ()
+def _chosen(selection: Selection) -> dict[str, Any]:
+    """The selection's choices for a chart's provenance (the workload is listed apart)."""
+    fields = asdict(selection)
+    del fields["workload"]
+    fields["statuses"] = list(selection.statuses)
+    fields["subset"] = None if selection.subset is None else list(selection.subset)
+    return fields
+
+
+def plot_steps_to_result(store: Store, selection: Selection, *, fit: bool = False,
+                         compare: Sequence[str] = ()
                          ) -> tuple[alt.TopLevelMixin, dict[str, Any]]:
     """Steps to result of one workload, with the perfect-scaling line and optionally the fit.
 
@@ -76,21 +83,28 @@ def plot_steps_to_result(store: Store, workload: str, metric: str, goal: float, 
     nothing to draw, and a :class:`~curvekit.errors.QueryError` says why instead of a blank
     chart. ``compare`` overlays more workloads, measured the same way (e.g. the tuned
     frontier and a scaling protocol's runs, ``.../sgd`` and ``.../sgd+linear-scaling``):
-    one series each, in a legend; the perfect-scaling line and the fit belong to
-    ``workload``.
+    one series each, in a legend; the perfect-scaling line and the fit belong to the
+    selection's workload. The command ``curvekit plot steps-to-result`` saves this chart.
+
+    >>> import tempfile, pathlib, curvekit
+    >>> home = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = curvekit.demo(home)
+    >>> store = curvekit.open(home)
+    >>> chart, meta = curvekit.plot_steps_to_result(store, curvekit.Selection(
+    ...     store.workloads()[0], "val/classification_error", 0.1))
+    >>> meta["plot"], meta["goal"]
+    ('steps-to-result', 0.1)
     """
-    selection: dict[str, Any] = dict(maximize=maximize, trials=trials,
-                                     step_budget=step_budget, example_budget=example_budget,
-                                     statuses=tuple(statuses))
+    workload = selection.workload
     others = list(dict.fromkeys(w for w in compare if w != workload))
-    curve = _curve_or_refuse(store, workload, metric, goal, selection)
-    extra = [(other, _curve_or_refuse(store, other, metric, goal, selection))
+    curve = _curve_or_refuse(store, selection)
+    extra = [(other, _curve_or_refuse(store, selection.with_workload(other)))
              for other in others]
     from curvekit.fit import FitError, fit_critical_batch, fit_regimes
 
     if fit and curve.height < 3:
         raise FitError(f"--fit needs at least 3 batch sizes on the curve, {workload} has "
-                       f"{curve.height} reaching {_goal_text(metric, goal, maximize)}; "
+                       f"{curve.height} reaching {selection.target}; "
                        "drop --fit, or widen the selection as the warnings say")
     regimes = fit_regimes(curve) if fit else None
     critical = None
@@ -99,16 +113,13 @@ def plot_steps_to_result(store: Store, workload: str, metric: str, goal: float, 
             critical = fit_critical_batch(curve)
         except FitError:  # the regime fit still draws; the curve has no critical-batch fit
             critical = None
-    sign = ">" if maximize else "<"
     # Compared, the legend names the workloads: the title keeps only what they share.
-    title = f"{metric} {sign} {goal}" if others else f"{workload}, {metric} {sign} {goal}"
+    title = selection.target if others else f"{workload}, {selection.target}"
     chart = steps_chart([(workload, curve), *extra], title=title, scaling_label=workload,
                         fit=regimes, critical=critical, legend="bottom" if others else None,
                         width=WIDTH, height=HEIGHT)
     meta = provenance(store, plot="steps-to-result", workloads=[workload, *others],
-                      metric=metric,
-                      goal=goal, maximize=maximize, trials=trials, step_budget=step_budget,
-                      example_budget=example_budget, statuses=list(statuses),
+                      **_chosen(selection),
                       fit=None if regimes is None else {
                           "model": regimes.model, "breakpoints": list(regimes.breakpoints),
                           "b_crit": None if critical is None else critical.b_crit,
@@ -116,38 +127,42 @@ def plot_steps_to_result(store: Store, workload: str, metric: str, goal: float, 
     return to_altair(_marked(store, chart)), meta
 
 
-def _goal_text(metric: str, goal: float, maximize: bool) -> str:
-    return f"{metric} {'>' if maximize else '<'} {goal}"
-
-
-def _curve_or_refuse(store: Store, workload: str, metric: str, goal: float,
-                     selection: dict[str, Any]) -> pl.DataFrame:
+def _curve_or_refuse(store: Store, selection: Selection) -> pl.DataFrame:
     """Steps to result, explained by warnings when partial; an empty curve is refused with
     the explanation, since a chart of it would be blank."""
-    curve = store.steps_to_result(workload, metric, goal, explain=False, **selection)
+    curve = steps_to_result(store, selection, explain=False)
     if curve.is_empty():
-        why = explain_empty(store, workload, metric, goal, result=curve, **selection)
+        workload = selection.workload
+        why = explain_empty(store, selection, result=curve)
         raise QueryError(
-            f"nothing to plot: no batch size of {workload} reaches "
-            f"{_goal_text(metric, goal, selection['maximize'])}, so no chart was written"
+            f"nothing to plot: no batch size of {workload} reaches {selection.target}, so "
+            "no chart was written"
             + "".join(f"; {line.removeprefix(workload + ': ')}" for line in why))
-    warn_explained(store, workload, metric, goal, curve, **selection)
+    warn_explained(store, selection, curve)
     return curve
 
 
-def plot_metaparameters(store: Store, workload: str, metric: str, goal: float, *,
-                        parameter: str = "effective_learning_rate", maximize: bool = False,
-                        trials: int | None = None, step_budget: float | None = None,
-                        example_budget: float | None = None
+def plot_metaparameters(store: Store, selection: Selection, *,
+                        parameter: str = "effective_learning_rate"
                         ) -> tuple[alt.TopLevelMixin, dict[str, Any]]:
     """The winning trial's metaparameter per batch size (Figures 8, 13 and 14 for any workload).
 
     ``parameter`` is ``effective_learning_rate`` or ``learning_rate`` (both with the linear
-    and square-root heuristics) or ``momentum`` (without), or any metaparameter column.
+    and square-root heuristics) or ``momentum`` (without), or any metaparameter column. The
+    winners are those of steps to result under ``selection``. The command ``curvekit plot
+    metaparameters`` saves this chart.
+
+    >>> import tempfile, pathlib, curvekit
+    >>> home = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = curvekit.demo(home)
+    >>> store = curvekit.open(home)
+    >>> chart, meta = curvekit.plot_metaparameters(store, curvekit.Selection(
+    ...     store.workloads()[0], "val/classification_error", 0.1), parameter="learning_rate")
+    >>> meta["plot"], meta["parameter"]
+    ('metaparameters', 'learning_rate')
     """
-    curve = _curve_or_refuse(store, workload, metric, goal, dict(
-        maximize=maximize, trials=trials, step_budget=step_budget,
-        example_budget=example_budget))
+    workload, metric = selection.workload, selection.metric
+    curve = _curve_or_refuse(store, selection)
     if parameter not in curve.columns:
         have = ", ".join(c for c in curve.columns
                          if c not in ("batch_size", "step", "trial_id", metric))
@@ -157,46 +172,64 @@ def plot_metaparameters(store: Store, workload: str, metric: str, goal: float, *
         parameter, (f"Optimal {parameter}", parameter, False))
     chart = metaparameter_chart(
         [(label, curve.select("batch_size", pl.col(parameter).alias("value")))],
-        title=f"{workload}, {_goal_text(metric, goal, maximize)}", y_title=y_title,
+        title=f"{workload}, {selection.target}", y_title=y_title,
         heuristics=heuristics, width=WIDTH, height=HEIGHT)
-    meta = provenance(store, plot="metaparameters", workloads=[workload], metric=metric,
-                      goal=goal, maximize=maximize, parameter=parameter, trials=trials,
-                      step_budget=step_budget, example_budget=example_budget)
+    meta = provenance(store, plot="metaparameters", workloads=[workload], parameter=parameter,
+                      **_chosen(selection))
     return to_altair(_marked(store, chart)), meta
 
 
-def plot_scatter(store: Store, workload: str, metric: str, goal: float, batch_size: int, *,
-                 maximize: bool = False, trials: int | None = None,
-                 step_budget: float | None = None, example_budget: float | None = None
+def plot_scatter(store: Store, selection: Selection, batch_size: int
                  ) -> tuple[alt.TopLevelMixin, dict[str, Any]]:
-    """Learning rate vs 1 − momentum of one study's trials (Figures 9–11, 19, 20)."""
-    from curvekit.measure import trial_outcomes
+    """Learning rate vs 1 − momentum of one study's trials (Figures 9–11, 19, 20).
 
-    trials_table = trial_outcomes(store, workload, metric, goal, batch_size,
-                                  maximize=maximize, trials=trials, step_budget=step_budget,
-                                  example_budget=example_budget)
+    Each loaded trial of the study at ``batch_size`` is a point: goal achieved, not
+    achieved, or infeasible. The paper's scatters load COMPLETE and INFEASIBLE trials
+    (``statuses=curvekit.selection.SCATTER_STATUSES``, the command's default). The command
+    ``curvekit plot scatter`` saves this chart.
+
+    >>> import tempfile, pathlib, curvekit
+    >>> from curvekit.selection import SCATTER_STATUSES
+    >>> home = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = curvekit.demo(home)
+    >>> store = curvekit.open(home)
+    >>> demo = store.workloads()[0]
+    >>> size = store.studies(demo).get_column("batch_size").min()
+    >>> chart, meta = curvekit.plot_scatter(store, curvekit.Selection(
+    ...     demo, "val/classification_error", 0.1, statuses=SCATTER_STATUSES), size)
+    >>> meta["plot"], meta["statuses"]
+    ('scatter', ['COMPLETE', 'INFEASIBLE'])
+    """
+    workload = selection.workload
+    trials_table = trial_outcomes(store, selection, batch_size)
     if trials_table["learning_rate"].null_count() == trials_table.height:
         raise QueryError(f"workload {workload!r} has no learning_rate metaparameter to plot")
     chart = scatter_chart(trials_table, title=f"{workload}, Batch Size {batch_size}",
                           width=WIDTH, height=HEIGHT)
-    meta = provenance(store, plot="scatter", workloads=[workload], metric=metric, goal=goal,
-                      maximize=maximize, batch_size=batch_size, trials=trials,
-                      statuses=["COMPLETE", "INFEASIBLE"], step_budget=step_budget,
-                      example_budget=example_budget)
+    meta = provenance(store, plot="scatter", workloads=[workload], batch_size=batch_size,
+                      **_chosen(selection))
     return to_altair(_marked(store, chart)), meta
 
 
-def plot_best(store: Store, workload: str, metric: str, *, goal: float | None = None,
-              maximize: bool = False, trials: int | None = None,
-              step_budget: float | None = None, example_budget: float | None = None
+def plot_best(store: Store, selection: Selection
               ) -> tuple[alt.TopLevelMixin, dict[str, Any]]:
-    """The best value of ``metric`` per batch size (Figures 12 and 24), with ``goal`` dotted."""
-    best = store.best_measurement(workload, metric, maximize=maximize, trials=trials,
-                                  step_budget=step_budget, example_budget=example_budget)
-    chart = best_chart([(workload, best.select("batch_size", pl.col(metric).alias("value")))],
-                       title=workload, y_title=f"Best {metric}", goal_line=goal,
+    """The best value of the selection's metric per batch size (Figures 12 and 24), with
+    its goal, if it has one, as a dotted line. The command ``curvekit plot best`` saves
+    this chart.
+
+    >>> import tempfile, pathlib, curvekit
+    >>> home = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = curvekit.demo(home)
+    >>> store = curvekit.open(home)
+    >>> chart, meta = curvekit.plot_best(store, curvekit.Selection(
+    ...     store.workloads()[0], "val/classification_error", step_budget=200))
+    >>> meta["plot"], meta["step_budget"]
+    ('best', 200)
+    """
+    workload, metric = selection.workload, selection.metric
+    values = best(store, selection)
+    chart = best_chart([(workload, values.select("batch_size", pl.col(metric).alias("value")))],
+                       title=workload, y_title=f"Best {metric}", goal_line=selection.goal,
                        goal_label="goal", width=WIDTH, height=HEIGHT)
-    meta = provenance(store, plot="best", workloads=[workload], metric=metric, goal=goal,
-                      maximize=maximize, trials=trials, step_budget=step_budget,
-                      example_budget=example_budget)
+    meta = provenance(store, plot="best", workloads=[workload], **_chosen(selection))
     return to_altair(_marked(store, chart)), meta

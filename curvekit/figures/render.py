@@ -40,7 +40,7 @@ from curvekit.figures.plots import provenance
 from curvekit.figures.spec import Curve, Figure, Panel
 from curvekit.figures.vegalite import SCHEMA, Spec, subtitled, to_altair
 from curvekit.goals import paper_goal
-from curvekit.measure import trial_outcomes
+from curvekit.measure import best, steps_to_result, trial_outcomes
 from curvekit.store.catalog import synthetic_note
 from curvekit.store.store import Store
 
@@ -60,31 +60,27 @@ def _resolve(store: Store, panel: Panel, notes: list[str] | None = None) -> Pane
     fallback metric of a curve whose workload lacks its metric (retitled, noted)."""
     curves, title = [], panel.title
     for c in panel.curves:
-        if c.goal is None and panel.kind in ("steps", "metaparameter", "search_space"):
+        if c.selection.goal is None and panel.kind in ("steps", "metaparameter",
+                                                       "search_space"):
             g = paper_goal(store, c.workload)
-            c = replace(c, metric=g.metric, goal=g.goal, maximize=g.maximize, trials=g.trials)
+            c = replace(c, selection=replace(c.selection, metric=g.metric, goal=g.goal,
+                                             maximize=g.maximize, trials=g.trials))
             title = panel.title.format(workload=c.workload, goal=f"{g.goal!r}") + (
                 " (rule)" if g.source == "rule" else "")
-        if c.fallback_metric and c.metric not in store.metrics(c.workload):
+        metric = c.selection.metric
+        if c.fallback_metric and metric not in store.metrics(c.workload):
             if notes is not None:
-                notes.append(f"{c.workload} has no {c.metric}; drawn with "
+                notes.append(f"{c.workload} has no {metric}; drawn with "
                              f"{c.fallback_metric} instead")
-            c = replace(c, metric=c.fallback_metric)
+            c = replace(c, selection=c.selection.with_metric(c.fallback_metric))
             title = title.replace(" (train)", " (validation)")
         curves.append(c)
     return replace(panel, curves=tuple(curves), title=title)
 
 
-def _options(c: Curve) -> dict[str, Any]:
-    return {"maximize": c.maximize, "trials": c.trials, "step_budget": c.step_budget,
-            "example_budget": c.example_budget, "statuses": c.statuses, "subset": c.subset,
-            "explain": False}  # the paper's figures leave out batch sizes by design
-
-
 def _steps(store: Store, c: Curve) -> pl.DataFrame:
-    assert c.goal is not None
-    return _eligible(store, c, store.steps_to_result(c.workload, c.metric, c.goal,
-                                                     **_options(c)))
+    # explain=False: the paper's figures leave out batch sizes by design
+    return _eligible(store, c, steps_to_result(store, c.selection, explain=False))
 
 
 def _eligible(store: Store, c: Curve, table: pl.DataFrame) -> pl.DataFrame:
@@ -93,10 +89,11 @@ def _eligible(store: Store, c: Curve, table: pl.DataFrame) -> pl.DataFrame:
         return table
     studies = store.studies(c.workload).select("batch_size", "train_steps")
     need = pl.lit(True)
-    if c.step_budget is not None:
-        need = need & (pl.col("train_steps") >= c.step_budget)
-    if c.example_budget is not None:
-        need = need & (pl.col("train_steps") * pl.col("batch_size") >= c.example_budget)
+    step_budget, example_budget = c.selection.step_budget, c.selection.example_budget
+    if step_budget is not None:
+        need = need & (pl.col("train_steps") >= step_budget)
+    if example_budget is not None:
+        need = need & (pl.col("train_steps") * pl.col("batch_size") >= example_budget)
     keep = studies.filter(need)["batch_size"]
     return table.filter(pl.col("batch_size").is_in(keep.implode()))
 
@@ -141,10 +138,8 @@ def _normalized(panel: Panel, curves: list[tuple[str, pl.DataFrame]]
 
 def _scatter_data(store: Store, panel: Panel) -> pl.DataFrame:
     (c,) = panel.curves
-    assert c.goal is not None and c.batch_size is not None
-    return trial_outcomes(store, c.workload, c.metric, c.goal, c.batch_size,
-                          maximize=c.maximize, trials=c.trials, step_budget=c.step_budget,
-                          example_budget=c.example_budget, statuses=c.statuses)
+    assert c.batch_size is not None
+    return trial_outcomes(store, c.selection, c.batch_size)
 
 
 def _search_space(store: Store, panel: Panel, title: Title, width: float, height: float
@@ -212,15 +207,15 @@ def _panel(store: Store, panel: Panel, width: float, height: float,
     else:
         curves = []
         for c in panel.curves:
-            best = _eligible(store, c, store.best_measurement(c.workload, c.metric,
-                                                              **_options(c)))
-            if best.is_empty():
+            values = _eligible(store, c, best(store, c.selection, explain=False))
+            if values.is_empty():
                 notes.append(f"{c.label}: no study ran the budget" if c.eligible
                              else f"{c.label}: no measurements")
                 continue
-            curves.append((c.label, best.select("batch_size", pl.col(c.metric).alias("value"))))
+            curves.append((c.label, values.select(
+                "batch_size", pl.col(c.selection.metric).alias("value"))))
         first = panel.curves[0] if panel.curves else None
-        goal = first.goal if first is not None and panel.goal_line else None
+        goal = first.selection.goal if first is not None and panel.goal_line else None
         spec = best_chart(curves, title=title, y_title=panel.y_title, goal_line=goal,
                           goal_label=_goal_label(first) if first is not None else "goal",
                           xlim=panel.xlim, ylim=panel.ylim, legend=panel.legend,
@@ -234,7 +229,8 @@ def _panel(store: Store, panel: Panel, width: float, height: float,
 
 def _goal_label(c: Curve) -> str:
     """A goal line's legend entry: the goal with the metric it is a goal of."""
-    return f"goal {c.metric} {'>' if c.maximize else '<'} {c.goal!r}"
+    s = c.selection
+    return f"goal {s.metric} {'>' if s.maximize else '<'} {s.goal!r}"
 
 
 def _shared_limits(store: Store, spec: Figure
@@ -329,14 +325,14 @@ def _share_legends(panels: list[Spec], cols: int) -> None:
 
 
 def _provenance(spec: Figure, store: Store) -> dict[str, Any]:
-    curves = [c for p in spec.panels for c in p.curves]
+    curves = [(c, c.selection) for p in spec.panels for c in p.curves]
     return provenance(store, figure=spec.number, workloads=spec.workloads(),
-                      curves=[{"workload": c.workload, "label": c.label, "metric": c.metric,
-                               "goal": c.goal, "maximize": c.maximize, "trials": c.trials,
-                               "statuses": list(c.statuses), "step_budget": c.step_budget,
-                               "example_budget": c.example_budget, "subset": c.subset,
+                      curves=[{"workload": s.workload, "label": c.label, "metric": s.metric,
+                               "goal": s.goal, "maximize": s.maximize, "trials": s.trials,
+                               "statuses": list(s.statuses), "step_budget": s.step_budget,
+                               "example_budget": s.example_budget, "subset": s.subset,
                                "batch_size": c.batch_size, "eligible": c.eligible}
-                              for c in curves])
+                              for c, s in curves])
 
 
 # Each panel keeps its own legend where the spec places it.

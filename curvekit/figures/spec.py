@@ -1,13 +1,15 @@
 """Figures are data: a declarative description of each panel, rendered by a few builders.
 
 A :class:`Figure` is a grid of :class:`Panel`; a panel is one chart kind (``steps``,
-``metaparameter``, ``best``) over one or more :class:`Curve`; a curve is a workload with the
-measurement that produces it (metric, goal, trial limit, statuses, budgets).
+``metaparameter``, ``best``) over one or more :class:`Curve`; a curve is a label with the
+:class:`~curvekit.selection.Selection` that produces its points (workload, metric, goal,
+trial limit, statuses, budgets).
 
 >>> fig = Figure(99, "demo", rows=1, cols=3, panels=(Panel("A", "steps", (
-...     Curve("cifar_10/resnet_8/sgd", goal=0.3),), scaling_label=""),))
->>> fig.size_px
-(648, 189)
+...     Curve(Selection("cifar_10/resnet_8/sgd", CLS, 0.3, trials=100)),),
+...     scaling_label=""),))
+>>> fig.size_px, fig.workloads()
+((648, 189), ['cifar_10/resnet_8/sgd'])
 """
 
 from __future__ import annotations
@@ -15,43 +17,45 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from curvekit.selection import Selection
+
 if TYPE_CHECKING:
     from curvekit.figures.builders import LegendOrient
 
-__all__ = ["AP", "CE", "CLS", "Curve", "Figure", "Panel"]
+__all__ = ["AP", "CE", "CLS", "PAPER_TRIALS", "Curve", "Figure", "Panel", "Selection"]
 
 CLS = "val/classification_error"
 CE = "val/cross_entropy_error"
 AP = "val/average_precision"
+PAPER_TRIALS = 100
+"""Trials per study most of the paper's curves load (the first 100 by trial id)."""
 
 Kind = Literal["steps", "metaparameter", "best", "scatter", "search_space"]
 
 
 @dataclass(frozen=True)
 class Curve:
-    """One line of a panel: a workload and the measurement that produces its points.
+    """One line of a panel: a label and the selection that produces its points.
 
-    ``goal=None`` means the paper's goal for the workload (resolved at render time).
-    ``subset`` = (parameter, value) keeps only the loaded trials with that metaparameter
-    value (label smoothing groups). ``fallback_metric`` is used, with a warning, when the
-    workload has no ``metric``. ``eligible`` applies the budget eligibility rule: a batch
-    size is drawn only if its study ran at least the budget in steps. ``batch_size`` is the
-    study a scatter shows.
+    A ``selection`` without a goal means the paper's goal for the workload (resolved at
+    render time, with its metric, direction and trial count) on steps, metaparameter and
+    search-space panels. Its ``subset`` = (parameter, value) keeps only the loaded trials
+    with that metaparameter value (label smoothing groups). ``fallback_metric`` is used,
+    with a warning, when the workload has no ``selection.metric``. ``eligible`` applies the
+    budget eligibility rule: a batch size is drawn only if its study ran at least the
+    budget in steps. ``batch_size`` is the study a scatter shows.
     """
 
-    workload: str
+    selection: Selection
     label: str = ""
-    metric: str = CLS
-    goal: float | None = None
-    maximize: bool = False
-    trials: int | None = 100
-    statuses: tuple[str, ...] = ("COMPLETE",)
-    step_budget: float | None = None
-    example_budget: float | None = None
-    subset: tuple[str, float] | None = None
     fallback_metric: str | None = None
     eligible: bool = False
     batch_size: int | None = None
+
+    @property
+    def workload(self) -> str:
+        """The workload the curve is drawn from."""
+        return self.selection.workload
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,8 @@ import polars as pl
 from curvekit.errors import CurvekitError
 from curvekit.fit import CriticalBatchFit, RegimeFit, fit_workload
 from curvekit.goals import Goal, default_goal, round_significant
-from curvekit.measure import trial_outcomes
+from curvekit.measure import best, steps_to_result, trial_outcomes
+from curvekit.selection import SCATTER_STATUSES
 from curvekit.store.store import Store
 
 __all__ = ["WorkloadPage", "goal_choices", "workload_data"]
@@ -68,24 +69,24 @@ def workload_data(store: Store, workload: str, *, bootstrap: int = 200,
                   seed: int = 0) -> WorkloadPage:
     """Compute one workload's page: goals, curves, scatter, best values and the fit."""
     goal = default_goal(store, workload)
-    metric, maximize, trials = goal.metric, goal.maximize, goal.trials
+    selection, metric = goal.selection, goal.metric
     # Partial curves are the report's subject (it shows every goal), not a surprise.
-    best = store.best_measurement(workload, metric, maximize=maximize, trials=trials,
-                                  explain=False)
-    goals = goal_choices(goal, best[metric].to_list())
-    curves = {g: store.steps_to_result(workload, metric, g, maximize=maximize, trials=trials,
-                                       explain=False) for g in goals}  # goals includes goal.goal
+    best_values = best(store, selection, explain=False)
+    goals = goal_choices(goal, best_values[metric].to_list())
+    curves = {g: steps_to_result(store, selection.with_goal(g), explain=False)
+              for g in goals}  # goals includes goal.goal
     frames = [c.select(pl.lit(g).alias("goal"), "batch_size", "step") for g, c in curves.items()]
     optimal = curves[goal.goal].select("batch_size",
                                        pl.col("effective_learning_rate").alias("value"))
-    scatter = trial_outcomes(store, workload, metric, goal.goal, None, maximize=maximize)
+    # every trial of every study, COMPLETE and INFEASIBLE, as the paper's scatters show them
+    scatter = trial_outcomes(store, selection.with_trials(None).with_statuses(SCATTER_STATUSES),
+                             None)
     studies = store.trials(workload)
     counts = {s: int((studies["status"] == s).sum()) for s in
               ("COMPLETE", "INCOMPLETE", "INFEASIBLE")}
     regimes, critical = None, None
     try:
-        result = fit_workload(store, workload, metric, goal.goal, maximize=maximize,
-                              trials=trials, bootstrap_samples=bootstrap, seed=seed,
+        result = fit_workload(store, selection, bootstrap_samples=bootstrap, seed=seed,
                               explain=False)
         fitted, regimes, critical = result.summary(), result.regimes, result.critical
     except CurvekitError as exc:
@@ -94,5 +95,5 @@ def workload_data(store: Store, workload: str, *, bootstrap: int = 200,
         workload=workload, goal=goal, goals=goals,
         batch_sizes=sorted(store.studies(workload)["batch_size"].to_list()),
         trial_counts=counts, steps=pl.concat(frames), optimal=optimal, scatter=scatter,
-        best=best.select("batch_size", pl.col(metric).alias("value")), fit=fitted,
+        best=best_values.select("batch_size", pl.col(metric).alias("value")), fit=fitted,
         regimes=regimes, critical=critical)

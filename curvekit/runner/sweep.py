@@ -94,6 +94,8 @@ def base_setting(home: Path, workload: str, batch_size: int) -> tuple[dict[str, 
     """The metaparameters of the best trial of ``workload``'s study at ``batch_size`` (by
     :data:`BASE_METRIC`), and a note saying which trial it was."""
     from curvekit.errors import CurvekitError
+    from curvekit.measure import best as best_values
+    from curvekit.selection import Selection
     from curvekit.store.store import Store
 
     fix = ("pass --base-learning-rate (and --base-parameter momentum=... for momentum "
@@ -106,7 +108,7 @@ def base_setting(home: Path, workload: str, batch_size: int) -> tuple[dict[str, 
         if workload not in store.workloads():
             raise RunError(f"no base setting: the store has no tuned workload {workload} to take "
                            f"the best trial at batch size {batch_size} from; {fix}")
-        best = store.best_measurement(workload, BASE_METRIC, explain=False)
+        best = best_values(store, Selection(workload, BASE_METRIC), explain=False)
         row = best.filter(best["batch_size"] == batch_size)
         if row.is_empty():
             have = sorted(best["batch_size"].to_list())

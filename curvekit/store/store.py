@@ -432,34 +432,6 @@ class Store:
         with self.reading(str(folder)):
             return frame.sort("batch_size", "trial_id", "step").collect()
 
-    # -- the paper's measurements (curvekit.measure) -------------------------------------
-
-    def steps_to_result(self, workload: str, metric: str, goal: float, *,
-                        maximize: bool = False, trials: int | None = None,
-                        step_budget: float | None = None, example_budget: float | None = None,
-                        statuses: Sequence[str] = ("COMPLETE",),
-                        subset: tuple[str, float] | None = None,
-                        explain: bool = True) -> pl.DataFrame:
-        """Steps to reach ``goal`` per batch size; see :func:`curvekit.measure.steps_to_result`."""
-        from curvekit.measure import steps_to_result
-
-        return steps_to_result(self, workload, metric, goal, maximize=maximize, trials=trials,
-                               step_budget=step_budget, example_budget=example_budget,
-                               statuses=statuses, subset=subset, explain=explain)
-
-    def best_measurement(self, workload: str, metric: str, *, maximize: bool = False,
-                         trials: int | None = None, step_budget: float | None = None,
-                         example_budget: float | None = None,
-                         statuses: Sequence[str] = ("COMPLETE",),
-                         subset: tuple[str, float] | None = None,
-                         explain: bool = True) -> pl.DataFrame:
-        """Best value per batch size; see :func:`curvekit.measure.best_measurement`."""
-        from curvekit.measure import best_measurement
-
-        return best_measurement(self, workload, metric, maximize=maximize, trials=trials,
-                                step_budget=step_budget, example_budget=example_budget,
-                                statuses=statuses, subset=subset, explain=explain)
-
 
 def metrics_with_values(meta: pq.FileMetaData) -> set[str]:
     """Metric columns of a measurements file that hold a non-null value (from its footer)."""
@@ -497,7 +469,7 @@ def open_store(home: str | os.PathLike[str] | None = None) -> Store:
     --------
     >>> import curvekit
     >>> store = curvekit.open()  # doctest: +SKIP
-    >>> store.steps_to_result("cifar_10/resnet_8/nesterov_momentum",  # doctest: +SKIP
-    ...                       "val/classification_error", 0.3, trials=100)
+    >>> curvekit.steps_to_result(store, curvekit.Selection(  # doctest: +SKIP
+    ...     "cifar_10/resnet_8/nesterov_momentum", "val/classification_error", 0.3, trials=100))
     """
     return Store.open(home)
