@@ -34,7 +34,7 @@ open(sys.argv[2], "wb").write(vlc.vegalite_to_png(json.dumps(spec)))
 IMPORTS = "import click, duckdb, polars, pyarrow.parquet"
 SEQUENTIAL = """
 import sys, curvekit
-from curvekit.figures.output import save
+from curvekit.plotting.output import save
 chart, meta = curvekit.figure(8, curvekit.open(sys.argv[1]))
 save(chart, sys.argv[2], meta)
 """

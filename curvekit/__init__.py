@@ -39,35 +39,35 @@ from curvekit.errors import (
 )
 
 if TYPE_CHECKING:
-    from curvekit.fetch import FetchResult, fetch
-    from curvekit.figures.plots import (
+    from curvekit.goals import paper_goal
+    from curvekit.ingest.add import add
+    from curvekit.measure import best, best_measurement, steps_to_result, trial_outcomes
+    from curvekit.plotting.plots import (
         plot_best,
         plot_metaparameters,
         plot_scatter,
         plot_steps_to_result,
     )
-    from curvekit.figures.render import figure
-    from curvekit.figures.render import render_all as figures
-    from curvekit.fit import bootstrap, fit, fit_critical_batch, fit_regimes, fit_workload
-    from curvekit.goals import paper_goal
-    from curvekit.ingest.add import add
-    from curvekit.measure import best, best_measurement, steps_to_result, trial_outcomes
+    from curvekit.plotting.render import figure
+    from curvekit.plotting.render import render_all as figures
     from curvekit.progress import Progress
     from curvekit.release.manifest import Manifest, load_manifest
-    from curvekit.report.site import report
+    from curvekit.reporting.site import report
     from curvekit.runner.demo import demo
     from curvekit.runner.sweep import RunResult, run
+    from curvekit.scaling import bootstrap, fit, fit_critical_batch, fit_regimes, fit_workload
     from curvekit.selection import Selection
     from curvekit.store.catalog import VerifyReport, info, verify
     from curvekit.store.export import query
+    from curvekit.store.fetch import FetchResult, fetch
     from curvekit.store.store import Store
     from curvekit.store.store import open_store as open
     from curvekit.store.update import AddResult, WorkloadData, add_workload, remove_workload
     from curvekit.testing import generate_archive
 
 _LAZY = {
-    "FetchResult": ("curvekit.fetch", "FetchResult"),
-    "fetch": ("curvekit.fetch", "fetch"),
+    "FetchResult": ("curvekit.store.fetch", "FetchResult"),
+    "fetch": ("curvekit.store.fetch", "fetch"),
     "Manifest": ("curvekit.release.manifest", "Manifest"),
     "load_manifest": ("curvekit.release.manifest", "load_manifest"),
     "VerifyReport": ("curvekit.store.catalog", "VerifyReport"),
@@ -80,25 +80,25 @@ _LAZY = {
     "best": ("curvekit.measure", "best"),
     "best_measurement": ("curvekit.measure", "best_measurement"),
     "trial_outcomes": ("curvekit.measure", "trial_outcomes"),
-    "plot_steps_to_result": ("curvekit.figures.plots", "plot_steps_to_result"),
-    "plot_metaparameters": ("curvekit.figures.plots", "plot_metaparameters"),
-    "plot_scatter": ("curvekit.figures.plots", "plot_scatter"),
-    "plot_best": ("curvekit.figures.plots", "plot_best"),
-    # the function ``fit`` shadows the module ``curvekit.fit`` on the package only once it
-    # is looked up here; ``import curvekit.fit`` still finds the module in sys.modules
-    "fit": ("curvekit.fit", "fit"),
-    "fit_regimes": ("curvekit.fit", "fit_regimes"),
-    "fit_critical_batch": ("curvekit.fit", "fit_critical_batch"),
-    "fit_workload": ("curvekit.fit", "fit_workload"),
-    "bootstrap": ("curvekit.fit", "bootstrap"),
+    "plot_steps_to_result": ("curvekit.plotting.plots", "plot_steps_to_result"),
+    "plot_metaparameters": ("curvekit.plotting.plots", "plot_metaparameters"),
+    "plot_scatter": ("curvekit.plotting.plots", "plot_scatter"),
+    "plot_best": ("curvekit.plotting.plots", "plot_best"),
+    # the function ``fit`` shadows the module ``curvekit.scaling`` on the package only once it
+    # is looked up here; ``import curvekit.scaling`` still finds the module in sys.modules
+    "fit": ("curvekit.scaling", "fit"),
+    "fit_regimes": ("curvekit.scaling", "fit_regimes"),
+    "fit_critical_batch": ("curvekit.scaling", "fit_critical_batch"),
+    "fit_workload": ("curvekit.scaling", "fit_workload"),
+    "bootstrap": ("curvekit.scaling", "bootstrap"),
     "paper_goal": ("curvekit.goals", "paper_goal"),
     "add": ("curvekit.ingest.add", "add"),
-    "figure": ("curvekit.figures.render", "figure"),
-    "figures": ("curvekit.figures.render", "render_all"),
+    "figure": ("curvekit.plotting.render", "figure"),
+    "figures": ("curvekit.plotting.render", "render_all"),
     "generate_archive": ("curvekit.testing", "generate_archive"),
     "Progress": ("curvekit.progress", "Progress"),
     "query": ("curvekit.store.export", "query"),
-    "report": ("curvekit.report.site", "report"),
+    "report": ("curvekit.reporting.site", "report"),
     "AddResult": ("curvekit.store.update", "AddResult"),
     "WorkloadData": ("curvekit.store.update", "WorkloadData"),
     "add_workload": ("curvekit.store.update", "add_workload"),

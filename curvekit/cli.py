@@ -194,7 +194,7 @@ def _progress(quiet: bool = False) -> Iterator[Progress | None]:
 def fetch(home: Path | None, url: str | None, archive: Path | None, sha256: str | None,
           manifest: Path | None, force: bool, decompressor: str, quiet: bool) -> None:
     """Download the release archive, verify it, and convert it into the store."""
-    from curvekit.fetch import fetch as fetch_
+    from curvekit.store.fetch import fetch as fetch_
 
     with _progress(quiet) as progress:
         result = fetch_(home=home, url=url, archive=archive, sha256=sha256, manifest=manifest,
@@ -453,7 +453,7 @@ def _figure_notes() -> Iterator[None]:
     on stderr, after the figures are written."""
     import warnings
 
-    from curvekit.figures.render import FigureNotesWarning
+    from curvekit.plotting.render import FigureNotesWarning
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", FigureNotesWarning)
@@ -599,7 +599,7 @@ def fit(selection: Selection | None, chosen: tuple[str, ...], all_: bool,
     """
     import polars as pl
 
-    from curvekit.fit import fit as fit_
+    from curvekit.scaling import fit as fit_
 
     if all_ and chosen:
         raise click.UsageError(f"--all fits every workload at the paper's goals; drop "
@@ -621,7 +621,7 @@ def _compact_fits(rows: list[dict[str, Any]]) -> pl.DataFrame:
     """Fit rows for reading: 'value [low–high]' cells, fewer columns."""
     import polars as pl
 
-    from curvekit.fit import bounded_value as _bounded
+    from curvekit.scaling import bounded_value as _bounded
 
     def cell(row: dict[str, Any], name: str, digits: int = 0) -> str:
         if row.get(name) is None:
@@ -681,7 +681,7 @@ def plot_steps_to_result(selection: Selection, home: Path | None, fmt: str, with
     tuned frontier beside a heuristic protocol), each selected as WORKLOAD is; the
     perfect-scaling line and --fit stay WORKLOAD's.
     """
-    from curvekit.figures.plots import plot_steps_to_result as plot_
+    from curvekit.plotting.plots import plot_steps_to_result as plot_
 
     with _explained():
         chart, meta = plot_(_open(home), selection, fit=with_fit, compare=compare)
@@ -690,7 +690,7 @@ def plot_steps_to_result(selection: Selection, home: Path | None, fmt: str, with
 
 def _save_plot(chart: Any, meta: dict[str, Any], out: Path | None, default: str,
                fmt: str, scale: float) -> None:
-    from curvekit.figures.output import save
+    from curvekit.plotting.output import save
 
     target = save(chart, out or Path(f"{default}.{fmt}"), meta, fmt=fmt, scale=scale)
     click.echo(f"Wrote {target}")
@@ -711,7 +711,7 @@ def _out_option(default: str) -> Callable[[F], F]:
 def plot_metaparameters(selection: Selection, home: Path | None, fmt: str, parameter: str,
                         out: Path | None, scale: float) -> None:
     """The winning trial's metaparameter per batch size, with the scaling heuristics."""
-    from curvekit.figures.plots import plot_metaparameters as plot_
+    from curvekit.plotting.plots import plot_metaparameters as plot_
 
     with _explained():
         chart, meta = plot_(_open(home), selection, parameter=parameter)
@@ -729,7 +729,7 @@ def plot_scatter(selection: Selection, home: Path | None, fmt: str, batch_size: 
 
     --status takes COMPLETE and INFEASIBLE (both by default, as in the paper's scatters).
     """
-    from curvekit.figures.plots import plot_scatter as plot_
+    from curvekit.plotting.plots import plot_scatter as plot_
 
     chart, meta = plot_(_open(home), selection, batch_size)
     _save_plot(chart, meta, out, "scatter", fmt, scale)
@@ -742,7 +742,7 @@ def plot_scatter(selection: Selection, home: Path | None, fmt: str, batch_size: 
 def plot_best(selection: Selection, home: Path | None, fmt: str, out: Path | None,
               scale: float) -> None:
     """The best value of the metric per batch size, within the budgets."""
-    from curvekit.figures.plots import plot_best as plot_
+    from curvekit.plotting.plots import plot_best as plot_
 
     with _explained():
         chart, meta = plot_(_open(home), selection)
@@ -760,12 +760,12 @@ def figure_(number: int, out: Path | None, fmt: str, scale: float, home: Path | 
     """Render the paper's figure NUMBER (1–24) from the store."""
     from contextlib import nullcontext
 
-    from curvekit.figures.static import STATIC_FORMATS, Renderer
+    from curvekit.plotting.static import STATIC_FORMATS, Renderer
 
     # The renderer's engine starts in its own process while the figure is queried.
     with Renderer() if fmt in STATIC_FORMATS else nullcontext() as renderer:
-        from curvekit.figures.output import save
-        from curvekit.figures.render import check_figure_number, figure_spec
+        from curvekit.plotting.output import save
+        from curvekit.plotting.render import check_figure_number, figure_spec
 
         check_figure_number(number)  # a wrong number is the first thing to hear about
         with _figure_notes():
@@ -786,7 +786,7 @@ def figures(folder: Path, fmt: str, scale: float, home: Path | None) -> None:
 
     Figures drawn with gaps (a curve normalized at another batch size, a curve without
     points) say so on the panel; stderr lists them once, after the run."""
-    from curvekit.figures.render import render_all
+    from curvekit.plotting.render import render_all
 
     with _figure_notes():
         written = render_all(_open(home), folder, fmt=fmt, scale=scale)
@@ -806,7 +806,7 @@ def figures(folder: Path, fmt: str, scale: float, home: Path | None) -> None:
 def report_(folder: Path, samples: int, no_figures: bool, workloads: tuple[str, ...],
             quiet: bool, home: Path | None) -> None:
     """Write a self-contained static site: every workload, its fits and charts, the figures."""
-    from curvekit.report.site import report
+    from curvekit.reporting.site import report
 
     store = _open(home)
     with _progress(quiet) as progress:

@@ -122,7 +122,7 @@ class FigureError(CurvekitError):
 
 class RendererError(FigureError):
     """Drawing failed in the helper process (raised there, reported by
-    :class:`curvekit.figures.static.Renderer`)."""
+    :class:`curvekit.plotting.static.Renderer`)."""
 
 
 class ReportError(CurvekitError):

@@ -142,7 +142,7 @@ def trial_hits(store: Store, selection: Selection) -> pl.DataFrame:
     reaches it).
 
     Steps to result at a batch size is the minimum of these; resampling them is how
-    :func:`curvekit.fit.bootstrap` measures uncertainty.
+    :func:`curvekit.scaling.bootstrap` measures uncertainty.
     """
     rows, params = _loaded_rows(store, selection, qualify=True)
     loaded, trial_params = _loaded_trials(store, selection)

@@ -1,6 +1,6 @@
 """How long operations report their progress: one callback type for all of them.
 
-The library never prints. :func:`curvekit.fetch`, :func:`curvekit.report` and
+The library never prints. :func:`curvekit.store.fetch`, :func:`curvekit.reporting` and
 :func:`curvekit.run` each take a ``progress`` argument of the one type :class:`Progress`,
 called as ``progress(stage, done, total)``; the CLI draws one bar per stage from it. The
 stages and what they count are in :data:`STAGES`.

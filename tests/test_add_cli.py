@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from curvekit.cli import main
-from curvekit.fit import fit_critical_batch
 from curvekit.ingest.manifest import EXAMPLE
+from curvekit.scaling import fit_critical_batch
 from tests.logfiles import B_CRIT, BATCH_SIZES, GOAL, write_lightning
 
 NAME = "my_data/cnn/momentum"

@@ -91,10 +91,10 @@ def test_the_tree_has_one_root_each_and_is_drawn_and_exported() -> None:
 
 
 @pytest.mark.parametrize(("module", "name"), [
-    ("curvekit.fit", "FitError"),
-    ("curvekit.figures.render", "FigureError"),
-    ("curvekit.figures.render", "FigureNotesWarning"),
-    ("curvekit.figures.static", "RendererError"),
+    ("curvekit.scaling", "FitError"),
+    ("curvekit.plotting.render", "FigureError"),
+    ("curvekit.plotting.render", "FigureNotesWarning"),
+    ("curvekit.plotting.static", "RendererError"),
     ("curvekit.measure", "EmptyResultWarning"),
     ("curvekit.measure", "DirectionWarning"),
     ("curvekit.ingest.runs", "IngestWarning"),
@@ -117,8 +117,8 @@ def test_no_bare_root_error_is_raised() -> None:
 
 
 def test_former_bare_errors_are_named(tmp_path: Path) -> None:
-    from curvekit.figures.output import save
-    from curvekit.report.site import check_out
+    from curvekit.plotting.output import save
+    from curvekit.reporting.site import check_out
     from curvekit.store.store import Store
     from curvekit.testing import generate_archive
 
@@ -131,7 +131,7 @@ def test_former_bare_errors_are_named(tmp_path: Path) -> None:
         save({"mark": "point"}, tmp_path / "x.bmp", {})
     with pytest.raises(errors.ArchiveError, match="need 0 < trial_fraction <= 1"):
         generate_archive(tmp_path / "g.tar.bz2", trial_fraction=2.0)
-    from curvekit.fetch import fetch
+    from curvekit.store.fetch import fetch
 
     with pytest.raises(errors.ArchiveError, match="no such file"):
         fetch(home=tmp_path / "home", archive=tmp_path / "missing.tar.bz2")
@@ -228,7 +228,7 @@ def test_add_with_old_and_new_spellings(logs: Path, tmp_path: Path) -> None:
 # --- one Progress ---------------------------------------------------------------------
 
 def test_fetch_and_report_speak_the_one_progress(tmp_path: Path) -> None:
-    from curvekit.fetch import fetch
+    from curvekit.store.fetch import fetch
     from curvekit.testing import tiny_archive
 
     heard: list[tuple[str, int, int | None]] = []

@@ -17,9 +17,9 @@ from click.testing import CliRunner
 
 from curvekit.cli import main
 from curvekit.errors import ChecksumError, DownloadError
-from curvekit.fetch import fetch
 from curvekit.release import download as download_module
 from curvekit.release.download import RESUME_HINT, download, size_bound
+from curvekit.store.fetch import fetch
 from curvekit.testing import tiny_archive
 from tests.httpserver import ENDLESS_CAP, RunningServer, serve
 

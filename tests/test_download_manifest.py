@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 
 from curvekit.cli import main
 from curvekit.errors import DownloadError, ManifestError
-from curvekit.fetch import fetch
 from curvekit.release.download import download
 from curvekit.release.manifest import (
     MAX_FILE_NAME_LENGTH,
@@ -22,6 +21,7 @@ from curvekit.release.manifest import (
     check_file_name,
     load_manifest,
 )
+from curvekit.store.fetch import fetch
 from tests.httpserver import serve
 
 BZ2 = b"BZh91AY&SY" + bytes(100)  # what the attack wrote over its victim

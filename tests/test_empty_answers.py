@@ -18,8 +18,6 @@ from click.testing import CliRunner, Result
 import curvekit
 from curvekit.cli import EXIT_EMPTY, main
 from curvekit.errors import CurvekitWarning, QueryError
-from curvekit.figures.plots import plot_steps_to_result
-from curvekit.fit import FitError, fit_workload
 from curvekit.ingest.add import add, build
 from curvekit.measure import (
     DirectionWarning,
@@ -27,6 +25,8 @@ from curvekit.measure import (
     explain_empty,
     metric_direction,
 )
+from curvekit.plotting.plots import plot_steps_to_result
+from curvekit.scaling import FitError, fit_workload
 from curvekit.store.store import Store
 from tests.conftest import snapshot
 

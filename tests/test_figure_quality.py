@@ -19,10 +19,10 @@ from click.testing import CliRunner
 
 import curvekit
 from curvekit.cli import main
-from curvekit.figures.builders import legible_title, scatter_chart, steps_chart
-from curvekit.figures.layout import LABEL_GAP, MIN_FONT, TEXT, TITLE_OVERHANG, text_width
-from curvekit.figures.paper import FIGURE1_PANELS, FIGURES
-from curvekit.figures.render import FigureNotesWarning, figure_spec
+from curvekit.plotting.builders import legible_title, scatter_chart, steps_chart
+from curvekit.plotting.layout import LABEL_GAP, MIN_FONT, TEXT, TITLE_OVERHANG, text_width
+from curvekit.plotting.paper import FIGURE1_PANELS, FIGURES
+from curvekit.plotting.render import FigureNotesWarning, figure_spec
 from curvekit.store.store import Store
 
 Spec = dict[str, Any]
@@ -197,13 +197,13 @@ def test_every_figure_spec_is_legible_on_synthetic_curves(number: int) -> None:
 
 
 def test_the_four_plot_kinds_are_legible(home: Path) -> None:
-    from curvekit.figures.plots import (
+    from curvekit.plotting.plots import (
         plot_best,
         plot_metaparameters,
         plot_scatter,
         plot_steps_to_result,
     )
-    from curvekit.figures.vegalite import from_altair
+    from curvekit.plotting.vegalite import from_altair
     from curvekit.selection import SCATTER_STATUSES
 
     store = Store.open(home)
@@ -267,7 +267,7 @@ def test_scatter_without_momentum_draws_learning_rate_against_outcome() -> None:
 
 
 def test_fit_legend_lists_only_the_chosen_models_regimes() -> None:
-    from curvekit.fit import fit_critical_batch, fit_regimes
+    from curvekit.scaling import fit_critical_batch, fit_regimes
 
     b = [2**k for k in range(4, 14)]
     steps = [max(2.0**16 / x, 2.0**8) for x in b]  # perfect scaling, then a plateau
@@ -295,7 +295,7 @@ def test_missing_normalizing_points_are_noted_on_the_panel(home: Path, tmp_path:
                                                            ) -> None:
     """Figure 3's panels: a curve without a point at the normalizing batch size is drawn,
     normalized at its nearest one, and the panel says so; the CLI prints one summary."""
-    from curvekit.figures.spec import Curve, Figure, Panel
+    from curvekit.plotting.spec import Curve, Figure, Panel
 
     store = Store.open(home)
     w = "mnist/simple_cnn_base/sgd"

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 import curvekit
 from curvekit.cli import main
-from curvekit.figures.paper import FIGURE1_PANELS, FIGURES
+from curvekit.plotting.paper import FIGURE1_PANELS, FIGURES
 
 # Every workload of the figures but 3-6 and 23 (the gallery test needs some missing).
 WORKLOADS = [p[1] for p in FIGURE1_PANELS] + [
@@ -158,7 +158,7 @@ def test_normalized_and_comparison_specs(number: int) -> None:
 
 
 def test_figure23_every_workload_at_its_paper_goal(home: Path) -> None:
-    from curvekit.figures.render import _resolve
+    from curvekit.plotting.render import _resolve
     from curvekit.store.store import Store
 
     fig = FIGURES[23]
@@ -295,7 +295,7 @@ def test_figure12_budgets_and_eligibility(home: Path, tmp_path: Path) -> None:
 
 def test_figure15_train_metrics_with_fallback(home: Path, tmp_path: Path) -> None:
     with pytest.warns(UserWarning, match="no train/average_precision"):
-        from curvekit.figures.render import figure
+        from curvekit.plotting.render import figure
         from curvekit.store.store import Store
 
         chart, meta = figure(15, Store.open(home))
@@ -324,7 +324,7 @@ def test_figure16_common_anchor_and_figure18_band(home: Path, tmp_path: Path) ->
 
 
 def test_half_decade_limits_are_strict() -> None:
-    from curvekit.figures.builders import half_decade_limits
+    from curvekit.plotting.builders import half_decade_limits
 
     assert half_decade_limits([0.01, 0.1]) == pytest.approx((10**-2.5, 10**-0.5))
     assert half_decade_limits([10**-2.5, 0.3]) == pytest.approx((1e-3, 10**-0.5))
@@ -332,7 +332,7 @@ def test_half_decade_limits_are_strict() -> None:
 
 @pytest.mark.parametrize("number", [2, 19])
 def test_altair_chart_wraps_the_spec_and_validates(home: Path, number: int) -> None:
-    from curvekit.figures.render import figure, figure_spec
+    from curvekit.plotting.render import figure, figure_spec
     from curvekit.store.store import Store
 
     store = Store.open(home)

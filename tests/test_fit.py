@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import curvekit
-from curvekit.fit import (
+from curvekit.scaling import (
     NOT_REACHED,
     Bootstrap,
     FitError,
@@ -146,7 +146,7 @@ def test_fit_workload_and_cli(one_workload: str) -> None:
     from click.testing import CliRunner
 
     from curvekit.cli import main
-    from curvekit.fit import fit_workload
+    from curvekit.scaling import fit_workload
     from curvekit.store.store import Store
 
     store = Store.open(one_workload)
@@ -245,11 +245,11 @@ def test_cli_fit_shows_bounds_and_notes(one_workload: str,
 
     from click.testing import CliRunner
 
-    import curvekit.fit
+    import curvekit.scaling
     from curvekit.cli import main
 
     fitted = _beyond_fit({"b_crit": (30000.0, 9e11)})
-    monkeypatch.setattr(curvekit.fit, "fit_workload", lambda *a, **k: fitted)
+    monkeypatch.setattr(curvekit.scaling, "fit_workload", lambda *a, **k: fitted)
     args = ["fit", "w/m/o", "--metric", "val/error", "--goal", "0.3", "--home", one_workload]
     table = CliRunner().invoke(main, args)
     assert table.exit_code == 0, table.output
@@ -268,8 +268,8 @@ def test_report_cells_show_bounds() -> None:
     import polars as pl
 
     from curvekit.goals import Goal
-    from curvekit.report.data import WorkloadPage
-    from curvekit.report.site import _cell, _index
+    from curvekit.reporting.data import WorkloadPage
+    from curvekit.reporting.site import _cell, _index
 
     row = _beyond_fit({"b_crit": (9e10, 9e11)}).summary()
     cell = _cell(row, "b_crit")

@@ -27,10 +27,10 @@ from hypothesis import strategies as st
 from curvekit import _resources
 from curvekit.cli import main
 from curvekit.errors import IngestError, StoreError
-from curvekit.fetch import fetch
 from curvekit.ingest.add import add
 from curvekit.records import StudyKey, StudyRecord, TrialRecord, Workload
 from curvekit.store.build import convert
+from curvekit.store.fetch import fetch
 from curvekit.store.metadata import METADATA_FILE, StoreMetadata
 from curvekit.store.store import Store
 from curvekit.store.transaction import transaction

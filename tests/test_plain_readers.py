@@ -24,7 +24,6 @@ from hypothesis import strategies as st
 
 from curvekit.cli import main
 from curvekit.errors import StoreError
-from curvekit.fetch import fetch
 from curvekit.ingest.add import add
 from curvekit.records import StudyKey, StudyRecord, TrialRecord
 from curvekit.release.download import file_sha256
@@ -32,6 +31,7 @@ from curvekit.runner.demo import demo
 from curvekit.store import writer
 from curvekit.store.build import convert
 from curvekit.store.catalog import verify
+from curvekit.store.fetch import fetch
 from curvekit.store.layout import TABLES, fixed_schema, partition_columns
 from curvekit.store.snapshots import FILES_FILE, check_files, file_digest
 from curvekit.store.store import Store

@@ -130,7 +130,7 @@ def test_html_is_self_contained_with_provenance(home: Path, tmp_path: Path) -> N
 
 
 def test_plots_say_when_the_data_are_generated(home: Path, tmp_path: Path) -> None:
-    from curvekit.figures.plots import plot_best
+    from curvekit.plotting.plots import plot_best
     from curvekit.store.catalog import SYNTHETIC_NOTE
     from curvekit.store.store import Store
     from curvekit.store.update import add_workload

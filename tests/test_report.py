@@ -18,8 +18,8 @@ from click.testing import CliRunner
 
 from curvekit.cli import main
 from curvekit.errors import CurvekitError
-from curvekit.figures.page import page_name
-from curvekit.report.site import report
+from curvekit.plotting.page import page_name
+from curvekit.reporting.site import report
 from curvekit.store.store import Store
 from curvekit.store.update import add_workload
 from tests.test_update import workload as own_workload
@@ -118,7 +118,7 @@ def test_report_refuses_a_foreign_folder_and_keeps_the_old_report(
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("killed halfway")
 
-    monkeypatch.setattr("curvekit.report.site.workload_data", broken)
+    monkeypatch.setattr("curvekit.reporting.site.workload_data", broken)
     with pytest.raises(RuntimeError, match="killed halfway"):
         report(Store.open(home), out, bootstrap=0, figures=False)
     assert sorted(p.relative_to(out) for p in out.rglob("*")) == before

@@ -27,7 +27,8 @@ from hypothesis import strategies as st
 
 from curvekit.cli import main
 from curvekit.errors import CurvekitError
-from curvekit.figures.page import (
+from curvekit.ingest.add import add
+from curvekit.plotting.page import (
     csp,
     escape,
     href,
@@ -37,9 +38,8 @@ from curvekit.figures.page import (
     standalone_page,
     workload_of_page,
 )
-from curvekit.ingest.add import add
 from curvekit.records import StudyKey, StudyRecord, TrialRecord
-from curvekit.report.site import MARKER, report
+from curvekit.reporting.site import MARKER, report
 from curvekit.store.store import Store
 from curvekit.store.update import WorkloadData, add_workload
 
@@ -412,7 +412,7 @@ def test_a_report_left_aside_by_a_killed_swap_comes_back(hostile_home: Path,
     aside = tmp_path / f".site.curvekit-old-{_dead_pid()}-0123abcd"
     site.rename(aside)
     store = Store.open(hostile_home)
-    from curvekit.report.site import _remove_stale
+    from curvekit.reporting.site import _remove_stale
 
     assert _remove_stale(site) == [] and (site / MARKER).is_file() and not aside.exists()
     assert store.workloads()
@@ -420,7 +420,7 @@ def test_a_report_left_aside_by_a_killed_swap_comes_back(hostile_home: Path,
 
 _SLOW_REPORT = """
 import sys, time
-import curvekit.report.site as site
+import curvekit.reporting.site as site
 from curvekit.store.store import Store
 def slow(*args, **kwargs):
     time.sleep(120)

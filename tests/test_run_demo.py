@@ -15,9 +15,9 @@ from click.testing import CliRunner
 
 import curvekit
 from curvekit.cli import main
-from curvekit.fit import fit_critical_batch, fit_regimes
 from curvekit.runner.demo import DEMO_DIR, DEMO_GOAL, DEMO_SWEEP, load_demo_tables
 from curvekit.runner.plan import Sweep
+from curvekit.scaling import fit_critical_batch, fit_regimes
 
 FULL_BATCH = 1197
 WORKLOADS = ["demo/digits/fc_128_128_128/sgd", "demo/digits/fc_128_128_128/nesterov_momentum"]

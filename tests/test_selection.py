@@ -18,8 +18,8 @@ import curvekit
 from curvekit import measure
 from curvekit.cli import main
 from curvekit.errors import QueryError
-from curvekit.fit import FitError
-from curvekit.fit import fit as fit_
+from curvekit.scaling import FitError
+from curvekit.scaling import fit as fit_
 from curvekit.selection import SCATTER_STATUSES, Selection
 from curvekit.store.store import Store
 from tests.conftest import snapshot
@@ -195,7 +195,7 @@ def test_plots_take_the_whole_selection(home: Path, tmp_path: Path) -> None:
 
 
 def test_fit_function_and_command_agree(home: Path) -> None:
-    # (curvekit.fit names the module until it is renamed: the function is imported from it)
+    # (curvekit.scaling names the module until it is renamed: the function is imported from it)
     store = Store.open(home)
     with pytest.raises(FitError, match=r"give a selection .* or all=True, not both"):
         fit_(store)

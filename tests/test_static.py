@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from curvekit.figures.static import Renderer, RendererError, draw
-from curvekit.figures.vegalite import channel, dataset, records, to_altair
+from curvekit.plotting.static import Renderer, RendererError, draw
+from curvekit.plotting.vegalite import channel, dataset, records, to_altair
 
 SPEC = json.dumps({
     "data": {"values": [{"x": 1, "y": 2}, {"x": 2, "y": 3}]}, "mark": "line",

@@ -18,9 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import curvekit
-from curvekit.fetch import fetch
 from curvekit.store.build import convert
 from curvekit.store.catalog import info, verify
+from curvekit.store.fetch import fetch
 from curvekit.store.store import Store
 from tests.conftest import ROOT, metadata_json, small_members, snapshot, study_json, write_archive
 

@@ -20,9 +20,9 @@ from typing import Any
 import polars as pl
 
 from curvekit.errors import CurvekitError
-from curvekit.fit import CriticalBatchFit, RegimeFit, fit_workload
 from curvekit.goals import Goal, default_goal, round_significant
 from curvekit.measure import best, steps_to_result, trial_outcomes
+from curvekit.scaling import CriticalBatchFit, RegimeFit, fit_workload
 from curvekit.selection import SCATTER_STATUSES
 from curvekit.store.store import Store
 

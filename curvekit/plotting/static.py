@@ -69,7 +69,7 @@ class Renderer:
         root = str(package_root())
         path = os.pathsep.join(dict.fromkeys(p for p in (root, *sys.path) if p))
         self._process = subprocess.Popen(
-            [sys.executable, "-S", "-m", "curvekit.figures.static"], stdin=subprocess.PIPE,
+            [sys.executable, "-S", "-m", "curvekit.plotting.static"], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": path})
 
     def draw(self, spec: str, fmt: str, scale: float = 1.0) -> bytes:

@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from curvekit.errors import QueryError
-from curvekit.figures.builders import best_chart, metaparameter_chart, scatter_chart, steps_chart
-from curvekit.figures.vegalite import Spec, subtitled, to_altair
 from curvekit.measure import best, explain_empty, steps_to_result, trial_outcomes, warn_explained
+from curvekit.plotting.builders import best_chart, metaparameter_chart, scatter_chart, steps_chart
+from curvekit.plotting.vegalite import Spec, subtitled, to_altair
 from curvekit.selection import Selection
 from curvekit.store.catalog import synthetic_note
 from curvekit.store.store import Store
@@ -77,7 +77,7 @@ def plot_steps_to_result(store: Store, selection: Selection, *, fit: bool = Fals
                          ) -> tuple[alt.TopLevelMixin, dict[str, Any]]:
     """Steps to result of one workload, with the perfect-scaling line and optionally the fit.
 
-    Returns the chart and its provenance (for :func:`curvekit.figures.output.save`).
+    Returns the chart and its provenance (for :func:`curvekit.plotting.output.save`).
     Batch sizes that do not reach the goal are left out and explained by
     :class:`curvekit.measure.EmptyResultWarning` warnings; when none reaches it there is
     nothing to draw, and a :class:`~curvekit.errors.QueryError` says why instead of a blank
@@ -100,7 +100,7 @@ def plot_steps_to_result(store: Store, selection: Selection, *, fit: bool = Fals
     curve = _curve_or_refuse(store, selection)
     extra = [(other, _curve_or_refuse(store, selection.with_workload(other)))
              for other in others]
-    from curvekit.fit import FitError, fit_critical_batch, fit_regimes
+    from curvekit.scaling import FitError, fit_critical_batch, fit_regimes
 
     if fit and curve.height < 3:
         raise FitError(f"--fit needs at least 3 batch sizes on the curve, {workload} has "

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Literal
 from curvekit.selection import Selection
 
 if TYPE_CHECKING:
-    from curvekit.figures.builders import LegendOrient
+    from curvekit.plotting.builders import LegendOrient
 
 __all__ = ["AP", "CE", "CLS", "PAPER_TRIALS", "Curve", "Figure", "Panel", "Selection"]
 

@@ -1,8 +1,8 @@
 """The paper's figures as data (``figures.md`` of the reference spec).
 
-Each entry is a :class:`~curvekit.figures.spec.Figure`: the same workloads, goals, trial
+Each entry is a :class:`~curvekit.plotting.spec.Figure`: the same workloads, goals, trial
 counts, normalizations, limits and labels as the spec. Rendering is
-:func:`curvekit.figures.render.figure`.
+:func:`curvekit.plotting.render.figure`.
 
 >>> FIGURES[1].size_px, len(FIGURES[1].panels)
 ((648, 567), 9)
@@ -10,7 +10,7 @@ counts, normalizations, limits and labels as the spec. Rendering is
 
 from __future__ import annotations
 
-from curvekit.figures.spec import AP, CE, CLS, PAPER_TRIALS, Curve, Figure, Panel
+from curvekit.plotting.spec import AP, CE, CLS, PAPER_TRIALS, Curve, Figure, Panel
 from curvekit.selection import SCATTER_STATUSES, Selection
 
 __all__ = ["FIGURE1_PANELS", "FIGURES", "LM1B_EPOCH"]

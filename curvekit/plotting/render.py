@@ -1,6 +1,6 @@
-"""Render a :class:`~curvekit.figures.spec.Figure` from a store.
+"""Render a :class:`~curvekit.plotting.spec.Figure` from a store.
 
->>> from curvekit.figures.paper import FIGURES
+>>> from curvekit.plotting.paper import FIGURES
 >>> sorted(FIGURES)[:2]
 [1, 2]
 """
@@ -21,7 +21,9 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from curvekit.errors import FigureError, FigureNotesWarning
-from curvekit.figures.builders import (
+from curvekit.goals import paper_goal
+from curvekit.measure import best, steps_to_result, trial_outcomes
+from curvekit.plotting.builders import (
     Title,
     best_chart,
     half_decade_limits,
@@ -34,13 +36,11 @@ from curvekit.figures.builders import (
     search_space_chart,
     steps_chart,
 )
-from curvekit.figures.layout import CONFIG, TEXT, TITLE_OVERHANG
-from curvekit.figures.paper import FIGURES
-from curvekit.figures.plots import provenance
-from curvekit.figures.spec import Curve, Figure, Panel
-from curvekit.figures.vegalite import SCHEMA, Spec, subtitled, to_altair
-from curvekit.goals import paper_goal
-from curvekit.measure import best, steps_to_result, trial_outcomes
+from curvekit.plotting.layout import CONFIG, TEXT, TITLE_OVERHANG
+from curvekit.plotting.paper import FIGURES
+from curvekit.plotting.plots import provenance
+from curvekit.plotting.spec import Curve, Figure, Panel
+from curvekit.plotting.vegalite import SCHEMA, Spec, subtitled, to_altair
 from curvekit.store.catalog import synthetic_note
 from curvekit.store.store import Store
 
@@ -384,10 +384,10 @@ def figure(number: int, store: Store | None = None
 
     The chart wraps :func:`figure_spec`'s spec: ``chart.properties(...)``,
     ``chart.configure_axis(...)`` and ``chart.save(...)`` work as on any Altair chart.
-    ``curvekit figure NUMBER`` writes it to a file (:func:`curvekit.figures.output.save`).
+    ``curvekit figure NUMBER`` writes it to a file (:func:`curvekit.plotting.output.save`).
 
     >>> import tempfile, pathlib, curvekit
-    >>> from curvekit.fetch import fetch
+    >>> from curvekit.store.fetch import fetch
     >>> tmp = pathlib.Path(tempfile.mkdtemp())
     >>> m = curvekit.generate_archive(tmp / "oi.tar.bz2", max_trials_per_study=3,
     ...     workloads=["open_images_v4/resnet_50/nesterov_momentum"], evals_scale=0.05)
@@ -411,7 +411,7 @@ def render_all(store: Store, folder: str | os.PathLike[str], *, fmt: str = "png"
     written; ``curvekit figures`` as a function.
 
     >>> import tempfile, pathlib, curvekit
-    >>> from curvekit.fetch import fetch
+    >>> from curvekit.store.fetch import fetch
     >>> tmp = pathlib.Path(tempfile.mkdtemp())
     >>> m = curvekit.generate_archive(tmp / "oi.tar.bz2", max_trials_per_study=3,
     ...     workloads=["open_images_v4/resnet_50/nesterov_momentum"], evals_scale=0.05)
@@ -422,7 +422,7 @@ def render_all(store: Store, folder: str | os.PathLike[str], *, fmt: str = "png"
     >>> (tmp / "figures" / "index.html").is_file()
     True
     """
-    from curvekit.figures.output import save
+    from curvekit.plotting.output import save
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)

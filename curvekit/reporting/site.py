@@ -40,13 +40,14 @@ import polars as pl
 
 from curvekit._version import __version__
 from curvekit.errors import CurvekitError, ReportError
-from curvekit.figures.builders import (
+from curvekit.goals import Goal, goal_source
+from curvekit.plotting.builders import (
     best_chart,
     metaparameter_chart,
     scatter_chart,
     steps_chart,
 )
-from curvekit.figures.page import (
+from curvekit.plotting.page import (
     EMBED_CSS,
     EMBED_JS,
     csp,
@@ -56,10 +57,9 @@ from curvekit.figures.page import (
     json_script,
     page_name,
 )
-from curvekit.fit import bounded_value
-from curvekit.goals import Goal, goal_source
 from curvekit.progress import Progress
-from curvekit.report.data import WorkloadPage, workload_data
+from curvekit.reporting.data import WorkloadPage, workload_data
+from curvekit.scaling import bounded_value
 from curvekit.store.catalog import synthetic_note
 from curvekit.store.store import Store
 
@@ -204,8 +204,8 @@ def _index(rows: list[tuple[WorkloadPage | None, str, str]], note: str | None = 
 
 
 def _figures(store: Store, folder: Path, progress: Progress | None) -> None:
-    from curvekit.figures.paper import FIGURES
-    from curvekit.figures.render import FigureError, figure_spec
+    from curvekit.plotting.paper import FIGURES
+    from curvekit.plotting.render import FigureError, figure_spec
 
     items = []
     note = synthetic_note(store)

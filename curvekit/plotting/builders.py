@@ -1,8 +1,8 @@
 """Chart builders: a few functions that draw every figure and plot from plain tables.
 
 A builder takes the numbers (never the store) and returns a Vega-Lite spec as a dict
-(:mod:`curvekit.figures.vegalite`), so figures of the paper, imported workloads and new
-runs all get the same pictures; :func:`~curvekit.figures.vegalite.to_altair` makes any of
+(:mod:`curvekit.plotting.vegalite`), so figures of the paper, imported workloads and new
+runs all get the same pictures; :func:`~curvekit.plotting.vegalite.to_altair` makes any of
 them an Altair chart.
 
 Examples
@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import polars as pl
 
-from curvekit.figures.layout import CONFIG, MIN_FONT, TEXT, spaced_ticks, wrap
-from curvekit.figures.vegalite import Spec, channel, dataset, top_level
+from curvekit.plotting.layout import CONFIG, MIN_FONT, TEXT, spaced_ticks, wrap
+from curvekit.plotting.vegalite import Spec, channel, dataset, top_level
 
 if TYPE_CHECKING:
-    from curvekit.fit import CriticalBatchFit, RegimeFit
+    from curvekit.scaling import CriticalBatchFit, RegimeFit
 
 __all__ = [
     "OUTCOMES",

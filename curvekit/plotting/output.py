@@ -1,10 +1,10 @@
 """Save charts as PNG, SVG, PDF, HTML or Vega-Lite JSON, with their provenance.
 
-Static formats render without a browser (:mod:`curvekit.figures.static`). HTML and JSON
+Static formats render without a browser (:mod:`curvekit.plotting.static`). HTML and JSON
 carry the provenance in the spec's ``usermeta``; PNG, SVG and PDF get a small JSON sidecar
 beside them. An HTML file holds Vega, Vega-Lite and vega-embed (it opens offline), the spec
 as an escaped JSON island and a Content-Security-Policy that lets only those two inline
-scripts run (:mod:`curvekit.figures.page`): names in the store never become markup.
+scripts run (:mod:`curvekit.plotting.page`): names in the store never become markup.
 
 >>> import altair as alt, tempfile, pathlib, json
 >>> chart = alt.Chart(alt.Data(values=[{"x": 1}])).mark_point().encode(x="x:Q")
@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from curvekit._version import __version__
 from curvekit.errors import FigureError
-from curvekit.figures.static import Renderer, draw
-from curvekit.figures.vegalite import Spec, from_altair
+from curvekit.plotting.static import Renderer, draw
+from curvekit.plotting.vegalite import Spec, from_altair
 
 if TYPE_CHECKING:
     import altair as alt
@@ -74,7 +74,7 @@ def html_page(spec: Spec) -> str:
     """
     import vl_convert as vlc
 
-    from curvekit.figures.page import standalone_page
+    from curvekit.plotting.page import standalone_page
 
     title = spec.get("title")
     if isinstance(title, dict):
