@@ -1,6 +1,6 @@
 """The paper's measurements, computed in DuckDB over the store.
 
-Definitions (Shallue et al. 2019; ``docs/measurements.md``):
+Definitions (Shallue et al. 2019; ``docs/querying.md``, "The paper's measurements"):
 
 * **Loaded trials** of a study: those with an allowed status (COMPLETE by default), and with
   ``trials=N`` only the first N of them by trial id.

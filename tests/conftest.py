@@ -7,7 +7,7 @@ import hashlib
 import io
 import json
 import tarfile
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 
 import pytest
@@ -113,5 +113,34 @@ def make_archive(tmp_path: Path) -> Callable[..., Path]:
              special: Callable[[tarfile.TarFile], None] | None = None) -> Path:
         path = tmp_path / f"archive-{next(counter)}.tar.bz2"
         return write_archive(path, small_members() if members is None else members, special)
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def converted_home(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
+    """Make a home holding a store converted from a generated archive in the release layout.
+
+    ``converted_home()`` converts :func:`curvekit.testing.tiny_archive` (four workloads at two
+    batch sizes, every quirk of the release); ``converted_home(workloads, max_trials=N)``
+    the named workloads of the full-scale generator, at most N trials per study and
+    ``evals_scale`` of its evaluation rows. Every call converts into a fresh folder, so a
+    test may change the home it gets.
+    """
+    from curvekit.store.build import convert
+    from curvekit.testing import generate_archive, tiny_archive
+
+    def make(workloads: Sequence[str] | None = None, *, max_trials: int | None = None,
+             evals_scale: float = 0.1, name: str = "home") -> Path:
+        tmp = tmp_path_factory.mktemp(name)
+        archive = tmp / "a.tar.bz2"
+        if workloads is None:
+            manifest = tiny_archive(archive)
+        else:
+            manifest = generate_archive(archive, workloads=list(workloads),
+                                        max_trials_per_study=max_trials,
+                                        evals_scale=evals_scale, jobs=1)
+        convert(archive, tmp / "home", manifest=manifest)
+        return tmp / "home"
 
     return make

@@ -9,7 +9,7 @@ import json
 import math
 import struct
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,15 +33,8 @@ WORKLOADS = [p[1] for p in FIGURE1_PANELS] + ["mnist/simple_cnn_base/sgd"]
 
 
 @pytest.fixture(scope="module")
-def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from curvekit.store.build import convert
-    from curvekit.testing import generate_archive
-
-    tmp = tmp_path_factory.mktemp("quality")
-    manifest = generate_archive(tmp / "a.tar.bz2", workloads=WORKLOADS,
-                                max_trials_per_study=8, evals_scale=0.1, jobs=1)
-    convert(tmp / "a.tar.bz2", tmp / "home", manifest=manifest)
-    return tmp / "home"
+def home(converted_home: Callable[..., Path]) -> Path:
+    return converted_home(WORKLOADS, max_trials=8, name="quality")
 
 
 def _charts(spec: Spec) -> Iterator[Spec]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import struct
+from collections.abc import Callable
 from pathlib import Path
 
 import altair as alt
@@ -25,15 +26,8 @@ WORKLOADS = [p[1] for p in FIGURE1_PANELS] + [
 
 
 @pytest.fixture(scope="module")
-def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from curvekit.store.build import convert
-    from curvekit.testing import generate_archive
-
-    tmp = tmp_path_factory.mktemp("figures")
-    manifest = generate_archive(tmp / "a.tar.bz2", workloads=WORKLOADS,
-                                max_trials_per_study=12, evals_scale=0.1, jobs=1)
-    convert(tmp / "a.tar.bz2", tmp / "home", manifest=manifest)
-    return tmp / "home"
+def home(converted_home: Callable[..., Path]) -> Path:
+    return converted_home(WORKLOADS, max_trials=12, name="figures")
 
 
 def _spec(home: Path, tmp_path: Path, number: int) -> dict:  # type: ignore[type-arg]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -128,16 +130,9 @@ def test_bootstrap_drops_batch_sizes_nobody_reaches() -> None:
 
 
 @pytest.fixture(scope="module")
-def one_workload(tmp_path_factory: pytest.TempPathFactory) -> str:
-    from curvekit.store.build import convert
-    from curvekit.testing import generate_archive
-
-    tmp = tmp_path_factory.mktemp("fit")
-    manifest = generate_archive(tmp / "a.tar.bz2", workloads=[
-        "cifar_10/resnet_8/nesterov_momentum", "mnist/fc_64_64_64/sgd"],
-        max_trials_per_study=10, evals_scale=0.15, jobs=1)
-    convert(tmp / "a.tar.bz2", tmp / "home", manifest=manifest)
-    return str(tmp / "home")
+def one_workload(converted_home: Callable[..., Path]) -> str:
+    return str(converted_home(["cifar_10/resnet_8/nesterov_momentum", "mnist/fc_64_64_64/sgd"],
+                              max_trials=10, evals_scale=0.15, name="fit"))
 
 
 def test_fit_workload_and_cli(one_workload: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Callable
 from pathlib import Path
 
 import altair as alt
@@ -18,15 +19,8 @@ NESTEROV = "cifar_10/resnet_8/nesterov_momentum"
 
 
 @pytest.fixture(scope="module")
-def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from curvekit.store.build import convert
-    from curvekit.testing import generate_archive
-
-    tmp = tmp_path_factory.mktemp("plots")
-    manifest = generate_archive(tmp / "a.tar.bz2", workloads=[WORKLOAD, NESTEROV],
-                                max_trials_per_study=8, evals_scale=0.1, jobs=1)
-    convert(tmp / "a.tar.bz2", tmp / "home", manifest=manifest)
-    return tmp / "home"
+def home(converted_home: Callable[..., Path]) -> Path:
+    return converted_home([WORKLOAD, NESTEROV], max_trials=8, name="plots")
 
 
 def _plot(home: Path, out: Path, *extra: str) -> None:

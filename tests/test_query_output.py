@@ -8,7 +8,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import polars as pl
@@ -19,10 +19,8 @@ from hypothesis import strategies as st
 
 from curvekit.cli import TABLE_ROWS, emit, main
 from curvekit.errors import QueryError
-from curvekit.store.build import convert
 from curvekit.store.export import export, preview
 from curvekit.store.store import Store
-from curvekit.testing import tiny_archive
 
 QUERIES = [
     "select * from measurements order by all",
@@ -41,10 +39,8 @@ NESTED = "select {'x': 1, 'y': [1.5, null]} as s, [[1], []] as ll"
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
-    tmp = tmp_path_factory.mktemp("query-output")
-    convert(tmp / "a.tar.bz2", tmp / "home", manifest=tiny_archive(tmp / "a.tar.bz2"))
-    return Store.open(tmp / "home")
+def store(converted_home: Callable[..., Path]) -> Store:
+    return Store.open(converted_home(name="query-output"))
 
 
 def _export(store: Store, sql: str, fmt: str, batch_rows: int = 65_536) -> str:

@@ -9,7 +9,7 @@ import os
 import re
 import shutil
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import altair as alt
@@ -32,16 +32,10 @@ ARTIFACTS = Path(os.environ.get("CURVEKIT_ARTIFACTS",
 
 
 @pytest.fixture(scope="module")
-def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from curvekit.store.build import convert
-    from curvekit.testing import generate_archive
-
-    tmp = tmp_path_factory.mktemp("report")
-    manifest = generate_archive(tmp / "a.tar.bz2", workloads=WORKLOADS,
-                                max_trials_per_study=10, evals_scale=0.1, jobs=1)
-    convert(tmp / "a.tar.bz2", tmp / "home", manifest=manifest)
-    add_workload(tmp / "home", own_workload(OWN, batch_sizes=(8, 16, 32, 64), trials=4))
-    return tmp / "home"
+def home(converted_home: Callable[..., Path]) -> Path:
+    home = converted_home(WORKLOADS, max_trials=10, name="report")
+    add_workload(home, own_workload(OWN, batch_sizes=(8, 16, 32, 64), trials=4))
+    return home
 
 
 @pytest.fixture(scope="module")

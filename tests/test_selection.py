@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import FrozenInstanceError
 from pathlib import Path
 from typing import Any
@@ -29,13 +30,8 @@ CE = "val/cross_entropy_error"
 
 
 @pytest.fixture(scope="module")
-def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from curvekit.store.build import convert
-    from curvekit.testing import tiny_archive
-
-    tmp = tmp_path_factory.mktemp("selection")
-    convert(tmp / "a.tar.bz2", tmp / "home", manifest=tiny_archive(tmp / "a.tar.bz2"))
-    return tmp / "home"
+def home(converted_home: Callable[..., Path]) -> Path:
+    return converted_home(name="selection")
 
 
 def cli(home: Path, *args: str) -> Any:

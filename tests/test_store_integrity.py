@@ -28,7 +28,6 @@ from curvekit.store.catalog import info, verify
 from curvekit.store.snapshots import FILES_FILE, LEASE_FILE, file_digest
 from curvekit.store.store import Store
 from curvekit.store.update import add_workload
-from curvekit.testing import tiny_archive
 from tests.conftest import small_members, snapshot, write_archive
 from tests.test_update import workload
 
@@ -39,10 +38,8 @@ TRIALS = "trials/base_dir=cifar_10/model=resnet_8/optimizer=sgd/part-0.parquet"
 
 
 @pytest.fixture
-def home(tmp_path: Path) -> Path:
-    archive = tmp_path / "tiny.tar.bz2"
-    convert(archive, tmp_path / "home", manifest=tiny_archive(archive))
-    return tmp_path / "home"
+def home(converted_home: Callable[..., Path]) -> Path:
+    return converted_home(name="integrity")
 
 
 def current(home: Path) -> Path:
@@ -76,10 +73,8 @@ def test_one_flipped_bit_is_named_by_verify_with_the_repair(home: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def shared_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    tmp = tmp_path_factory.mktemp("flips")
-    convert(tmp / "tiny.tar.bz2", tmp / "home", manifest=tiny_archive(tmp / "tiny.tar.bz2"))
-    return tmp / "home"
+def shared_home(converted_home: Callable[..., Path]) -> Path:
+    return converted_home(name="flips")
 
 
 @settings(max_examples=8, deadline=None)

@@ -1,4 +1,4 @@
-"""The paper's figures as data (``figures.md`` of the reference spec).
+"""The paper's 24 figures as data (their list and captions: ``docs/figures.md``).
 
 Each entry is a :class:`~curvekit.plotting.spec.Figure`: the same workloads, goals, trial
 counts, normalizations, limits and labels as the spec. Rendering is

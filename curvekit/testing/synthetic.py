@@ -1,6 +1,6 @@
 """Synthetic archives in the exact layout of the batch_science release, for tests and benchmarks.
 
-Nobody here can download the real archive (see ``release.md``), so tests and benchmarks read
+The real archive is 802 MB and offline machines cannot download it, so tests and benchmarks read
 archives written by this module: a ``.tar.bz2`` holding, under ``batch_science/``, one
 ``<base_dir>/<model>/<optimizer>/<batch_size>/study.json`` per study and one
 ``<trial_id>/{metadata.json,measurements.csv}`` pair per trial, plus directory members.
