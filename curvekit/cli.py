@@ -577,8 +577,10 @@ def query(sql: str, home: Path | None, fmt: str) -> None:
 @click.option("--all", "all_", is_flag=True,
               help="Every workload, each at the goal the paper's figures use for it "
                    "(--status still selects the trials).")
-@click.option("--model", type=click.Choice(["piecewise", "critical", "both"]), default="both",
-              show_default=True, help="Regime fit, critical-batch-size fit, or both.")
+@click.option("--fit-model", "--model", "model", cls=AliasedOption, hidden_aliases=("--model",),
+              type=click.Choice(["piecewise", "critical", "both"]), default="both",
+              show_default=True, help="Regime fit, critical-batch-size fit, or both "
+              "(former name --model).")
 @click.option("--bootstrap", "samples", type=click.IntRange(min=0), default=0,
               show_default=True, help="Bootstrap resamples over trials for intervals.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed.")

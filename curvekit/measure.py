@@ -32,18 +32,16 @@ value that says which rows count; it is carried whole down to the SQL.
 
 Examples
 --------
->>> import tempfile, pathlib
->>> from curvekit.testing import tiny_archive
->>> from curvekit.store.build import convert
+>>> import tempfile, curvekit
 >>> from curvekit.store.store import Store
->>> tmp = pathlib.Path(tempfile.mkdtemp())
->>> _ = convert(tmp / "a.tar.bz2", tmp, manifest=tiny_archive(tmp / "a.tar.bz2"))
->>> lstm = Selection("lm1b/lstm/nesterov_momentum", "val/cross_entropy_error", 6.0)
->>> curve = steps_to_result(Store.open(tmp), lstm)
+>>> home = tempfile.mkdtemp()
+>>> _ = curvekit.demo(home)  # the shipped demo data set
+>>> sgd = Selection("demo/digits/fc_128_128_128/sgd", "val/classification_error", 0.1)
+>>> curve = steps_to_result(Store.open(home), sgd)
 >>> curve.columns[:4]
-['batch_size', 'step', 'trial_id', 'val/cross_entropy_error']
->>> explain_empty(Store.open(tmp), lstm.with_goal(0.001))[0][:70]
-'lm1b/lstm/nesterov_momentum: no loaded trial reaches val/cross_entropy'
+['batch_size', 'step', 'trial_id', 'val/classification_error']
+>>> explain_empty(Store.open(home), sgd.with_goal(0.001))[0][:67]
+'demo/digits/fc_128_128_128/sgd: no loaded trial reaches val/classif'
 """
 
 from __future__ import annotations

@@ -152,6 +152,7 @@ RENAMED = [  # (command, new spelling, old spelling)
     ("add", "--run-manifest", "--manifest"),
     ("add", "--example-run-manifest", "--example-manifest"),
     ("run", "--trials-per-study", "--trials"),
+    ("fit", "--fit-model", "--model"),
 ]
 
 
@@ -170,7 +171,8 @@ def test_both_spellings_reach_the_same_parameter(command: str, new: str, old: st
     cmd = main.commands[command]
     option = next(p for p in cmd.params if new in p.opts)
     assert isinstance(option, AliasedOption) and old in option.opts
-    value = [] if option.is_flag else ["2" if command == "run" else "csv"
+    value = [] if option.is_flag else ["2" if command == "run" else "critical"
+                                       if command == "fit" else "csv"
                                        if "format" in new else str(ROOT / "README.md")]
     parsed = {s: cmd.make_context(command, [s, *value]).params[option.name or ""]
               for s in (new, old)}

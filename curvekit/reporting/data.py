@@ -1,14 +1,12 @@
 """What the report shows for one workload, computed from the store.
 
->>> import tempfile, pathlib
->>> from curvekit.testing import tiny_archive
->>> from curvekit.store.build import convert
+>>> import tempfile, curvekit
 >>> from curvekit.store.store import Store
->>> tmp = pathlib.Path(tempfile.mkdtemp())
->>> _ = convert(tmp / "a.tar.bz2", tmp, manifest=tiny_archive(tmp / "a.tar.bz2"))
->>> data = workload_data(Store.open(tmp), "lm1b/lstm/nesterov_momentum", bootstrap=0)
+>>> home = tempfile.mkdtemp()
+>>> _ = curvekit.demo(home)  # the shipped demo data set
+>>> data = workload_data(Store.open(home), "demo/digits/fc_128_128_128/sgd", bootstrap=0)
 >>> data.goal.metric, data.goal.goal in data.goals
-('val/cross_entropy_error', True)
+('val/classification_error', True)
 """
 
 from __future__ import annotations

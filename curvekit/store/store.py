@@ -1,14 +1,12 @@
 """A store on disk, opened for reading: tables as polars frames, SQL through DuckDB.
 
->>> import tempfile, pathlib
->>> from curvekit.testing import tiny_archive
->>> from curvekit.store.build import convert
->>> tmp = pathlib.Path(tempfile.mkdtemp())
->>> _ = convert(tmp / "a.tar.bz2", tmp, manifest=tiny_archive(tmp / "a.tar.bz2"))
->>> store = Store.open(tmp)
+>>> import tempfile, curvekit
+>>> home = tempfile.mkdtemp()
+>>> _ = curvekit.demo(home)  # the shipped demo data set
+>>> store = Store.open(home)
 >>> store.query("select count(*) from trials where status = ?", ["COMPLETE"]).item() > 0
 True
->>> "lm1b/lstm/nesterov_momentum" in store.workloads()
+>>> "demo/digits/fc_128_128_128/sgd" in store.workloads()
 True
 >>> store.sql("select count(*) as n from studies").item() > 0
 True
