@@ -549,7 +549,7 @@ def predict_critical_batch(store: Store, workload: str, hits: Any
     """
     import polars as pl
 
-    from curvekit.runner.noise import simple_noise_scale
+    from curvekit.noise import simple_noise_scale
     from curvekit.store.sql import quote_identifier
 
     if not {NOISE_NORM, NOISE_TRACE} <= set(store.metrics(workload)):

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from curvekit.cli import main
 from curvekit.errors import CurvekitError
-from curvekit.runner.noise import noise_scale_parts, simple_noise_scale
+from curvekit.noise import noise_scale_parts, simple_noise_scale
 
 D, SIGMA = 5, 0.5
 DELTA = np.array([0.6, -0.8, 0.0, 0.0, 0.0])  # |Δ| = 1

@@ -1,1 +1,1 @@
-"""The published archive: its manifest, download, reader, and a generator of test archives."""
+"""The published archive, read as it is: its manifest, download, tar stream and records."""

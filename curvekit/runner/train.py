@@ -25,7 +25,7 @@ The protocol of Shallue et al. (2019), section 3:
   a batch of the trial's batch size is drawn from its own random stream (so training is
   untouched), cut into m micro-batches of ``batch_size // m`` examples, and the squared
   norms of the micro-batch gradients (small batch) and of their mean (big batch) give
-  McCandlish et al.'s unbiased estimates (:mod:`curvekit.runner.noise`), recorded as
+  McCandlish et al.'s unbiased estimates (:mod:`curvekit.noise`), recorded as
   ``train/gradient_norm_squared`` (``|G|²``), ``train/gradient_noise_trace`` (``tr(Σ)``)
   and their ratio ``train/gradient_noise_scale`` (``B_simple``, noisy on its own: average
   the two parts over many evaluations before dividing). The loss is the training loss at
@@ -49,7 +49,7 @@ import torch
 import torch.nn.functional as F
 
 from curvekit.errors import RunError
-from curvekit.runner.noise import noise_scale_parts
+from curvekit.noise import noise_scale_parts
 from curvekit.runner.plan import TrialResult, TrialSpec
 from curvekit.runner.protocols import split_optimizer
 from curvekit.runner.workloads import Splits, build_model, load_dataset, use_ghost_batch_norm
