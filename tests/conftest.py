@@ -125,7 +125,8 @@ def converted_home(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Pa
     batch sizes, every quirk of the release); ``converted_home(workloads, max_trials=N)``
     the named workloads of the full-scale generator, at most N trials per study and
     ``evals_scale`` of its evaluation rows. Every call converts into a fresh folder, so a
-    test may change the home it gets.
+    test may change the home it gets; the archive lies beside it (``home.parent``), named
+    ``tiny.tar.bz2`` or ``a.tar.bz2``.
     """
     from curvekit.store.build import convert
     from curvekit.testing import generate_archive, tiny_archive
@@ -133,7 +134,7 @@ def converted_home(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Pa
     def make(workloads: Sequence[str] | None = None, *, max_trials: int | None = None,
              evals_scale: float = 0.1, name: str = "home") -> Path:
         tmp = tmp_path_factory.mktemp(name)
-        archive = tmp / "a.tar.bz2"
+        archive = tmp / ("tiny.tar.bz2" if workloads is None else "a.tar.bz2")
         if workloads is None:
             manifest = tiny_archive(archive)
         else:
