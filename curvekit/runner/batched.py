@@ -52,7 +52,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from curvekit.errors import RunError
+from curvekit.errors import CurvekitWarning, RunError
 from curvekit.runner.names import canonical_model, is_entry_point
 from curvekit.runner.plan import TrialResult, TrialSpec
 from curvekit.runner.protocols import split_optimizer
@@ -74,7 +74,7 @@ rest to the data set, Python and the operating system."""
 _GPU_FRACTION = 0.7  # of the free GPU memory: room for the allocator's fragmentation
 
 
-class BatchingFallbackWarning(UserWarning):
+class BatchingFallbackWarning(CurvekitWarning):
     """Trials that were asked to train together run one by one (the message says why)."""
 
 
