@@ -71,7 +71,7 @@ __all__ = ["CPU_BUDGET_BYTES", "BatchingFallbackWarning", "trial_bytes", "train_
 CPU_BUDGET_BYTES = 12 * 2**30
 """Memory the batched trainer plans to use on a CPU: half of a 24 GB machine, leaving the
 rest to the data set, Python and the operating system."""
-_GPU_FRACTION = 0.7  # of the free GPU memory: room for the allocator's fragmentation
+_GPU_PERCENT = 70  # of the free GPU memory: room for the allocator's fragmentation
 
 
 class BatchingFallbackWarning(CurvekitWarning):
@@ -299,14 +299,21 @@ def _stack(specs: Sequence[TrialSpec], data: Splits, device: str) -> _Stacked | 
         return "ghost batch norm in a model other than the built-in ones is not batched"
     try:
         stacked = _Vmapped(models)
+        # Both ways it will be called: training (per-trial batches unless full batch)
+        # and evaluation (one input for all), on two examples, state restored after.
         probe = data.splits["train"][0][:2]
+        shared = first.batch_size == data.n_train
         saved = [b.clone() for b in stacked.buffers]
-        logits = stacked.forward(probe, True, True)
+        train = probe if shared else probe.expand(len(specs), *probe.shape)
+        logits = stacked.forward(train, shared, True)
         torch.autograd.grad(logits.sum(), stacked.params, allow_unused=True)
+        with torch.no_grad():
+            evaluated = stacked.forward(probe, True, False)
         for buffer, value in zip(stacked.buffers, saved, strict=True):
             buffer.copy_(value)
-        if logits.shape[:2] != (len(specs), 2):
-            return f"its batched output has shape {tuple(logits.shape)}"
+        for out in (logits, evaluated):
+            if tuple(out.shape[:2]) != (len(specs), 2):
+                return f"its batched output has shape {tuple(out.shape)}"
     except Exception as exc:  # noqa: BLE001 - any failure means: train one by one
         return f"torch.func.vmap cannot batch it ({type(exc).__name__}: {exc})".splitlines()[0]
     return stacked
@@ -344,7 +351,7 @@ def trials_that_fit(spec: TrialSpec, data: Splits, device: str) -> int:
     """How many trials of ``spec``'s study fit together on ``device`` (at least 1)."""
     if device.startswith("cuda"):
         free, _total = torch.cuda.mem_get_info(torch.device(device))
-        budget = int(free * _GPU_FRACTION)
+        budget = free * _GPU_PERCENT // 100
     else:
         budget = CPU_BUDGET_BYTES
     return max(1, budget // max(1, trial_bytes(spec, data)))
