@@ -41,6 +41,15 @@ from curvekit.runner.train import _data, run_trial  # noqa: E402
 RTOL = 1e-9
 
 
+@pytest.fixture(params=[False, True], ids=["cpu-path", "sync-free-path"])
+def sync_free(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Both ways of handling a trial that diverges between evaluations: read back at every
+    step and leave the group (the CPU's), or masked on the device until the next
+    evaluation (a GPU's), which runs here on the CPU."""
+    monkeypatch.setattr(batched, "SYNC_FREE", request.param)
+    return bool(request.param)
+
+
 @pytest.fixture
 def float64() -> Iterator[None]:
     previous = torch.get_default_dtype()
@@ -95,7 +104,8 @@ def test_batched_equals_one_by_one_in_float64(optimizer: str, float64: None) -> 
     assert min(r.columns["val/classification_error"][-1] for r in batch) < 0.5  # it learns
 
 
-def test_a_diverging_trial_stops_at_the_same_step_and_the_others_go_on(float64: None) -> None:
+def test_a_diverging_trial_stops_at_the_same_step_and_the_others_go_on(
+        float64: None, sync_free: bool) -> None:
     specs = study("sgd", steps=200, eval_every=50)
     specs[1] = replace(specs[1], parameters={"learning_rate": 1e200})
     batch = train_trials(specs)
@@ -109,7 +119,8 @@ def test_a_diverging_trial_stops_at_the_same_step_and_the_others_go_on(float64: 
     assert [r.status for i, r in enumerate(batch) if i != 1] == ["COMPLETE"] * 3
 
 
-def test_an_infeasible_start_and_a_non_finite_evaluation(float64: None) -> None:
+def test_an_infeasible_start_and_a_non_finite_evaluation(float64: None,
+                                                         sync_free: bool) -> None:
     # A learning rate of inf makes the first update non-finite; a NaN learning rate is
     # the other path to INFEASIBLE: evaluated weights whose train cross-entropy is NaN.
     specs = study("sgd", trials=3, steps=60, eval_every=20)
@@ -128,6 +139,16 @@ def test_batch_norm_ghost_batch_norm_and_full_batch(model: str, batch_size: int,
     assert_same(train_trials(specs), [run_trial(spec) for spec in specs])
 
 
+def test_a_diverging_batch_norm_trial_keeps_its_statistics(float64: None,
+                                                           sync_free: bool) -> None:
+    # Frozen or dropped, a diverged trial's running statistics are those of its last step.
+    specs = study("sgd", model="fc_32_bn", batch_size=16, trials=3, steps=40, eval_every=20)
+    specs[0] = replace(specs[0], parameters={"learning_rate": 1e150})
+    batch = train_trials(specs)
+    assert batch[0].status == "INFEASIBLE"
+    assert_same(batch, [run_trial(spec) for spec in specs])
+
+
 def test_simple_cnn_with_batch_norm(float64: None) -> None:
     specs = study("nesterov_momentum", model="simple_cnn_narrow_bn", batch_size=8, trials=2,
                   steps=6, eval_every=3)
@@ -140,8 +161,10 @@ def test_float32_agrees_like_another_machine() -> None:
 
 
 def test_no_host_sync_between_evaluations(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Reading a device tensor back (item, bool, float, int, tolist) happens at evaluations
-    # only: twice the steps between the same evaluations read back no more often.
+    # On the sync-free path (a GPU's), reading a device tensor back (item, bool, float,
+    # int, tolist) happens at evaluations only: four times the steps between the same
+    # evaluations read back no more often, a diverging trial included.
+    monkeypatch.setattr(batched, "SYNC_FREE", True)
     counts = {"n": 0}
     for name in ("item", "tolist", "__bool__", "__float__", "__int__"):
         original = getattr(torch.Tensor, name)
@@ -154,8 +177,10 @@ def test_no_host_sync_between_evaluations(monkeypatch: pytest.MonkeyPatch) -> No
 
     def syncs(steps: int) -> int:
         counts["n"] = 0
-        train_trials(study("adam", trials=3, steps=steps, eval_every=steps // 2,
-                           extra=[{"weight_decay": 1e-4}]))
+        specs = study("adam", trials=3, steps=steps, eval_every=steps // 2,
+                      extra=[{"weight_decay": 1e-4}])
+        specs[1] = replace(specs[1], parameters={"learning_rate": 1e30})
+        assert train_trials(specs)[1].status == "INFEASIBLE"
         return counts["n"]
 
     assert syncs(20) == syncs(80)

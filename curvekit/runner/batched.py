@@ -46,7 +46,6 @@ import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -65,8 +64,13 @@ from curvekit.runner.train import (
 )
 from curvekit.runner.workloads import GhostBatchNorm, Splits, build_model, use_ghost_batch_norm
 
-__all__ = ["CPU_BUDGET_BYTES", "BatchingFallbackWarning", "trial_bytes", "train_trials",
-           "trials_that_fit"]
+__all__ = [
+    "CPU_BUDGET_BYTES",
+    "BatchingFallbackWarning",
+    "train_trials",
+    "trial_bytes",
+    "trials_that_fit",
+]
 
 CPU_BUDGET_BYTES = 12 * 2**30
 """Memory the batched trainer plans to use on a CPU: half of a 24 GB machine, leaving the
@@ -95,10 +99,28 @@ def _same_study(specs: Sequence[TrialSpec]) -> None:
 
 
 class _Stacked:
-    """Parameters and buffers stacked along the trial axis, and a batched forward."""
+    """Parameters and buffers stacked along the trial axis, and a batched forward.
+
+    Each parameter is one contiguous ``[T, *shape]`` leaf tensor (a batched product reads
+    it in place), each buffer ``[T, *shape]``; dropping finished trials is one index each.
+    """
 
     params: list[torch.Tensor]
     buffers: list[torch.Tensor]
+
+    def _stack_params(self, stacked: Sequence[torch.Tensor]) -> None:
+        self.params = [t.detach().clone().contiguous().requires_grad_(True) for t in stacked]
+
+    @property
+    def trials(self) -> int:
+        """How many trials the group holds now."""
+        return int(self.params[0].shape[0])
+
+    def select(self, index: torch.Tensor) -> None:
+        """Keep the trials at ``index`` (positions in the group), in that order."""
+        self.params = [p.detach()[index].contiguous().requires_grad_(True)
+                       for p in self.params]
+        self.buffers = [b[index].contiguous() for b in self.buffers]
 
     def forward(self, x: torch.Tensor, shared: bool, training: bool) -> torch.Tensor:
         """Logits ``[T, B, classes]``; ``x`` is ``[B, ...]`` for every trial when
@@ -143,9 +165,9 @@ class _Layers(_Stacked):
     """
 
     def __init__(self, models: Sequence[nn.Module], layers: Sequence[list[nn.Module]]) -> None:
-        self.trials = len(models)
         self.kinds = layers[0]
-        self.params, self.buffers = [], []
+        self.stacked: list[torch.Tensor] = []
+        self.buffers = []
         self.slots: list[tuple[int, ...]] = []
         for i, layer in enumerate(self.kinds):
             column = [trial[i] for trial in layers]
@@ -158,11 +180,12 @@ class _Layers(_Stacked):
                                    self._buffer(bns, "running_var")))
             else:
                 self.slots.append(())
+        self._stack_params(self.stacked)
+        del self.stacked
 
     def _param(self, modules: Sequence[nn.Module], name: str) -> int:
-        stacked = torch.stack([getattr(m, name).detach() for m in modules]).contiguous()
-        self.params.append(stacked.requires_grad_(True))
-        return len(self.params) - 1
+        self.stacked.append(torch.stack([getattr(m, name).detach() for m in modules]))
+        return len(self.stacked) - 1
 
     def _buffer(self, modules: Sequence[nn.Module], name: str) -> int:
         self.buffers.append(torch.stack([getattr(m, name).detach() for m in modules]).clone())
@@ -170,6 +193,7 @@ class _Layers(_Stacked):
 
     def forward(self, x: torch.Tensor, shared: bool, training: bool) -> torch.Tensor:
         t = self.trials
+        params = self.params
         layout = "shared" if shared else "trials"
         for layer, slot in zip(self.kinds, self.slots, strict=True):
             if isinstance(layer, nn.Flatten):
@@ -179,15 +203,13 @@ class _Layers(_Stacked):
                 else:
                     x = x.flatten(1 if layout == "shared" else 2)
             elif isinstance(layer, nn.Linear):
-                weight, bias = self.params[slot[0]], self.params[slot[1]]
-                if layout == "shared":  # one product with every trial's weights side by side
-                    out = torch.addmm(bias.reshape(-1), x, weight.reshape(-1, x.shape[1]).t())
-                    x = out.view(x.shape[0], t, -1).transpose(0, 1)
+                weight, bias = params[slot[0]], params[slot[1]]
+                if layout == "shared":  # the same inputs for every trial, not copied
+                    x = x.expand(t, *x.shape)
                     layout = "trials"
-                else:
-                    x = torch.baddbmm(bias.unsqueeze(1), x, weight.transpose(1, 2))
+                x = torch.baddbmm(bias.unsqueeze(1), x, weight.transpose(1, 2))
             elif isinstance(layer, nn.Conv2d):
-                weight, bias = self.params[slot[0]], self.params[slot[1]]
+                weight, bias = params[slot[0]], params[slot[1]]
                 groups = 1
                 if layout == "trials":
                     x = x.transpose(0, 1).reshape(x.shape[1], -1, *x.shape[3:])
@@ -198,7 +220,7 @@ class _Layers(_Stacked):
                              layer.stride, layer.padding, layer.dilation, groups)
                 layout = "channels"
             elif isinstance(layer, nn.ReLU):
-                x = F.relu(x)
+                x = F.relu(x, inplace=not training)  # nothing to keep for a backward pass
             elif isinstance(layer, nn.MaxPool2d):
                 if layout == "trials":
                     shape = x.shape
@@ -213,15 +235,15 @@ class _Layers(_Stacked):
                 if dense:  # [T, B, C] -> [B, T·C]: batch norm per (trial, feature)
                     b = x.shape[1]
                     x = x.transpose(0, 1).reshape(b, -1)
-                x = self._batch_norm(layer, slot, x, training)
+                x = self._batch_norm(layer, params, slot, x, training)
                 if dense:
                     x = x.view(x.shape[0], t, -1).transpose(0, 1)
         return x
 
-    def _batch_norm(self, layer: nn.Module, slot: tuple[int, ...], x: torch.Tensor,
-                    training: bool) -> torch.Tensor:
+    def _batch_norm(self, layer: nn.Module, params: list[torch.Tensor], slot: tuple[int, ...],
+                    x: torch.Tensor, training: bool) -> torch.Tensor:
         bn = _bn_layer(layer)
-        weight, bias = self.params[slot[0]].reshape(-1), self.params[slot[1]].reshape(-1)
+        weight, bias = params[slot[0]].reshape(-1), params[slot[1]].reshape(-1)
         mean, var = self.buffers[slot[2]].view(-1), self.buffers[slot[3]].view(-1)
         momentum = float(bn.momentum) if bn.momentum is not None else 0.0
         ghost = layer.ghost_batch_size if isinstance(layer, GhostBatchNorm) else None
@@ -245,10 +267,10 @@ class _Vmapped(_Stacked):
     def __init__(self, models: Sequence[nn.Module]) -> None:
         from torch.func import stack_module_state
 
-        params, buffers = stack_module_state(list(models))  # type: ignore[arg-type]
+        params, buffers = stack_module_state(list(models))
         self.names = list(params)
         self.buffer_names = list(buffers)
-        self.params = [params[n].detach().clone().requires_grad_(True) for n in self.names]
+        self._stack_params([params[n] for n in self.names])
         self.buffers = [buffers[n].clone() for n in self.buffer_names]
         self.module = models[0]
 
@@ -314,7 +336,7 @@ def _stack(specs: Sequence[TrialSpec], data: Splits, device: str) -> _Stacked | 
         for out in (logits, evaluated):
             if tuple(out.shape[:2]) != (len(specs), 2):
                 return f"its batched output has shape {tuple(out.shape)}"
-    except Exception as exc:  # noqa: BLE001 - any failure means: train one by one
+    except Exception as exc:
         return f"torch.func.vmap cannot batch it ({type(exc).__name__}: {exc})".splitlines()[0]
     return stacked
 
@@ -363,107 +385,104 @@ def trials_that_fit(spec: TrialSpec, data: Splits, device: str) -> int:
 
 @dataclass
 class _Hyper:
-    """Per-trial metaparameters as float64 ``[T]`` tensors: torch.optim takes them as
+    """Per-trial metaparameters as float64 ``[T, 1]`` columns: torch.optim takes them as
     Python floats, and its kernels round them (or what is computed from them) to the
     parameters' dtype where they meet the parameters; the updates below do the same."""
 
     kind: str
     schedule: torch.Tensor  # [steps, T] float64: learning_rate_at of every step and trial
-    momentum: torch.Tensor
-    weight_decay: torch.Tensor
-    beta1: torch.Tensor
-    beta2: torch.Tensor
-    epsilon: torch.Tensor
-    smoothing: torch.Tensor
-    decay_any: bool
+    columns: dict[str, torch.Tensor]
     smoothing_any: bool
+    decay_any: bool
+
+    def select(self, index: torch.Tensor) -> None:
+        """Keep the trials at ``index``."""
+        self.schedule = self.schedule[:, index]
+        self.columns = {k: v[index] for k, v in self.columns.items()}
 
 
-def _hyper(specs: Sequence[TrialSpec], device: str, dtype: torch.dtype) -> _Hyper:
+_DEFAULTS = {"momentum": 0.0, "weight_decay": 0.0, "beta1": 0.9, "beta2": 0.999,
+             "epsilon": 1e-8, "label_smoothing": 0.0}
+
+
+def _hyper(specs: Sequence[TrialSpec], device: str) -> _Hyper:
     kind = split_optimizer(specs[0].optimizer)[0]
-    steps = specs[0].steps
-
-    def column(name: str, default: float) -> torch.Tensor:
-        return torch.tensor([float(s.parameters.get(name, default)) for s in specs],
-                            dtype=torch.float64, device=device)
-
-    # One-by-one gives torch the rate as a Python float (a double): so does the table,
-    # rounded to the parameters' dtype where the update uses it, as torch's kernels do.
+    columns = {name: torch.tensor([[float(s.parameters.get(name, default))] for s in specs],
+                                  dtype=torch.float64, device=device)
+               for name, default in _DEFAULTS.items()}
+    if kind == "sgd":  # torch.optim.SGD gets no momentum for plain sgd
+        columns["momentum"].zero_()
+    # The rate of every step from the one-by-one schedule itself (a Python double each).
     table = torch.tensor([[learning_rate_at(step, s.parameters) for s in specs]
-                          for step in range(steps)], dtype=torch.float64)
-    momentum = column("momentum", 0.0) if kind != "sgd" else column("_", 0.0)
-    decay = column("weight_decay", 0.0)
-    smoothing = column("label_smoothing", 0.0)
-    return _Hyper(kind, table.to(device), momentum, decay,
-                  column("beta1", 0.9), column("beta2", 0.999), column("epsilon", 1e-8),
-                  smoothing, bool((decay != 0).any()), bool((smoothing != 0).any()))
+                          for step in range(specs[0].steps)], dtype=torch.float64)
+    return _Hyper(kind, table.to(device), columns,
+                  any(float(s.parameters.get("label_smoothing", 0.0)) != 0 for s in specs),
+                  any(float(s.parameters.get("weight_decay", 0.0)) != 0 for s in specs))
 
 
-def _per_trial(values: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-    return values.view(-1, *([1] * (like.dim() - 1)))
+def _column(values: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """A ``[T, 1]`` column shaped to broadcast over ``like`` [T, ...], in its dtype."""
+    return values.view(-1, *([1] * (like.dim() - 1))).to(like.dtype)
 
 
 class _Optimizer:
-    """torch.optim.SGD / Adam updates on stacked parameters, masked per trial."""
+    """torch.optim.SGD / Adam on stacked parameters, in place.
 
-    def __init__(self, hyper: _Hyper, params: Sequence[torch.Tensor]) -> None:
+    The formulas and their order are torch's (single-tensor implementations): weight decay
+    added to the gradient; SGD's momentum buffer starts as the first gradient, then
+    ``buf·γ + g``, Nesterov steps along ``g + γ·buf``; Adam's moments by ``lerp`` and
+    ``·β₂ + (1−β₂)·g²``, bias corrections in double precision, ``eps`` added after the
+    square root and its correction. A parameter without a gradient is skipped.
+    """
+
+    def __init__(self, hyper: _Hyper) -> None:
         self.hyper = hyper
-        self.params = list(params)
-        self.state: list[list[torch.Tensor]] = []
+        self.state: dict[int, list[torch.Tensor]] = {}
         self.steps = 0
 
+    def select(self, index: torch.Tensor) -> None:
+        """Keep the trials at ``index``."""
+        self.state = {i: [s[index].contiguous() for s in state]
+                      for i, state in self.state.items()}
+
     @torch.no_grad()
-    def step(self, grads: Sequence[torch.Tensor | None], lr: torch.Tensor,
-             live: torch.Tensor) -> None:
-        h = self.hyper
-        first = self.steps == 0
+    def step(self, params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor | None],
+             lr: torch.Tensor) -> None:
+        """One update of every parameter in place; ``lr`` [T] float64. The gradients are
+        used as scratch space."""
+        h, c = self.hyper, self.hyper.columns
         self.steps += 1
-        for i, (param, grad) in enumerate(zip(self.params, grads, strict=True)):
-            if grad is None:  # torch.optim skips a parameter without a gradient
-                if first:
-                    self.state.append([])
+        for i, (param, grad) in enumerate(zip(params, grads, strict=True)):
+            if grad is None:
                 continue
-            keep = _per_trial(live, param)
-
-            def cast(value: torch.Tensor, like: torch.Tensor = param) -> torch.Tensor:
-                return _per_trial(value, like).to(like.dtype)
-
-            d = grad
+            rate = _column(lr, param)
             if h.decay_any:
-                d = torch.where(cast(h.weight_decay) != 0,
-                                grad + cast(h.weight_decay) * param, grad)
-            rate = cast(lr)
+                grad.addcmul_(_column(c["weight_decay"], param), param)
             if h.kind == "adam":
-                if first:
-                    self.state.append([torch.zeros_like(param), torch.zeros_like(param)])
+                if i not in self.state:
+                    self.state[i] = [torch.zeros_like(param), torch.zeros_like(param)]
                 avg, avg_sq = self.state[i]
-                new_avg = torch.lerp(avg, d, cast(1 - h.beta1))
-                new_sq = avg_sq * cast(h.beta2) + cast(1 - h.beta2) * d * d
-                # The bias corrections in double precision, as Python floats are.
-                correction1 = 1 - h.beta1 ** self.steps
-                correction2 = (1 - h.beta2 ** self.steps).sqrt()
-                step_size = cast(lr / correction1)
-                denom = new_sq.sqrt() / cast(correction2) + cast(h.epsilon)
-                new = param - step_size * (new_avg / denom)
-                avg.copy_(torch.where(keep, new_avg, avg))
-                avg_sq.copy_(torch.where(keep, new_sq, avg_sq))
-            elif h.kind == "sgd":
-                if first:
-                    self.state.append([])
-                new = param - rate * d
-            else:
-                momentum = cast(h.momentum)
-                if first:
-                    buffer = d.clone()
-                    self.state.append([buffer])
-                    new_buffer = buffer
+                avg.lerp_(grad, _column(1 - c["beta1"], param))
+                avg_sq.mul_(_column(c["beta2"], param)).add_(
+                    grad * grad * _column(1 - c["beta2"], param))
+                correction1 = 1 - c["beta1"] ** self.steps
+                correction2 = (1 - c["beta2"] ** self.steps).sqrt()
+                denom = (avg_sq.sqrt() / _column(correction2, param)).add_(
+                    _column(c["epsilon"], param))
+                param.sub_((avg / denom).mul_(_column(lr.unsqueeze(1) / correction1, param)))
+                continue
+            if h.kind != "sgd":
+                momentum = _column(c["momentum"], param)
+                if i not in self.state:
+                    self.state[i] = [grad.clone()]
                 else:
-                    buffer = self.state[i][0]
-                    new_buffer = buffer * momentum + d
-                    buffer.copy_(torch.where(keep, new_buffer, buffer))
-                step = d + momentum * new_buffer if h.kind == "nesterov_momentum" else new_buffer
-                new = param - rate * step
-            param.copy_(torch.where(keep, new, param))
+                    self.state[i][0].mul_(momentum).add_(grad)
+                buffer = self.state[i][0]
+                if h.kind == "nesterov_momentum":
+                    grad.addcmul_(momentum, buffer)
+                else:
+                    grad = buffer
+            param.sub_(grad * rate)
 
 
 def _losses(logits: torch.Tensor, target: torch.Tensor, hyper: _Hyper) -> torch.Tensor:
@@ -475,7 +494,7 @@ def _losses(logits: torch.Tensor, target: torch.Tensor, hyper: _Hyper) -> torch.
     nll = -log_p.gather(-1, target.unsqueeze(-1)).squeeze(-1).mean(dim=-1)
     if not hyper.smoothing_any:
         return nll
-    eps = hyper.smoothing.to(logits.dtype)
+    eps = hyper.columns["label_smoothing"].squeeze(1).to(logits.dtype)
     smooth = (-log_p.sum(dim=-1) / logits.shape[-1]).mean(dim=-1)
     # Only where ε > 0, so that ε = 0 is exactly the plain loss (0·inf would be NaN).
     return torch.where(eps != 0, (1 - eps) * nll + eps * smooth, nll)
@@ -515,46 +534,75 @@ def _one_by_one(specs: Sequence[TrialSpec], reason: str) -> list[TrialResult]:
     return [run_trial(spec) for spec in specs]
 
 
+SYNC_FREE: bool | None = None
+"""How a trial that diverges between evaluations is handled. ``True``: without reading
+anything back, by masking its updates on the device until the next evaluation (the
+default on a GPU, where reading back would stall the queue of work). ``False``: the loss
+is read back after every step, which on a CPU costs nothing (no queue to wait for), and the
+trial leaves the group at once. None: by the device. Both give the same rows."""
+
+
 def _train_group(specs: Sequence[TrialSpec], data: Splits, device: str) -> list[TrialResult]:
     start = time.perf_counter()
     first = specs[0]
-    trials, steps = len(specs), first.steps
+    steps = first.steps
     model = _stack(specs, data, device)
     if isinstance(model, str):
         return _one_by_one(specs, model)
-    dtype = model.params[0].dtype
-    hyper = _hyper(specs, device, dtype)
-    optimizer = _Optimizer(hyper, model.params)
+    sync_free = device.startswith("cuda") if SYNC_FREE is None else SYNC_FREE
+    hyper = _hyper(specs, device)
+    optimizer = _Optimizer(hyper)
     x_train, y_train = data.splits["train"]
     n_train, batch = data.n_train, first.batch_size
     full_batch = batch == n_train
+    # ids[k]: which trial (index into specs) is at position k of the group now.
+    ids = list(range(len(specs)))
     generators = [torch.Generator().manual_seed(spec.seed) for spec in specs]
 
     def shuffle() -> torch.Tensor:
-        return torch.stack([torch.randperm(n_train, generator=g) for g in generators]
+        return torch.stack([torch.randperm(n_train, generator=generators[i]) for i in ids]
                            ).to(device)
 
     rows: list[dict[str, list[float]]] = [{"step": []} for _ in specs]
-    status: list[str | None] = [None] * trials  # None while the trial trains
-    last = [0] * trials
+    status = ["COMPLETE"] * len(specs)
+    last = [0] * len(specs)
 
-    def record(index: int, step: int, metrics: dict[str, float]) -> None:
-        rows[index]["step"].append(step)
+    def record(i: int, step: int, metrics: dict[str, float]) -> None:
+        rows[i]["step"].append(step)
         for name, value in metrics.items():
-            rows[index].setdefault(name, []).append(value)
-        last[index] = step
+            rows[i].setdefault(name, []).append(value)
+        last[i] = step
 
-    # live: takes the next update; stop_at: the step of a diverged trial's last row.
-    live = torch.ones(trials, dtype=torch.bool, device=device)
-    stop_at = torch.full((trials,), -1, dtype=torch.int64, device=device)
-    for i, metrics in enumerate(_evaluate(model, data, trials)):
-        record(i, 0, metrics)
-        if not math.isfinite(metrics["train/cross_entropy_error"]):
-            status[i] = "INFEASIBLE"
-            live[i] = False
+    # On the sync-free path, live: takes the next update; stop_at: the step of the last row
+    # of a trial whose loss was not finite (-1: none).
+    live = torch.ones(len(ids), dtype=torch.bool, device=device)
+    stop_at = torch.full((len(ids),), -1, dtype=torch.int64, device=device)
     order, position = shuffle(), 0
+
+    def leave(positions: list[int]) -> None:
+        """Drop the trials at these positions from the group (they are finished)."""
+        nonlocal order, live, stop_at
+        if not positions:
+            return
+        keep = [k for k in range(len(ids)) if k not in set(positions)]
+        ids[:] = [ids[k] for k in keep]
+        if not ids:
+            return
+        index = torch.tensor(keep, device=device)
+        model.select(index)
+        optimizer.select(index)
+        hyper.select(index)
+        order, live, stop_at = order[index], live[index], stop_at[index]
+
+    done = []
+    for k, metrics in enumerate(_evaluate(model, data, len(ids))):
+        record(ids[k], 0, metrics)
+        if not math.isfinite(metrics["train/cross_entropy_error"]):
+            status[ids[k]] = "INFEASIBLE"
+            done.append(k)
+    leave(done)
     step = 0
-    while step < steps and any(s is None for s in status):
+    while step < steps and ids:
         if full_batch:
             xb, yb = x_train, y_train
         else:
@@ -563,33 +611,55 @@ def _train_group(specs: Sequence[TrialSpec], data: Splits, device: str) -> list[
             index = order[:, position:position + batch]
             position += batch
             xb, yb = x_train[index], y_train[index]
-        loss = _losses(model.forward(xb, full_batch, True), yb, hyper)
-        grads = torch.autograd.grad(loss.sum(), model.params, allow_unused=True)
-        saved = [b.clone() for b in model.buffers]
-        optimizer.step(grads, hyper.schedule[step], live)
-        with torch.no_grad():
-            for buffer, before in zip(model.buffers, saved, strict=True):
-                buffer.copy_(torch.where(_per_trial(live, buffer), buffer, before))
-            diverged = live & ~torch.isfinite(loss.detach())
-            stop_at = torch.where(diverged, step + 1, stop_at)
-            live = live & ~diverged
+        if sync_free:
+            before = ([t.detach().clone() for t in model.params],
+                      {i: [t.clone() for t in state] for i, state in optimizer.state.items()},
+                      [t.clone() for t in model.buffers])
+        losses = _losses(model.forward(xb, full_batch, True), yb, hyper)
+        grads = torch.autograd.grad(losses.sum(), model.params, allow_unused=True)
+        loss = losses.detach()
+        optimizer.step(model.params, list(grads), hyper.schedule[step])
+        if sync_free:
+            with torch.no_grad():  # frozen trials keep what they had before this step
+                params, states, buffers = before
+                kept = [*zip(model.params, params, strict=True),
+                        *zip(model.buffers, buffers, strict=True)]
+                kept += [pair for i, state in states.items()
+                         for pair in zip(optimizer.state[i], state, strict=True)]
+                for now, then in kept:
+                    keep = live.view(-1, *([1] * (now.dim() - 1)))
+                    now.copy_(torch.where(keep, now, then))
+                # This step's update counts (one-by-one takes it), later ones do not.
+                diverged = live & ~torch.isfinite(loss)
+                stop_at = torch.where(diverged, step + 1, stop_at)
+                live = live & ~diverged
         step += 1
-        if step % first.eval_every == 0 or step == steps:
-            evaluated = _evaluate(model, data, trials)
+        if not sync_free:
+            bad = ~torch.isfinite(loss)
+            if bool(bad.any()):  # a read-back, free on a CPU
+                positions = bad.nonzero().flatten().tolist()
+                evaluated = _evaluate(model, data, len(ids))
+                for k in positions:
+                    record(ids[k], step, evaluated[k])
+                    status[ids[k]] = "INFEASIBLE"
+                leave(positions)
+        if ids and (step % first.eval_every == 0 or step == steps):
+            evaluated = _evaluate(model, data, len(ids))
             stops = stop_at.tolist()
-            for i, metrics in enumerate(evaluated):
-                if status[i] is not None:
+            done = []
+            for k, metrics in enumerate(evaluated):
+                if stops[k] >= 0:  # frozen since then: these are its numbers at that step
+                    record(ids[k], stops[k], metrics)
+                    status[ids[k]] = "INFEASIBLE"
+                    done.append(k)
                     continue
-                if stops[i] >= 0:  # frozen since then: these are its numbers at that step
-                    record(i, stops[i], metrics)
-                    status[i] = "INFEASIBLE"
-                    continue
-                record(i, step, metrics)
+                record(ids[k], step, metrics)
                 if not math.isfinite(metrics["train/cross_entropy_error"]):
-                    status[i] = "INFEASIBLE"
-                    live[i] = False
-    seconds = (time.perf_counter() - start) / trials
-    return [TrialResult(spec, status[i] or "COMPLETE", last[i], rows[i], seconds, device,
+                    status[ids[k]] = "INFEASIBLE"
+                    done.append(k)
+            leave(done)
+    seconds = (time.perf_counter() - start) / len(specs)
+    return [TrialResult(spec, status[i], last[i], rows[i], seconds, device,
                         torch.__version__) for i, spec in enumerate(specs)]
 
 
