@@ -7,9 +7,18 @@ into ``curvekit/_demo/`` (the files ``curvekit demo`` installs).
 
 Usage::
 
-    python benchmarks/run.py                 # fresh run, 1 worker (about 30-45 min here)
+    python benchmarks/run.py                 # fresh run, 1 worker, trials batched per study
+    python benchmarks/run.py --trials-at-once 1   # the one-by-one trainer (30-45 min here)
     python benchmarks/run.py --workers 2     # faster on an idle machine
     python benchmarks/run.py --resume        # continue an interrupted run, then export
+    python benchmarks/run.py --compare       # batched against one by one, per batch size
+
+``--compare`` times, for every batch size of the demo and both of its optimizers, the
+study's 24 trials trained together and the first ``--compare-one`` trials trained one by
+one, each over the first ``--compare-steps`` steps of the protocol (evaluations every 10
+steps included), in a fresh process each so that its peak memory can be read; trials per
+minute are per full-length trial (seconds × budget / steps timed). It does not touch the
+demo files; results in ``benchmarks/results/run-compare.json``.
 
 The equivalent command line (without the export) is in docs/running.md.
 """
@@ -17,6 +26,7 @@ The equivalent command line (without the export) is in docs/running.md.
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import shutil
 import statistics
@@ -25,6 +35,7 @@ import time
 from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -43,7 +54,22 @@ def main() -> None:
     parser.add_argument("--resume", action="store_true",
                         help="keep the trials an earlier run finished")
     parser.add_argument("--out", type=Path, help="export folder (default curvekit/_demo)")
+    parser.add_argument("--trials-at-once", type=int, default=None,
+                        help="cap on trials trained together (default: whole studies)")
+    parser.add_argument("--compare", action="store_true",
+                        help="time batched against one-by-one training per batch size")
+    parser.add_argument("--compare-steps", type=int, default=200)
+    parser.add_argument("--compare-one", type=int, default=3)
+    parser.add_argument("--time-study", nargs=4, metavar=("OPTIMIZER", "BATCH", "MODE", "STEPS"),
+                        help=argparse.SUPPRESS)  # the child process of --compare
     args = parser.parse_args()
+    if args.time_study:
+        optimizer, batch, mode, steps = args.time_study
+        time_study(optimizer, int(batch), mode, int(steps), args.compare_one)
+        return
+    if args.compare:
+        compare(args.compare_steps, args.compare_one)
+        return
 
     import torch
 
@@ -67,7 +93,7 @@ def main() -> None:
     start = time.perf_counter()
     result = curvekit.run(DEMO_SWEEP["name"], **options, device="cpu",
                           workers=args.workers, work_dir=work, store=False,
-                          progress=progress)
+                          progress=progress, trials_at_once=args.trials_at_once)
     wall = time.perf_counter() - start
     sweep = Sweep.from_json(__import__("json").loads((work / "plan.json").read_text()))
     specs = sweep.trial_specs()
@@ -80,6 +106,8 @@ def main() -> None:
                           "seconds": round(wall, 1), "trials_run": result.ran,
                           "training_seconds_all_trials": round(trial_seconds, 1),
                           "workers": args.workers, "torch": torch.__version__,
+                          "trials_at_once": args.trials_at_once or "study",
+                          "load_average": list(os.getloadavg()),
                           "machine": platform.machine(), "statuses": result.statuses}}
     folder = export_demo(tables, info, work, args.out)
     size = sum(p.stat().st_size for p in folder.glob("*"))
@@ -88,13 +116,88 @@ def main() -> None:
                  for b, v in sorted(seconds.items())}
     out = save("run-demo", {
         "command": COMMAND, "workers": args.workers, "wall_s": wall, "trials": result.trials,
+        "trials_at_once": args.trials_at_once or "study", "load_average": list(os.getloadavg()),
         "trials_run": result.ran, "trials_per_min": 60 * result.ran / wall if result.ran else None,
         "per_batch_size": per_batch, "statuses": result.statuses, "demo_bytes": size,
         "all_trials_training_s": trial_seconds,
         "all_trials_per_min": 60 * len(finished) / trial_seconds,
-        "torch": torch.__version__, "cpu_count": __import__("os").cpu_count()})
+        "torch": torch.__version__, "cpu_count": os.cpu_count()})
     print(f"{result.ran} trials in {wall:.0f} s: {60 * result.ran / max(wall, 1e-9):.1f} "
           f"trials/min; demo files {size / 1e6:.2f} MB in {folder}; results in {out}")
+
+
+def _status_kb(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def time_study(optimizer: str, batch: int, mode: str, steps: int, one: int) -> None:
+    """Child of --compare: time one demo study's trials over ``steps`` steps; print JSON."""
+    import json
+
+    from curvekit.runner.batched import train_trials
+    from curvekit.runner.demo import DEMO_SWEEP
+    from curvekit.runner.plan import Sweep
+    from curvekit.runner.train import _data, run_trial
+
+    sweep = Sweep.create(DEMO_SWEEP["name"], dataset="digits", model=DEMO_SWEEP["model"],
+                         optimizers=[optimizer], batch_sizes=[batch],
+                         trials=DEMO_SWEEP["trials"], steps=DEMO_SWEEP["steps"][batch],
+                         eval_every=DEMO_SWEEP["eval_every"], seed=DEMO_SWEEP["seed"])
+    from dataclasses import replace
+
+    specs = [replace(s, steps=min(steps, s.steps)) for s in sweep.trial_specs()]
+    if mode == "one":
+        specs = specs[:one]
+    _data(specs[0], "cpu")  # loaded before the baseline, as a worker holds it
+    before = _status_kb("VmRSS")
+    start = time.perf_counter()
+    results = train_trials(specs) if mode == "batched" else [run_trial(s) for s in specs]
+    seconds = time.perf_counter() - start
+    print(json.dumps({"seconds": seconds, "trials": len(specs),
+                      "steps": sum(r.steps for r in results),
+                      "extra_peak_kb": max(0, _status_kb("VmHWM") - before)}))
+
+
+def compare(steps: int, one: int) -> None:
+    """Batched against one-by-one training of the demo's studies (see the docstring)."""
+    import json
+    import subprocess
+
+    from curvekit.runner.demo import DEMO_SWEEP
+
+    table = []
+    load = [list(os.getloadavg())]
+    for optimizer in DEMO_SWEEP["optimizers"]:
+        for batch, budget in DEMO_SWEEP["steps"].items():
+            row: dict[str, Any] = {"optimizer": optimizer, "batch_size": batch,
+                                   "budget": budget}
+            for mode in ("batched", "one"):
+                out = subprocess.run(
+                    [sys.executable, __file__, "--time-study", optimizer, str(batch), mode,
+                     str(steps), "--compare-one", str(one)],
+                    check=True, capture_output=True, text=True).stdout
+                got = json.loads(out.strip().splitlines()[-1])
+                # Seconds of one full-length trial: time per trial-step taken × the budget
+                # (a trial that diverges stops early and takes fewer steps).
+                per_trial = got["seconds"] / got["steps"] * budget
+                row[mode] = {**got, "trials_per_min": 60 / per_trial,
+                             "peak_mb_per_trial": got["extra_peak_kb"] / 1024 / got["trials"]}
+            fast, slow = row["batched"]["trials_per_min"], row["one"]["trials_per_min"]
+            row["ratio"] = fast / slow
+            table.append(row)
+            load.append(list(os.getloadavg()))
+            print(f"{optimizer:18s} {batch:5d}: batched {fast:7.1f} trials/min, one by one "
+                  f"{slow:6.1f}, {fast / slow:.2f}x", flush=True)
+    import torch
+
+    out_path = save("run-compare", {
+        "steps_timed": steps, "one_by_one_trials_timed": one, "rows": table,
+        "load_average_during": load, "torch": torch.__version__,
+        "cpu_count": os.cpu_count(), "machine": platform.machine()})
+    print(f"results in {out_path}")
 
 
 if __name__ == "__main__":
