@@ -482,7 +482,7 @@ class _Optimizer:
                     grad.addcmul_(momentum, buffer)
                 else:
                     grad = buffer
-            param.sub_(grad * rate)
+            param.addcmul_(grad, rate, value=-1)  # p − g·η, without a temporary
 
 
 def _losses(logits: torch.Tensor, target: torch.Tensor, hyper: _Hyper) -> torch.Tensor:
