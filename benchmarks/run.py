@@ -14,11 +14,12 @@ Usage::
     python benchmarks/run.py --compare       # batched against one by one, per batch size
 
 ``--compare`` times, for every batch size of the demo and both of its optimizers, the
-study's 24 trials trained together and the first ``--compare-one`` trials trained one by
-one, each over the first ``--compare-steps`` steps of the protocol (evaluations every 10
-steps included), in a fresh process each so that its peak memory can be read; trials per
-minute are per full-length trial (seconds × budget / steps timed). It does not touch the
-demo files; results in ``benchmarks/results/run-compare.json``.
+study's 24 trials trained together and the same 24 trials trained one by one, each trial
+cut to the first ``--compare-steps`` steps of the protocol (evaluations every 10 steps
+included; the same trials diverge both ways), in a fresh process each so that its peak
+memory can be read. Trials per minute are per full-length trial: the study's seconds ×
+budget / steps timed (a study whose trials diverge early comes out faster both ways). It
+does not touch the demo files; results in ``benchmarks/results/run-compare.json``.
 
 The equivalent command line (without the export) is in docs/running.md.
 """
@@ -58,17 +59,16 @@ def main() -> None:
                         help="cap on trials trained together (default: whole studies)")
     parser.add_argument("--compare", action="store_true",
                         help="time batched against one-by-one training per batch size")
-    parser.add_argument("--compare-steps", type=int, default=200)
-    parser.add_argument("--compare-one", type=int, default=3)
+    parser.add_argument("--compare-steps", type=int, default=150)
     parser.add_argument("--time-study", nargs=4, metavar=("OPTIMIZER", "BATCH", "MODE", "STEPS"),
                         help=argparse.SUPPRESS)  # the child process of --compare
     args = parser.parse_args()
     if args.time_study:
         optimizer, batch, mode, steps = args.time_study
-        time_study(optimizer, int(batch), mode, int(steps), args.compare_one)
+        time_study(optimizer, int(batch), mode, int(steps))
         return
     if args.compare:
-        compare(args.compare_steps, args.compare_one)
+        compare(args.compare_steps)
         return
 
     import torch
@@ -133,7 +133,7 @@ def _status_kb(field: str) -> int:
     return 0
 
 
-def time_study(optimizer: str, batch: int, mode: str, steps: int, one: int) -> None:
+def time_study(optimizer: str, batch: int, mode: str, steps: int) -> None:
     """Child of --compare: time one demo study's trials over ``steps`` steps; print JSON."""
     import json
 
@@ -149,19 +149,18 @@ def time_study(optimizer: str, batch: int, mode: str, steps: int, one: int) -> N
     from dataclasses import replace
 
     specs = [replace(s, steps=min(steps, s.steps)) for s in sweep.trial_specs()]
-    if mode == "one":
-        specs = specs[:one]
     _data(specs[0], "cpu")  # loaded before the baseline, as a worker holds it
     before = _status_kb("VmRSS")
     start = time.perf_counter()
     results = train_trials(specs) if mode == "batched" else [run_trial(s) for s in specs]
     seconds = time.perf_counter() - start
-    print(json.dumps({"seconds": seconds, "trials": len(specs),
-                      "steps": sum(r.steps for r in results),
+    print(json.dumps({"seconds": seconds, "trials": len(specs), "steps": specs[0].steps,
+                      "steps_taken": sum(r.steps for r in results),
+                      "infeasible": sum(r.status == "INFEASIBLE" for r in results),
                       "extra_peak_kb": max(0, _status_kb("VmHWM") - before)}))
 
 
-def compare(steps: int, one: int) -> None:
+def compare(steps: int) -> None:
     """Batched against one-by-one training of the demo's studies (see the docstring)."""
     import json
     import subprocess
@@ -177,12 +176,12 @@ def compare(steps: int, one: int) -> None:
             for mode in ("batched", "one"):
                 out = subprocess.run(
                     [sys.executable, __file__, "--time-study", optimizer, str(batch), mode,
-                     str(steps), "--compare-one", str(one)],
+                     str(steps)],
                     check=True, capture_output=True, text=True).stdout
                 got = json.loads(out.strip().splitlines()[-1])
-                # Seconds of one full-length trial: time per trial-step taken × the budget
-                # (a trial that diverges stops early and takes fewer steps).
-                per_trial = got["seconds"] / got["steps"] * budget
+                # Seconds of one full-length trial: the study's time per trial, scaled from
+                # the steps timed to the budget.
+                per_trial = got["seconds"] / got["trials"] * budget / got["steps"]
                 row[mode] = {**got, "trials_per_min": 60 / per_trial,
                              "peak_mb_per_trial": got["extra_peak_kb"] / 1024 / got["trials"]}
             fast, slow = row["batched"]["trials_per_min"], row["one"]["trials_per_min"]
@@ -194,7 +193,7 @@ def compare(steps: int, one: int) -> None:
     import torch
 
     out_path = save("run-compare", {
-        "steps_timed": steps, "one_by_one_trials_timed": one, "rows": table,
+        "steps_timed": steps, "rows": table,
         "load_average_during": load, "torch": torch.__version__,
         "cpu_count": os.cpu_count(), "machine": platform.machine()})
     print(f"results in {out_path}")
