@@ -105,8 +105,12 @@ def test_batched_equals_one_by_one_in_float64(optimizer: str, float64: None) -> 
 
 
 def test_a_diverging_trial_stops_at_the_same_step_and_the_others_go_on(
-        float64: None, sync_free: bool) -> None:
-    specs = study("sgd", steps=200, eval_every=50)
+        float64: None, sync_free: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Learning rates come in blocks of steps: small blocks here, so that trials leave the
+    # group in the middle of one and the schedule goes on across many.
+    monkeypatch.setattr(batched, "_SCHEDULE_BLOCK", 7)
+    specs = study("sgd", steps=200, eval_every=50,
+                  extra=[{}, {}, {"warmup_steps": 30, "warmup_start_learning_rate": 1e-3}])
     specs[1] = replace(specs[1], parameters={"learning_rate": 1e200})
     batch = train_trials(specs)
     alone = [run_trial(spec) for spec in specs]

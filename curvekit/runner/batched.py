@@ -46,6 +46,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -383,21 +384,43 @@ def trials_that_fit(spec: TrialSpec, data: Splits, device: str) -> int:
 # The optimizer updates, on stacked tensors
 
 
+_SCHEDULE_BLOCK = 1024  # steps of learning rates computed and sent to the device at once
+
+
 @dataclass
 class _Hyper:
     """Per-trial metaparameters as float64 ``[T, 1]`` columns: torch.optim takes them as
     Python floats, and its kernels round them (or what is computed from them) to the
-    parameters' dtype where they meet the parameters; the updates below do the same."""
+    parameters' dtype where they meet the parameters; the updates below do the same.
+
+    The learning rates come from :func:`learning_rate_at` itself, for a block of steps at a
+    time (memory and transfers stay small however long the budget)."""
 
     kind: str
-    schedule: torch.Tensor  # [steps, T] float64: learning_rate_at of every step and trial
+    parameters: list[dict[str, Any]]
     columns: dict[str, torch.Tensor]
     smoothing_any: bool
     decay_any: bool
+    device: str
+    block: torch.Tensor | None = None
+    block_start: int = 0
+
+    def rates(self, step: int) -> torch.Tensor:
+        """``[T]`` float64 learning rates of the update taken at ``step``."""
+        if self.block is None or not 0 <= step - self.block_start < len(self.block):
+            self.block_start = step
+            self.block = torch.tensor(
+                [[learning_rate_at(s, p) for p in self.parameters]
+                 for s in range(step, step + _SCHEDULE_BLOCK)],
+                dtype=torch.float64).to(self.device)
+        return self.block[step - self.block_start]
 
     def select(self, index: torch.Tensor) -> None:
         """Keep the trials at ``index``."""
-        self.schedule = self.schedule[:, index]
+        positions = index.tolist()
+        self.parameters = [self.parameters[k] for k in positions]
+        if self.block is not None:
+            self.block = self.block[:, index]
         self.columns = {k: v[index] for k, v in self.columns.items()}
 
 
@@ -412,12 +435,10 @@ def _hyper(specs: Sequence[TrialSpec], device: str) -> _Hyper:
                for name, default in _DEFAULTS.items()}
     if kind == "sgd":  # torch.optim.SGD gets no momentum for plain sgd
         columns["momentum"].zero_()
-    # The rate of every step from the one-by-one schedule itself (a Python double each).
-    table = torch.tensor([[learning_rate_at(step, s.parameters) for s in specs]
-                          for step in range(specs[0].steps)], dtype=torch.float64)
-    return _Hyper(kind, table.to(device), columns,
+    return _Hyper(kind, [dict(s.parameters) for s in specs], columns,
                   any(float(s.parameters.get("label_smoothing", 0.0)) != 0 for s in specs),
-                  any(float(s.parameters.get("weight_decay", 0.0)) != 0 for s in specs))
+                  any(float(s.parameters.get("weight_decay", 0.0)) != 0 for s in specs),
+                  device)
 
 
 def _column(values: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
@@ -618,7 +639,7 @@ def _train_group(specs: Sequence[TrialSpec], data: Splits, device: str) -> list[
         losses = _losses(model.forward(xb, full_batch, True), yb, hyper)
         grads = torch.autograd.grad(losses.sum(), model.params, allow_unused=True)
         loss = losses.detach()
-        optimizer.step(model.params, list(grads), hyper.schedule[step])
+        optimizer.step(model.params, list(grads), hyper.rates(step))
         if sync_free:
             with torch.no_grad():  # frozen trials keep what they had before this step
                 params, states, buffers = before
