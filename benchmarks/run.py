@@ -55,6 +55,8 @@ def main() -> None:
     parser.add_argument("--resume", action="store_true",
                         help="keep the trials an earlier run finished")
     parser.add_argument("--out", type=Path, help="export folder (default curvekit/_demo)")
+    parser.add_argument("--label", default="run-demo",
+                        help="name of the results file under benchmarks/results/")
     parser.add_argument("--trials-at-once", type=int, default=None,
                         help="cap on trials trained together (default: whole studies)")
     parser.add_argument("--compare", action="store_true",
@@ -79,7 +81,7 @@ def main() -> None:
     from curvekit.runner.parts import finished_trials
     from curvekit.runner.plan import Sweep
 
-    work = WORK / "demo-run"
+    work = WORK / ("demo-run" if args.label == "run-demo" else args.label)
     if work.exists() and not args.resume:
         shutil.rmtree(work)
     seconds: dict[int, list[float]] = defaultdict(list)
@@ -114,7 +116,7 @@ def main() -> None:
     per_batch = {b: {"trials": len(v), "mean_s": round(statistics.mean(v), 2),
                      "trials_per_min": round(60 / statistics.mean(v), 1)}
                  for b, v in sorted(seconds.items())}
-    out = save("run-demo", {
+    out = save(args.label, {
         "command": COMMAND, "workers": args.workers, "wall_s": wall, "trials": result.trials,
         "trials_at_once": args.trials_at_once or "study", "load_average": list(os.getloadavg()),
         "trials_run": result.ran, "trials_per_min": 60 * result.ran / wall if result.ran else None,

@@ -15,13 +15,14 @@ parameters along a leading *trial axis* and takes every trial's step at once, fo
   Nesterov ``g + γ·buf``) and ``torch.optim.Adam`` (bias corrections, ``eps`` after the
   square root) are written out on the stacked tensors with per-trial metaparameters,
   label smoothing included.
-* **Divergence without a host sync per step.** A trial whose training loss is not finite
-  at a step still takes that step (as one-by-one does) and is frozen from then on: its
-  parameters, optimizer state and batch-norm statistics are masked out of every later
-  update, on the device. Only evaluations read anything back; one finds the frozen trial
-  and records its last row at the step after the non-finite loss (frozen weights give the
-  same numbers later as then), INFEASIBLE. A non-finite train cross-entropy at an
-  evaluation stops a trial there, INFEASIBLE, as one-by-one.
+* **Divergence.** A trial whose training loss is not finite at a step still takes that
+  step (as one-by-one does), records a last row at the next step and is INFEASIBLE; a
+  non-finite train cross-entropy at an evaluation stops a trial there. On a GPU nothing is
+  read back between evaluations (:data:`SYNC_FREE`): the trial's parameters, optimizer
+  state and batch-norm statistics are masked out of every later update on the device,
+  and the next evaluation records its row (frozen weights give the same numbers later as
+  then). On a CPU, where reading a value back costs nothing, the trial leaves the group at
+  once. Finished trials leave the group at every evaluation.
 * **Models.** The built-in models (``fc_*``, ``simple_cnn_*``, with or without batch norm
   and ghost batch norm) run as stacked layers: batched matrix products, grouped
   convolutions, and batch norm over (trial, channel) pairs. A user model
@@ -30,8 +31,9 @@ parameters along a leading *trial axis* and takes every trial's step at once, fo
   :func:`run_trial`, and a :class:`BatchingFallbackWarning` says so.
 
 What differs from one-by-one is float rounding only (a batched product sums in another
-order than a single one): in float64 the curves agree to about 1e-12 relative
-(``tests/test_run_batched.py``); in float32 they agree like two machines do.
+order than a single one): in float64 the curves agree to 1e-9 relative or better
+(``tests/test_run_batched.py``); in float32 they agree like two machines do. A trial's
+curve does not depend on which trials it trains beside.
 
 How many trials fit at once is estimated from the model (parameters, gradients,
 optimizer state, activations of a batch and of an evaluation chunk) against the free GPU
@@ -67,6 +69,7 @@ from curvekit.runner.workloads import GhostBatchNorm, Splits, build_model, use_g
 
 __all__ = [
     "CPU_BUDGET_BYTES",
+    "SYNC_FREE",
     "BatchingFallbackWarning",
     "train_trials",
     "trial_bytes",
