@@ -40,8 +40,8 @@ __all__ = ["EXECUTORS", "chunks", "execute"]
 EXECUTORS = ("local", "ray")
 _GPU: str | None = None
 Chunk = list[TrialSpec]
-Done = tuple[list[TrialResult], list[str]]
-"""A chunk's results and the messages of the notices it raised."""
+Done = tuple[list[TrialResult], list[tuple[type[Warning], str]]]
+"""A chunk's results and the notices it raised (category, message)."""
 
 
 def _describe(chunk: Sequence[TrialSpec]) -> str:
@@ -99,7 +99,8 @@ def _run(chunk: Chunk, batched: bool) -> Done:
         except Exception as exc:
             # A user's model or loader failing: name the trials, keep the cause readable.
             raise RunError(f"{_describe(chunk)} failed: {type(exc).__name__}: {exc}") from exc
-    notes = [str(w.message) for w in caught if issubclass(w.category, CurvekitWarning)]
+    notes: list[tuple[type[Warning], str]] = [
+        (w.category, str(w.message)) for w in caught if issubclass(w.category, CurvekitWarning)]
     for w in caught:  # anything else is not ours to collect: let it through as it was
         if not issubclass(w.category, CurvekitWarning):
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
@@ -107,11 +108,9 @@ def _run(chunk: Chunk, batched: bool) -> Done:
 
 
 def _deliver(done: Done) -> Iterator[TrialResult]:
-    from curvekit.runner.batched import BatchingFallbackWarning
-
     results, notes = done
-    for note in notes:
-        warnings.warn(note, BatchingFallbackWarning, stacklevel=2)
+    for category, message in notes:  # raised again here, wherever the chunk ran
+        warnings.warn(message, category, stacklevel=2)
     yield from results
 
 
