@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from curvekit._version import __version__
 from curvekit.errors import (
     ArchiveError,
+    BatchingFallbackWarning,
     ChecksumError,
     CurvekitError,
     CurvekitWarning,
@@ -125,6 +126,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "AddResult",
     "ArchiveError",
+    "BatchingFallbackWarning",
     "ChecksumError",
     "CurvekitError",
     "CurvekitWarning",

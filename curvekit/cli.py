@@ -917,6 +917,9 @@ def _base_parameters(items: tuple[str, ...]) -> dict[str, float]:
               show_default=True,
               help="Record the gradient noise scale at every evaluation from this many "
                    "micro-batches of a batch (2 or more; 0: off).")
+@click.option("--trials-at-once", type=click.IntRange(min=1),
+              help="Train up to N trials of a study together as one batched model "
+                   "[default: the whole study, as memory allows]; 1: one by one.")
 @home_option
 def run(name: str | None, dataset: str, model: str, optimizers: str, batch_sizes: str,
         trials: int | None, steps: str, eval_every: int, space: Path | None, seed: int,
@@ -925,7 +928,7 @@ def run(name: str | None, dataset: str, model: str, optimizers: str, batch_sizes
         no_store: bool, quiet: bool, protocol: str, base_batch_size: int | None,
         base_learning_rate: float | None, base_parameters: tuple[str, ...], warmup: str,
         ghost_batch_size: int | None, noise_micro_batches: int,
-        home: Path | None) -> None:
+        trials_at_once: int | None, home: Path | None) -> None:
     """Train a sweep with the paper's protocol and add it to the store.
 
     One study per optimizer and batch size, each with --trials-per-study quasi-random
@@ -953,8 +956,9 @@ def run(name: str | None, dataset: str, model: str, optimizers: str, batch_sizes
         store=not no_store, protocol=protocol, base_batch_size=base_batch_size,
         base_learning_rate=base_learning_rate,
         base_parameters=_base_parameters(base_parameters), warmup=warmup,
-        ghost_batch_size=ghost_batch_size, noise_micro_batches=noise_micro_batches)
-    with _progress(quiet) as progress:
+        ghost_batch_size=ghost_batch_size, noise_micro_batches=noise_micro_batches,
+        trials_at_once=trials_at_once)
+    with _progress(quiet) as progress, _explained():
         result = run_(name, **options, progress=progress)
     counts = ", ".join(f"{n} {s}" for s, n in sorted(result.statuses.items()))
     click.echo(f"{result.trials} trials ({result.ran} run now, {result.resumed} from "

@@ -13,4 +13,4 @@ import importlib.util
 
 collect_ignore: list[str] = []
 if importlib.util.find_spec("torch") is None:
-    collect_ignore += ["runner/train.py", "runner/workloads.py"]
+    collect_ignore += ["runner/train.py", "runner/workloads.py", "runner/batched.py"]

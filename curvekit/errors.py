@@ -22,7 +22,8 @@ names the offending value, what was expected and how to fix it. The whole tree::
     ├── EmptyResultWarning   a measurement has no row at some batch sizes, and why
     ├── DirectionWarning     a metric maximized although its name says lower is better
     ├── FigureNotesWarning   a figure was drawn with gaps, each said on the figure
-    └── IngestWarning        an import went through, but a log deserves a look
+    ├── IngestWarning        an import went through, but a log deserves a look
+    └── BatchingFallbackWarning  trials asked to train together ran one by one, and why
 
 >>> from curvekit.errors import ChecksumError, CurvekitError, RendererError
 >>> issubclass(ChecksumError, CurvekitError), issubclass(RendererError, CurvekitError)
@@ -35,6 +36,7 @@ from collections.abc import Sequence
 
 __all__ = [
     "ArchiveError",
+    "BatchingFallbackWarning",
     "ChecksumError",
     "CurvekitError",
     "CurvekitWarning",
@@ -165,3 +167,9 @@ class FigureNotesWarning(CurvekitWarning):
 class IngestWarning(CurvekitWarning):
     """An import went through, but something in a log deserves a look (a value too large
     for a 64-bit float, stored as infinity). ``curvekit add`` prints it as ``Warning: ...``."""
+
+
+class BatchingFallbackWarning(CurvekitWarning):
+    """Trials that were asked to train together run one by one (the message says why: a
+    user model that cannot be batched, or the gradient noise scale).
+    ``curvekit run`` prints it as ``Warning: ...``."""

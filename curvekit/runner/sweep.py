@@ -199,6 +199,7 @@ def run(
     warmup: str | int | float = 0,
     ghost_batch_size: int | None = None,
     noise_micro_batches: int = 0,
+    trials_at_once: int | None = None,
 ) -> RunResult:
     """Run a sweep (or resume it) and add its workloads to the store.
 
@@ -250,6 +251,12 @@ def run(
         Record the gradient noise scale (``train/gradient_noise_scale`` and its parts) at
         every evaluation, from this many micro-batches of a batch (≥ 2; 0: off). It costs
         one more forward and backward pass of a batch per evaluation.
+    trials_at_once
+        At most this many trials of a study train together as one batched model
+        (:mod:`curvekit.runner.batched`; same protocol, seeds and data order). Default: the
+        whole study, as many as the memory estimate allows (the free GPU memory, or
+        :data:`~curvekit.runner.batched.CPU_BUDGET_BYTES` on a CPU). ``1`` trains each
+        trial alone with :func:`~curvekit.runner.train.run_trial`, the reference.
 
     Examples
     --------
@@ -299,13 +306,16 @@ def run(
         workers = max(1, gpus)
     if workers < 1:
         raise RunError(f"workers must be at least 1, got {workers}")
+    if trials_at_once is not None and trials_at_once < 1:
+        raise RunError(f"trials at once must be at least 1, got {trials_at_once}; use 1 to "
+                       "train trials one by one, or leave it out for whole studies")
     open_work_dir(folder, sweep)
     specs = sweep.trial_specs(device=resolved)
     done = finished_trials(folder, specs)
     todo = [s for i, s in enumerate(specs) if i not in done]
     ran = 0
     results = execute(todo, executor=executor, workers=workers, gpus=gpus,
-                      ray_address=ray_address)
+                      ray_address=ray_address, trials_at_once=trials_at_once)
     try:
         for result in results:
             write_part(folder, result)

@@ -57,7 +57,7 @@ from curvekit.runner.workloads import Splits, build_model, load_dataset, use_gho
 __all__ = ["NOISE_METRICS", "evaluate", "gradient_noise", "learning_rate_at", "resolve_device",
            "run_trial"]
 
-_CACHE: dict[tuple[str, str | None, str], Splits] = {}
+_CACHE: dict[tuple[str, str | None, str, str], Splits] = {}
 _EVAL_CHUNK = 8192
 NOISE_METRICS = ("train/gradient_norm_squared", "train/gradient_noise_trace",
                  "train/gradient_noise_scale")
@@ -80,10 +80,16 @@ def resolve_device(device: str) -> str:
 
 def _data(spec: TrialSpec, device: str) -> Splits:
     # A worker process runs many trials of one sweep: load (and move) the data once.
-    key = (spec.dataset, spec.data_dir, device)
+    # Inputs take torch's default dtype (float32 unless changed), the models' dtype: a
+    # float64 default trains in float64, which the batched trainer's tests compare in.
+    dtype = torch.get_default_dtype()
+    key = (spec.dataset, spec.data_dir, device, str(dtype))
     if key not in _CACHE:
         _CACHE.clear()
-        _CACHE[key] = load_dataset(spec.dataset, spec.data_dir).to(torch.device(device))
+        data = load_dataset(spec.dataset, spec.data_dir).to(torch.device(device))
+        _CACHE[key] = Splits(data.name, {k: (x.to(dtype) if x.is_floating_point() else x, y)
+                                         for k, (x, y) in data.splits.items()},
+                             data.num_classes)
     return _CACHE[key]
 
 
