@@ -8,7 +8,9 @@ digits, 24 trials, one CPU thread), each the best of ``--repeat`` runs:
 * **the stacked floor**: the least a step of 24 stacked trials can cost here: a forward and
   backward pass of the stacked layers (``torch.baddbmm``) and a plain SGD update, with no
   data gathering, schedule or divergence check;
-* **the single floor**: the same minimal step for one trial (``torch.addmm``).
+* **the single floor**: the same minimal step for one trial (``torch.addmm``);
+* **an evaluation**: the 24 trials set up and evaluated once on every split (1,797
+  examples, a step budget of 0), together and one by one, per trial.
 
 ``training steps`` batched near ``the stacked floor`` means the trainer adds little of its
 own; ``the stacked floor`` against one by one bounds what batching can gain on this CPU.
@@ -27,6 +29,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -84,6 +87,13 @@ def floor_step(trials: int, batch: int, steps: int) -> float:
     return (time.perf_counter() - start) / steps
 
 
+def _one_by_one(specs: list) -> None:
+    from curvekit.runner.train import run_trial
+
+    for spec in specs:
+        run_trial(spec)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch-sizes", default="2,8,64,1197")
@@ -99,7 +109,8 @@ def main() -> None:
     torch.set_num_threads(1)
     rows = []
     print(f"{'batch':>6} {'batched':>10} {'one by one':>11} {'ratio':>6} "
-          f"{'stacked floor':>14} {'single floor':>13}   (ms per trial-step)")
+          f"{'stacked floor':>14} {'single floor':>13}   (ms per trial-step)"
+          f"  {'evaluation, together / alone':>29} (ms per trial)")
     for batch in (int(b) for b in args.batch_sizes.split(",")):
         sweep = Sweep.create("demo/digits", dataset="digits", model="fc_128_128_128",
                              optimizers=["sgd"], batch_sizes=[batch], trials=TRIALS,
@@ -116,6 +127,9 @@ def main() -> None:
             taken["one"] = sum(run_trial(s).steps for s in specs)
 
         b_s, o_s = _best(batched, args.repeat), _best(one, args.repeat)
+        at_start = [replace(s, steps=0) for s in specs]
+        eval_b = _best(partial(train_trials, at_start), args.repeat) / TRIALS
+        eval_o = _best(partial(_one_by_one, at_start), args.repeat) / TRIALS
         n = 20 if batch > 512 else 200
         row = {
             "batch_size": batch,
@@ -123,6 +137,8 @@ def main() -> None:
             "one_ms_per_trial_step": 1e3 * o_s / taken["one"],
             "stacked_floor_ms_per_trial_step": 1e3 * floor_step(TRIALS, batch, n) / TRIALS,
             "single_floor_ms_per_step": 1e3 * floor_step(1, batch, 5 * n),
+            "evaluation_ms_per_trial_batched": 1e3 * eval_b,
+            "evaluation_ms_per_trial_one": 1e3 * eval_o,
             "trial_steps": taken,
         }
         row["ratio"] = row["one_ms_per_trial_step"] / row["batched_ms_per_trial_step"]
@@ -130,7 +146,9 @@ def main() -> None:
         print(f"{batch:>6} {row['batched_ms_per_trial_step']:>10.3f} "
               f"{row['one_ms_per_trial_step']:>11.3f} {row['ratio']:>6.2f} "
               f"{row['stacked_floor_ms_per_trial_step']:>14.3f} "
-              f"{row['single_floor_ms_per_step']:>13.3f}", flush=True)
+              f"{row['single_floor_ms_per_step']:>13.3f}"
+              f"{row['evaluation_ms_per_trial_batched']:>26.2f} / "
+              f"{row['evaluation_ms_per_trial_one']:.2f}", flush=True)
     out = save("batched-floor", {"load_average": os.getloadavg(), "torch": torch.__version__,
                                  "config": torch.__config__.show(), "rows": rows})
     print(f"results in {out}")
