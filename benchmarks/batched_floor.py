@@ -40,13 +40,14 @@ TRIALS = 24
 WIDTHS = (64, 128, 128, 128, 10)  # digits' 64 pixels through fc_128_128_128 to 10 classes
 
 
-def _best(fn: Callable[[], object], repeat: int) -> float:
-    times = []
+def _best(fn: Callable[[], int], repeat: int) -> tuple[float, int]:
+    """The least of ``repeat`` timings of ``fn``, and what it returned (steps taken)."""
+    times, result = [], 0
     for _ in range(repeat):
         start = time.perf_counter()
-        fn()
+        result = fn()
         times.append(time.perf_counter() - start)
-    return min(times)
+    return min(times), result
 
 
 def floor_step(trials: int, batch: int, steps: int) -> float:
@@ -87,11 +88,16 @@ def floor_step(trials: int, batch: int, steps: int) -> float:
     return (time.perf_counter() - start) / steps
 
 
-def _one_by_one(specs: list) -> None:
+def _together(specs: list) -> int:
+    from curvekit.runner.batched import train_trials
+
+    return sum(r.steps for r in train_trials(specs))
+
+
+def _one_by_one(specs: list) -> int:
     from curvekit.runner.train import run_trial
 
-    for spec in specs:
-        run_trial(spec)
+    return sum(run_trial(spec).steps for spec in specs)
 
 
 def main() -> None:
@@ -102,7 +108,6 @@ def main() -> None:
 
     import torch
 
-    from curvekit.runner.batched import train_trials
     from curvekit.runner.plan import Sweep
     from curvekit.runner.train import _data, run_trial
 
@@ -118,18 +123,12 @@ def main() -> None:
         specs = [replace(s, steps=300, eval_every=150) for s in sweep.trial_specs()]
         _data(specs[0], "cpu")
         run_trial(specs[0])  # PyTorch's first-use costs, paid before any timing
-        taken = {}
-
-        def batched(specs: list = specs, taken: dict = taken) -> None:
-            taken["batched"] = sum(r.steps for r in train_trials(specs))
-
-        def one(specs: list = specs, taken: dict = taken) -> None:
-            taken["one"] = sum(run_trial(s).steps for s in specs)
-
-        b_s, o_s = _best(batched, args.repeat), _best(one, args.repeat)
+        b_s, b_steps = _best(partial(_together, specs), args.repeat)
+        o_s, o_steps = _best(partial(_one_by_one, specs), args.repeat)
+        taken = {"batched": b_steps, "one": o_steps}
         at_start = [replace(s, steps=0) for s in specs]
-        eval_b = _best(partial(train_trials, at_start), args.repeat) / TRIALS
-        eval_o = _best(partial(_one_by_one, at_start), args.repeat) / TRIALS
+        eval_b = _best(partial(_together, at_start), args.repeat)[0] / TRIALS
+        eval_o = _best(partial(_one_by_one, at_start), args.repeat)[0] / TRIALS
         n = 20 if batch > 512 else 200
         row = {
             "batch_size": batch,

@@ -121,14 +121,12 @@ def default_goal(store: Store, workload: str) -> Goal:
     validation metric, else its first metric; names containing accuracy, precision, AUC,
     recall or F1 are maximized. The goal is the spec's rule over all COMPLETE trials.
 
-    >>> import tempfile, pathlib
-    >>> from curvekit.testing import tiny_archive
-    >>> from curvekit.store.build import convert
+    >>> import tempfile, curvekit
     >>> from curvekit.store.store import Store
-    >>> tmp = pathlib.Path(tempfile.mkdtemp())
-    >>> _ = convert(tmp / "a.tar.bz2", tmp, manifest=tiny_archive(tmp / "a.tar.bz2"))
-    >>> default_goal(Store.open(tmp), "lm1b/lstm/nesterov_momentum").metric
-    'val/cross_entropy_error'
+    >>> home = tempfile.mkdtemp()
+    >>> _ = curvekit.demo(home)  # the shipped demo data set
+    >>> default_goal(Store.open(home), "demo/digits/fc_128_128_128/sgd").metric
+    'val/classification_error'
     """
     try:
         return paper_goal(store, workload)

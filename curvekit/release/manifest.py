@@ -24,7 +24,6 @@ from curvekit.records import STATUSES
 __all__ = [
     "MAX_ARCHIVE_BYTES",
     "MAX_FILE_NAME_LENGTH",
-    "STATUSES",
     "ArchiveInfo",
     "Manifest",
     "StudyCounts",

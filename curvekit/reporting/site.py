@@ -13,12 +13,10 @@ The site needs no server and no network: Vega, Vega-Lite and vega-embed are bund
 The site is built in a temporary folder and moved into place at the end, so a failed run
 leaves a previous report as it was.
 
->>> import tempfile, pathlib
->>> from curvekit.testing import tiny_archive
->>> from curvekit.store.build import convert
+>>> import tempfile, pathlib, curvekit
 >>> from curvekit.store.store import Store
 >>> tmp = pathlib.Path(tempfile.mkdtemp())
->>> _ = convert(tmp / "a.tar.bz2", tmp, manifest=tiny_archive(tmp / "a.tar.bz2"))
+>>> _ = curvekit.demo(tmp)  # the shipped demo data set
 >>> site = report(Store.open(tmp), tmp / "site", bootstrap=0, figures=False)
 >>> sorted(p.name for p in site.iterdir())
 ['.curvekit-report', 'assets', 'figures', 'index.html', 'workloads']
