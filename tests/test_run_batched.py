@@ -42,12 +42,14 @@ from curvekit.runner.train import _data, run_trial  # noqa: E402
 RTOL = 1e-9
 
 
-@pytest.fixture(params=[False, True], ids=["cpu-path", "sync-free-path"])
+@pytest.fixture(params=[False, True], ids=["cpu-path", "gpu-path"])
 def sync_free(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
-    """Both ways of handling a trial that diverges between evaluations: read back at every
-    step and leave the group (the CPU's), or masked on the device until the next
-    evaluation (a GPU's), which runs here on the CPU."""
+    """Both paths, here on the CPU: a CPU's (the loss read back at every step, so that a
+    diverged trial leaves the group at once; evaluations trial by trial) and a GPU's (a
+    diverged trial masked on the device until the next evaluation; evaluations of all
+    trials at once)."""
     monkeypatch.setattr(batched, "SYNC_FREE", request.param)
+    monkeypatch.setattr(batched, "EVAL_ALL_AT_ONCE", request.param)
     return bool(request.param)
 
 
@@ -137,7 +139,8 @@ def test_an_infeasible_start_and_a_non_finite_evaluation(float64: None,
 @pytest.mark.parametrize("model, batch_size, ghost", [
     ("fc_32_bn", 16, None), ("fc_32_bn", 32, 8), ("fc_32", 1197, None)])
 def test_batch_norm_ghost_batch_norm_and_full_batch(model: str, batch_size: int,
-                                                    ghost: int | None, float64: None) -> None:
+                                                    ghost: int | None, float64: None,
+                                                    sync_free: bool) -> None:
     extra = [{"ghost_batch_size": ghost}] if ghost else None
     specs = study("momentum", model=model, batch_size=batch_size, trials=3, steps=60,
                   eval_every=20, extra=extra)
@@ -154,7 +157,7 @@ def test_a_diverging_batch_norm_trial_keeps_its_statistics(float64: None,
     assert_same(batch, [run_trial(spec) for spec in specs])
 
 
-def test_simple_cnn_with_batch_norm(float64: None) -> None:
+def test_simple_cnn_with_batch_norm(float64: None, sync_free: bool) -> None:
     specs = study("nesterov_momentum", model="simple_cnn_narrow_bn", batch_size=8, trials=2,
                   steps=6, eval_every=3)
     assert_same(train_trials(specs), [run_trial(spec) for spec in specs])
@@ -192,7 +195,8 @@ def test_no_host_sync_between_evaluations(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_user_models_batch_with_vmap_or_fall_back_with_a_notice(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, float64: None) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, float64: None,
+        sync_free: bool) -> None:
     (tmp_path / "batched_workload.py").write_text(textwrap.dedent("""
         import torch
 

@@ -44,6 +44,7 @@ spare) and :data:`CPU_ROWS`; :func:`train_trials` splits a larger group.
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 import warnings
@@ -71,6 +72,7 @@ from curvekit.runner.workloads import GhostBatchNorm, Splits, build_model, use_g
 __all__ = [
     "CPU_BUDGET_BYTES",
     "CPU_ROWS",
+    "EVAL_ALL_AT_ONCE",
     "SYNC_FREE",
     "BatchingFallbackWarning",
     "train_trials",
@@ -133,6 +135,13 @@ class _Stacked:
         """Logits ``[T, B, classes]``; ``x`` is ``[B, ...]`` for every trial when
         ``shared``, else ``[T, B, ...]``."""
         raise NotImplementedError
+
+    def trial(self, k: int) -> _Stacked:
+        """Trial ``k`` alone, as a group of one that shares (views) this group's tensors."""
+        one = copy.copy(self)
+        one.params = [p[k:k + 1] for p in self.params]
+        one.buffers = [b[k:k + 1] for b in self.buffers]
+        return one
 
 
 _LEAVES = (nn.Flatten, nn.Linear, nn.ReLU, nn.Conv2d, nn.MaxPool2d, nn.BatchNorm1d,
@@ -418,13 +427,13 @@ class _Hyper:
     block: torch.Tensor | None = None
     block_start: int = 0
 
-    def rates(self, step: int) -> torch.Tensor:
-        """``[T]`` float64 learning rates of the update taken at ``step``."""
+    def rates(self, step: int, steps: int) -> torch.Tensor:
+        """``[T]`` float64 learning rates of the update taken at ``step`` (of ``steps``)."""
         if self.block is None or not 0 <= step - self.block_start < len(self.block):
             self.block_start = step
             self.block = torch.tensor(
                 [[learning_rate_at(s, p) for p in self.parameters]
-                 for s in range(step, step + _SCHEDULE_BLOCK)],
+                 for s in range(step, min(step + _SCHEDULE_BLOCK, steps))],
                 dtype=torch.float64).to(self.device)
         return self.block[step - self.block_start]
 
@@ -534,26 +543,60 @@ def _losses(logits: torch.Tensor, target: torch.Tensor, hyper: _Hyper) -> torch.
     return torch.where(eps != 0, (1 - eps) * nll + eps * smooth, nll)
 
 
+def _eval_chunks(data: Splits, rows: int
+                 ) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """The rows of every split in order, packed into chunks of at most ``rows``:
+    (inputs, targets, each row's split number)."""
+    xs: list[torch.Tensor] = []
+    ys: list[torch.Tensor] = []
+    ids: list[torch.Tensor] = []
+    filled = 0
+    for number, (x, y) in enumerate(data.splits.values()):
+        start = 0
+        while start < len(y):
+            take = min(rows - filled, len(y) - start)
+            xs.append(x[start:start + take])
+            ys.append(y[start:start + take])
+            ids.append(torch.full((take,), number, dtype=torch.int64, device=y.device))
+            filled += take
+            start += take
+            if filled == rows:
+                yield torch.cat(xs), torch.cat(ys), torch.cat(ids)
+                xs, ys, ids, filled = [], [], [], 0
+    if filled:
+        yield torch.cat(xs), torch.cat(ys), torch.cat(ids)
+
+
 @torch.no_grad()
-def _evaluate(model: _Stacked, data: Splits, trials: int) -> list[dict[str, float]]:
-    """:func:`curvekit.runner.train.evaluate` for every trial, with one read-back."""
-    chunk = max(1, _EVAL_CHUNK // trials)
-    names, values = [], []
-    for split, (x, y) in data.splits.items():
-        errors = torch.zeros(trials, device=y.device, dtype=torch.float64)
-        loss = torch.zeros(trials, device=y.device, dtype=torch.float64)
-        finite = torch.ones(trials, device=y.device, dtype=torch.bool)
-        for start in range(0, len(y), chunk):
-            logits = model.forward(x[start:start + chunk], True, False)
-            target = y[start:start + chunk]
-            per = F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
-                                  target.repeat(trials), reduction="none")
-            loss += per.view(trials, -1).sum(dim=1).double()
-            finite &= torch.isfinite(logits).flatten(1).all(dim=1)
-            errors += (logits.argmax(dim=-1) != target).sum(dim=1).double()
-        names += [f"{split}/classification_error", f"{split}/cross_entropy_error"]
-        values += [torch.where(finite, errors / len(y), math.nan), loss / len(y)]
-    table = torch.stack(values, dim=1).cpu().tolist()
+def _evaluate(model: _Stacked, data: Splits, trials: int, all_at_once: bool
+              ) -> list[dict[str, float]]:
+    """:func:`curvekit.runner.train.evaluate` for every trial, with one read-back.
+
+    The splits' rows go through in chunks that may span splits (the metrics are summed per
+    split). With ``all_at_once`` (:data:`EVAL_ALL_AT_ONCE`) a chunk goes through all trials
+    at once; otherwise through one trial after another.
+    """
+    parts = [model] if all_at_once else [model.trial(k) for k in range(trials)]
+    splits = list(data.splits)
+    device, count = model.params[0].device, len(splits)
+    errors = torch.zeros(trials, count, device=device, dtype=torch.float64)
+    loss = torch.zeros(trials, count, device=device, dtype=torch.float64)
+    bad = torch.zeros(trials, count, device=device, dtype=torch.float64)
+    rows = max(1, _EVAL_CHUNK // trials) if all_at_once else _EVAL_CHUNK
+    for x, target, number in _eval_chunks(data, rows):
+        logits = torch.cat([part.forward(x, True, False) for part in parts])
+        per = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.repeat(trials),
+                              reduction="none")
+        loss.index_add_(1, number, per.view(trials, -1).double())
+        bad.index_add_(1, number, (~torch.isfinite(logits).all(dim=-1)).double())
+        errors.index_add_(1, number, (logits.argmax(dim=-1) != target).double())
+    sizes = torch.tensor([len(y) for _, y in data.splits.values()], device=device,
+                         dtype=torch.float64)
+    # Non-finite logits have no meaningful arg-max: such a row must never reach a goal.
+    error = torch.where(bad == 0, errors / sizes, math.nan)
+    table = torch.stack([error, loss / sizes], dim=2).flatten(1).cpu().tolist()
+    names = [f"{split}/{metric}" for split in splits
+             for metric in ("classification_error", "cross_entropy_error")]
     return [dict(zip(names, row, strict=True)) for row in table]
 
 
@@ -575,6 +618,14 @@ default on a GPU, where reading back would stall the queue of work). ``False``: 
 is read back after every step, which on a CPU costs nothing (no queue to wait for), and the
 trial leaves the group at once. None: by the device. Both give the same rows."""
 
+EVAL_ALL_AT_ONCE: bool | None = None
+"""How a group is evaluated. ``True``: every chunk of examples goes through all trials at
+once (the default on a GPU, whose kernels want the work of all trials). ``False``: through
+one trial after another (on a CPU, where each trial's weights and activations then stay in
+the caches: with the demo's 24 trials at once a chunk's activations are 15 MB and every
+layer waits on memory, 3.6 ms per trial and evaluation against 2.0 ms trial by trial).
+None: by the device. Both give the same rows, to rounding."""
+
 
 def _train_group(specs: Sequence[TrialSpec], data: Splits, device: str) -> list[TrialResult]:
     start = time.perf_counter()
@@ -583,7 +634,9 @@ def _train_group(specs: Sequence[TrialSpec], data: Splits, device: str) -> list[
     model = _stack(specs, data, device)
     if isinstance(model, str):
         return _one_by_one(specs, model)
-    sync_free = device.startswith("cuda") if SYNC_FREE is None else SYNC_FREE
+    gpu = device.startswith("cuda")
+    sync_free = gpu if SYNC_FREE is None else SYNC_FREE
+    all_at_once = gpu if EVAL_ALL_AT_ONCE is None else EVAL_ALL_AT_ONCE
     hyper = _hyper(specs, device)
     optimizer = _Optimizer(hyper)
     x_train, y_train = data.splits["train"]
@@ -629,7 +682,7 @@ def _train_group(specs: Sequence[TrialSpec], data: Splits, device: str) -> list[
         order, live, stop_at = order[index], live[index], stop_at[index]
 
     done = []
-    for k, metrics in enumerate(_evaluate(model, data, len(ids))):
+    for k, metrics in enumerate(_evaluate(model, data, len(ids), all_at_once)):
         record(ids[k], 0, metrics)
         if not math.isfinite(metrics["train/cross_entropy_error"]):
             status[ids[k]] = "INFEASIBLE"
@@ -652,7 +705,7 @@ def _train_group(specs: Sequence[TrialSpec], data: Splits, device: str) -> list[
         losses = _losses(model.forward(xb, full_batch, True), yb, hyper)
         grads = torch.autograd.grad(losses.sum(), model.params, allow_unused=True)
         loss = losses.detach()
-        optimizer.step(model.params, list(grads), hyper.rates(step))
+        optimizer.step(model.params, list(grads), hyper.rates(step, steps))
         if sync_free:
             with torch.no_grad():  # frozen trials keep what they had before this step
                 params, states, buffers = before
@@ -672,13 +725,13 @@ def _train_group(specs: Sequence[TrialSpec], data: Splits, device: str) -> list[
             bad = ~torch.isfinite(loss)
             if bool(bad.any()):  # a read-back, free on a CPU
                 positions = bad.nonzero().flatten().tolist()
-                evaluated = _evaluate(model, data, len(ids))
+                evaluated = _evaluate(model, data, len(ids), all_at_once)
                 for k in positions:
                     record(ids[k], step, evaluated[k])
                     status[ids[k]] = "INFEASIBLE"
                 leave(positions)
         if ids and (step % first.eval_every == 0 or step == steps):
-            evaluated = _evaluate(model, data, len(ids))
+            evaluated = _evaluate(model, data, len(ids), all_at_once)
             stops = stop_at.tolist()
             done = []
             for k, metrics in enumerate(evaluated):
