@@ -23,10 +23,15 @@ that takes a least time; the one-by-one trainer's time divided by it is the most
 could gain over one by one on this machine, however it batches. The element-wise work
 (activations, the loss, the update) is left out of the least time, so the bound is generous.
 
+**torch.compile** (``--compile``): the least stacked step of 24 trials (forward and backward
+through ``torch.baddbmm``, plus a plain SGD update), eager against its forward and
+backward compiled by ``torch.compile``, per trial-step, with the compilation's own time.
+
 Usage::
 
     python benchmarks/batched_floor.py              # every batch size of the demo
     python benchmarks/batched_floor.py --batch-sizes 2,64,1197 --repeat 3
+    python benchmarks/batched_floor.py --compile    # torch.compile on this CPU
 """
 
 from __future__ import annotations
@@ -144,10 +149,45 @@ def study_model(row: dict[str, Any], budget: int, peak: float) -> None:
                bound=row["one_study_s"] / least)
 
 
+def compiled_step(batch: int, trials: int = 24, steps: int = 200) -> dict[str, float]:
+    """ms per trial-step of the least stacked step, eager and with ``torch.compile``."""
+    import torch
+    import torch.nn.functional as F
+
+    pairs = list(itertools.pairwise(WIDTHS))
+    weights = [(torch.randn(trials, i, o) * 0.1).requires_grad_() for i, o in pairs]
+    biases = [torch.zeros(trials, 1, o, requires_grad=True) for _, o in pairs]
+    params = weights + biases
+    x = torch.randn(trials, batch, WIDTHS[0])
+    y = torch.randint(0, WIDTHS[-1], (trials * batch,))
+
+    def loss_of(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        h = x
+        for i, (w, b) in enumerate(zip(weights, biases, strict=True)):
+            h = torch.baddbmm(b, h, w)
+            if i < len(weights) - 1:
+                h = torch.relu(h)
+        return F.cross_entropy(h.reshape(-1, WIDTHS[-1]), y)
+
+    out: dict[str, float] = {}
+    for name, forward in (("eager", loss_of), ("compiled", torch.compile(loss_of))):
+        def step(forward: Callable[..., torch.Tensor] = forward) -> None:
+            grads = torch.autograd.grad(forward(x, y), params)
+            with torch.no_grad():
+                torch._foreach_add_(params, list(grads), alpha=-0.01)
+
+        out[f"{name}_first_two_s"] = _seconds(lambda step=step: (step(), step()))
+        took = _seconds(lambda step=step: [step() for _ in range(steps)])
+        out[f"{name}_ms"] = 1e3 * took / steps / trials
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch-sizes", default="2,4,8,16,32,64,128,256,512,1024,1197")
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--compile", action="store_true",
+                        help="time torch.compile on the least stacked step instead")
     args = parser.parse_args()
 
     import torch
@@ -155,6 +195,16 @@ def main() -> None:
     from curvekit.runner.demo import DEMO_SWEEP
 
     torch.set_num_threads(1)
+    if args.compile:
+        rows = []
+        for batch in (int(b) for b in args.batch_sizes.split(",")):
+            row = {"batch_size": batch, **compiled_step(batch)}
+            rows.append(row)
+            print(f"batch size {batch}: eager {row['eager_ms']:.3f} ms per trial-step, "
+                  f"compiled {row['compiled_ms']:.3f} (compiling: "
+                  f"{row['compiled_first_two_s']:.1f} s)", flush=True)
+        print(f"results in {save('batched-compile', {'torch': torch.__version__, 'rows': rows})}")
+        return
     peak = peak_gflops()
     train_flops, eval_flops = flops_per_example()
     print(f"best matrix-product rate here: {peak:.1f} GFLOP/s (one thread); "

@@ -359,3 +359,29 @@ def test_memory_estimate_bounds_the_group(monkeypatch: pytest.MonkeyPatch) -> No
     assert trials_that_fit(specs[0], data, "cpu") == 2
     split = train_trials(specs)
     assert [r.columns for r in split] == [r.columns for r in whole]
+
+
+@settings(max_examples=50, deadline=None)
+@given(sizes=st.lists(st.integers(1, 9), min_size=1, max_size=3), rows=st.integers(1, 12))
+def test_evaluation_chunks_cover_every_split_in_order(sizes: list[int], rows: int) -> None:
+    from curvekit.runner.workloads import Splits
+
+    names = ["train", "val", "test"][:len(sizes)]
+    splits = {name: (torch.arange(n * 2.0).view(n, 2) + 100 * i, torch.full((n,), i))
+              for i, (name, n) in enumerate(zip(names, sizes, strict=True))}
+    cut = list(batched._eval_chunks(Splits("toy", splits, 3), rows))
+    assert all(len(x) == len(y) == len(ids) <= rows for x, y, ids in cut)
+    assert all(len(x) == rows for x, _, _ in cut[:-1])  # only the last chunk is short
+    assert torch.equal(torch.cat([x for x, _, _ in cut]),
+                       torch.cat([x for x, _ in splits.values()]))
+    # Each row's split number is its split's position; the targets here are the same.
+    assert all(torch.equal(y, ids) for _, y, ids in cut)
+
+
+def test_evaluation_chunks_spanning_splits_give_the_same_rows(
+        float64: None, sync_free: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Chunks far smaller than a split, each spanning two splits somewhere: the same
+    # numbers as one by one, both ways of evaluating.
+    monkeypatch.setattr(batched, "_EVAL_CHUNK", 301)
+    specs = study("sgd", trials=3, steps=20, eval_every=10)
+    assert_same(train_trials(specs), [run_trial(spec) for spec in specs])

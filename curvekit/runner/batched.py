@@ -23,6 +23,10 @@ parameters along a leading *trial axis* and takes every trial's step at once, fo
   and the next evaluation records its row (frozen weights give the same numbers later as
   then). On a CPU, where reading a value back costs nothing, the trial leaves the group at
   once. Finished trials leave the group at every evaluation.
+* **Evaluation.** Every trial on every example of every split, as one-by-one, with one
+  read-back for the whole group: on a GPU all trials at once, on a CPU one trial after
+  another (:data:`EVAL_ALL_AT_ONCE`), where a trial's weights and activations then stay in
+  the caches.
 * **Models.** The built-in models (``fc_*``, ``simple_cnn_*``, with or without batch norm
   and ghost batch norm) run as stacked layers: batched matrix products, grouped
   convolutions, and batch norm over (trial, channel) pairs. A user model
