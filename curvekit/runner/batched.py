@@ -420,7 +420,7 @@ class _Hyper:
     parameters' dtype where they meet the parameters; the updates below do the same.
 
     The learning rates come from :func:`learning_rate_at` itself, for a block of steps at a
-    time (memory and transfers stay small however long the budget)."""
+    time, up to the budget ``steps`` (memory and transfers stay small however long it is)."""
 
     kind: str
     parameters: list[dict[str, Any]]
@@ -428,16 +428,17 @@ class _Hyper:
     smoothing_any: bool
     decay_any: bool
     device: str
+    steps: int
     block: torch.Tensor | None = None
     block_start: int = 0
 
-    def rates(self, step: int, steps: int) -> torch.Tensor:
-        """``[T]`` float64 learning rates of the update taken at ``step`` (of ``steps``)."""
+    def rates(self, step: int) -> torch.Tensor:
+        """``[T]`` float64 learning rates of the update taken at ``step``."""
         if self.block is None or not 0 <= step - self.block_start < len(self.block):
             self.block_start = step
             self.block = torch.tensor(
                 [[learning_rate_at(s, p) for p in self.parameters]
-                 for s in range(step, min(step + _SCHEDULE_BLOCK, steps))],
+                 for s in range(step, min(step + _SCHEDULE_BLOCK, self.steps))],
                 dtype=torch.float64).to(self.device)
         return self.block[step - self.block_start]
 
@@ -464,7 +465,7 @@ def _hyper(specs: Sequence[TrialSpec], device: str) -> _Hyper:
     return _Hyper(kind, [dict(s.parameters) for s in specs], columns,
                   any(float(s.parameters.get("label_smoothing", 0.0)) != 0 for s in specs),
                   any(float(s.parameters.get("weight_decay", 0.0)) != 0 for s in specs),
-                  device)
+                  device, specs[0].steps)
 
 
 def _column(values: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
@@ -709,7 +710,7 @@ def _train_group(specs: Sequence[TrialSpec], data: Splits, device: str) -> list[
         losses = _losses(model.forward(xb, full_batch, True), yb, hyper)
         grads = torch.autograd.grad(losses.sum(), model.params, allow_unused=True)
         loss = losses.detach()
-        optimizer.step(model.params, list(grads), hyper.rates(step, steps))
+        optimizer.step(model.params, list(grads), hyper.rates(step))
         if sync_free:
             with torch.no_grad():  # frozen trials keep what they had before this step
                 params, states, buffers = before
