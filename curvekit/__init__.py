@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from curvekit.store.store import Store
     from curvekit.store.store import open_store as open
     from curvekit.store.update import AddResult, WorkloadData, add_workload, remove_workload
+    from curvekit.store.upgrade import UpgradeResult, upgrade
     from curvekit.testing import generate_archive
 
 _LAZY = {
@@ -104,6 +105,8 @@ _LAZY = {
     "WorkloadData": ("curvekit.store.update", "WorkloadData"),
     "add_workload": ("curvekit.store.update", "add_workload"),
     "remove_workload": ("curvekit.store.update", "remove_workload"),
+    "UpgradeResult": ("curvekit.store.upgrade", "UpgradeResult"),
+    "upgrade": ("curvekit.store.upgrade", "upgrade"),
     "RunResult": ("curvekit.runner.sweep", "RunResult"),
     "run": ("curvekit.runner.sweep", "run"),
     "demo": ("curvekit.runner.demo", "demo"),
@@ -150,6 +153,7 @@ __all__ = [
     "Selection",
     "Store",
     "StoreError",
+    "UpgradeResult",
     "VerifyReport",
     "WorkloadData",
     "__version__",
@@ -181,5 +185,6 @@ __all__ = [
     "run",
     "steps_to_result",
     "trial_outcomes",
+    "upgrade",
     "verify",
 ]

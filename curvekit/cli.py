@@ -233,6 +233,22 @@ def verify(home: Path | None, manifest: Path | None) -> None:
 
 @main.command()
 @home_option
+def upgrade(home: Path | None) -> None:
+    """Rewrite a store of an earlier format (metrics as columns) in the current one.
+
+    Every row, value and name is kept; the first add, remove or fetch upgrades it too.
+    """
+    from curvekit.store.upgrade import upgrade as upgrade_
+
+    result = upgrade_(home)
+    if result.changed:
+        click.echo(f"Upgraded the store ({len(result.workloads)} workloads) into {result.path}.")
+    else:
+        click.echo(f"Nothing to do: the store at {result.path} has the current format.")
+
+
+@main.command()
+@home_option
 @format_option
 def info(home: Path | None, fmt: str) -> None:
     """Workloads in the store: batch sizes, trials by status, metrics, rows."""

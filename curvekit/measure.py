@@ -57,7 +57,7 @@ import polars as pl
 from curvekit.errors import DirectionWarning, EmptyResultWarning, QueryError
 from curvekit.records import STATUSES
 from curvekit.selection import SCATTER_STATUSES, Selection, Subset
-from curvekit.store.sql import quote_identifier
+from curvekit.store.wide import frame_names
 
 if TYPE_CHECKING:
     from curvekit.store.store import Store
@@ -73,18 +73,27 @@ def _loaded_trials(store: Store, selection: Selection) -> tuple[str, list[object
     ``selection.subset`` = (parameter, value) keeps, after the first-N selection, the trials
     whose parameter rounds to ``value`` at 2 decimals; a trial without the parameter counts
     as 0. (The statuses and the trial cap were checked when the selection was made.)
+    Metaparameters are rows: the subset's name is a value (``name = ?``), never SQL.
     """
     statuses, trials, subset = selection.statuses, selection.trials, selection.subset
+    workload = selection.workload
     status_list = ", ".join("?" for _ in statuses)
+    params: list[object] = []
+    if subset is None:
+        source = store.source("trials", workload)
+        value = ""
+    else:
+        source = (f"(select t.*, coalesce(p.number, 0) as subset_value "
+                  f"from {store.source('trials', workload)} t left join "
+                  f"(select batch_size, trial_id, number from "
+                  f"{store.source('parameters', workload)} where name = ?) p "
+                  f"on t.batch_size = p.batch_size and t.trial_id = p.trial_id)")
+        params.append(subset[0])
+        value = ", subset_value"
     loaded = (f"select batch_size, trial_id, row_number() over (partition by batch_size "
-              f"order by trial_id) as rank from {store.source('trials', selection.workload)} "
+              f"order by trial_id) as rank{value} from {source} "
               f"where status in ({status_list})")
-    params: list[object] = list(statuses)
-    if subset is not None:
-        name = subset[0]
-        column = (f"coalesce({quote_identifier(name)}, 0)"
-                  if name in store.parameter_columns(selection.workload) else "0")
-        loaded = loaded.replace(" as rank from", f" as rank, {column} as subset_value from", 1)
+    params += list(statuses)
     keep = []
     if trials is not None:
         keep.append(f"rank <= {int(trials)}")
@@ -101,14 +110,15 @@ def _loaded_rows(store: Store, selection: Selection, *, qualify: bool
                  ) -> tuple[str, list[object]]:
     """SQL (and parameters) of the loaded trials' rows within the budgets.
 
-    With ``qualify``, only rows strictly beyond the selection's goal are kept.
+    With ``qualify``, only rows strictly beyond the selection's goal are kept. The metric is
+    a value (``metric = ?``): its rows are one range of the workload's files, found by the
+    row groups' metric statistics.
     """
     workload, metric = selection.workload, selection.metric
     store.check_metric(workload, metric)
     loaded, trial_params = _loaded_trials(store, selection)
-    col = quote_identifier(metric)
-    where: list[str] = []
-    params: list[object] = []
+    where: list[str] = ["metric = ?"]
+    params: list[object] = [metric]
     if selection.step_budget is not None:
         where.append("step <= ?")
         params.append(float(selection.step_budget))
@@ -116,12 +126,12 @@ def _loaded_rows(store: Store, selection: Selection, *, qualify: bool
         where.append("batch_size * step <= ?")
         params.append(float(selection.example_budget))
     # DuckDB orders NaN above every number, so exclude it explicitly: NaN never qualifies.
-    where.append(f"{col} is not null and not isnan({col})")
+    where.append("value is not null and not isnan(value)")
     if qualify:
-        where.append(f"{col} {'>' if selection.maximize else '<'} ?")
+        where.append(f"value {'>' if selection.maximize else '<'} ?")
         params.append(float(_goal_of(selection)))
-    sql = (f"select m.batch_size, m.trial_id, m.step, m.{col} as value "
-           f"from (select batch_size, trial_id, step, {col} "
+    sql = (f"select m.batch_size, m.trial_id, m.step, m.value "
+           f"from (select batch_size, trial_id, step, value "
            f"from {store.source('measurements', workload)} where {' and '.join(where)}) m "
            f"semi join ({loaded}) t on m.batch_size = t.batch_size and m.trial_id = t.trial_id")
     return sql, params + trial_params
@@ -165,26 +175,41 @@ def _first(rows: str, order: tuple[str, ...], maximize: bool) -> str:
             f"group by batch_size)")
 
 
-def _lr_momentum(names: Sequence[str], prefix: str = "") -> tuple[str, str]:
-    """SQL for a trial's learning rate (null if none) and momentum (0 when the optimizer has
-    none), from the workload's metaparameter columns ``names``."""
-    lr = f"{prefix}learning_rate" if "learning_rate" in names else "null"
-    momentum = f"coalesce({prefix}momentum, 0)" if "momentum" in names else "0"
-    return lr, momentum
+_OWN = ("batch_size", "step", "trial_id", "effective_learning_rate")
+"""The columns of a measurement's answer that are curvekit's own (see
+:func:`curvekit.store.wide.frame_names` for a metric or metaparameter named like one)."""
+
+
+def _lr_momentum(store: Store, workload: str) -> pl.DataFrame:
+    """Each trial's learning rate (null if none) and momentum (0 when the optimizer has
+    none): ``batch_size, trial_id, learning_rate, momentum``, read by name from the
+    workload's metaparameters."""
+    names = [n for n in ("learning_rate", "momentum") if n in store.parameter_columns(workload)]
+    frame = store.parameters(workload, names=names, taken=("batch_size", "trial_id"))
+    lr = pl.col("learning_rate") if "learning_rate" in names else pl.lit(None, pl.Float64)
+    momentum = (pl.col("momentum").fill_null(0) if "momentum" in names else pl.lit(0))
+    return frame.select("batch_size", "trial_id", lr.cast(pl.Float64).alias("learning_rate"),
+                        momentum.cast(pl.Float64).alias("momentum"))
 
 
 def _with_parameters(store: Store, selection: Selection, rows: str,
                      params: list[object]) -> pl.DataFrame:
     workload = selection.workload
     names = store.parameter_columns(workload)
-    extra = "".join(f", t.{quote_identifier(n)}" for n in names)
-    lr, momentum = _lr_momentum(names, "t.")
-    sql = (f"select w.batch_size, w.step, w.trial_id, "
-           f"w.value as {quote_identifier(selection.metric)}{extra}, "
-           f"{lr} / (1 - {momentum}) as effective_learning_rate "
-           f"from ({rows}) w join {store.source('trials', workload)} t "
-           f"on w.batch_size = t.batch_size and w.trial_id = t.trial_id order by w.batch_size")
-    frame: pl.DataFrame = store.query(sql, params)
+    metric = frame_names(_OWN, [selection.metric], "metric")[selection.metric]
+    winners = store.query(f"select w.batch_size, w.step, w.trial_id, w.value from ({rows}) w "
+                          f"order by w.batch_size", params)
+    wide = store.parameters(workload, names=names, taken=(*_OWN, metric))
+    # working columns named with NUL, which no metaparameter's column can be
+    rates = _lr_momentum(store, workload).rename({"learning_rate": "\x00lr",
+                                                  "momentum": "\x00momentum"})
+    frame: pl.DataFrame = (
+        winners.rename({"value": metric})
+        .join(wide, on=["batch_size", "trial_id"], how="left", maintain_order="left")
+        .join(rates, on=["batch_size", "trial_id"], how="left", maintain_order="left")
+        .with_columns((pl.col("\x00lr") / (1 - pl.col("\x00momentum")))
+                      .alias("effective_learning_rate"))
+        .drop("\x00lr", "\x00momentum"))
     return frame
 
 
@@ -272,10 +297,9 @@ def trial_outcomes(store: Store, selection: Selection, batch_size: int | None
             have = store.studies(workload)["batch_size"].to_list()
             raise QueryError(f"{workload} has no loaded trials at batch size {batch_size}; "
                              f"its batch sizes are {', '.join(map(str, have))}")
-    lr, momentum = _lr_momentum(store.parameter_columns(workload))
-    params = store.query(
-        f"select batch_size, trial_id, status, {lr} as learning_rate, {momentum} as momentum "
-        f"from {store.source('trials', workload)}")
+    params = store.query(f"select batch_size, trial_id, status "
+                         f"from {store.source('trials', workload)}").join(
+        _lr_momentum(store, workload), on=["batch_size", "trial_id"], how="left")
     table = hits.join(params, on=["batch_size", "trial_id"], how="left")
     winners = (table.filter(pl.col("step").is_not_null()).sort("batch_size", "step", "trial_id")
                .group_by("batch_size", maintain_order=True).first()

@@ -550,13 +550,13 @@ def predict_critical_batch(store: Store, workload: str, hits: Any
     import polars as pl
 
     from curvekit.noise import simple_noise_scale
-    from curvekit.store.sql import quote_identifier
 
     if not {NOISE_NORM, NOISE_TRACE} <= set(store.metrics(workload)):
         return None
-    g, t = quote_identifier(NOISE_NORM), quote_identifier(NOISE_TRACE)
-    rows = store.query(f"select batch_size, trial_id, step, {g} as g, {t} as t from "
-                       f"{store.source('measurements', workload)} where {g} is not null")
+    wide = store.measurements(workload, metrics=[NOISE_NORM, NOISE_TRACE])
+    assert isinstance(wide, pl.DataFrame)
+    rows = wide.select("batch_size", "trial_id", "step", pl.col(NOISE_NORM).alias("g"),
+                       pl.col(NOISE_TRACE).alias("t")).filter(pl.col("g").is_not_null())
     reached = hits.filter(pl.col("step").is_not_null()).select(
         pl.col("batch_size").cast(pl.Int64), pl.col("trial_id").cast(pl.Int64),
         pl.col("step").cast(pl.Float64).alias("goal_step"))

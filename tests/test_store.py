@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import duckdb
 import polars as pl
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -51,35 +53,78 @@ def store(tmp_path: Path) -> Store:
 def test_plain_duckdb_and_polars_read_the_layout(store: Store) -> None:
     glob = str(store.path / "measurements" / "**" / "*.parquet")
     con = duckdb.connect()
-    rows = con.sql(f"select base_dir, model, optimizer, batch_size, trial_id, step, "
-                   f"\"val/cross_entropy_error\" as ce, \"val/classification_error\" as err "
-                   f"from read_parquet('{glob}', hive_partitioning=true) "
-                   f"where base_dir = 'mnist_subsets/mnist_6875' order by step").fetchall()
-    assert [r[:6] for r in rows] == [
-        ("mnist_subsets/mnist_6875", "simple_cnn_base", "nesterov_momentum", 16, 4, s)
+    rows = con.sql(f"select base_dir, model, optimizer, batch_size, trial_id, step, metric, "
+                   f"value from read_parquet('{glob}', hive_partitioning=true) "
+                   f"where base_dir = 'mnist_subsets/mnist_6875' order by metric, step"
+                   ).fetchall()
+    key = ("mnist_subsets/mnist_6875", "simple_cnn_base", "nesterov_momentum", 16, 4)
+    assert [r[:7] for r in rows] == [
+        (*key, s, m) for m in ("val/classification_error", "val/cross_entropy_error")
         for s in (0, 1000, 4500)]
-    assert rows[0][6:] == (2.5, 0.9)
-    assert math.isnan(rows[1][6]) and rows[1][7] == math.inf
-    assert rows[2][6:] == (-math.inf, 0.125)
-    # NaN must stay visible to SQL: no min/max statistics that leave it out
+    err, ce = [r[7] for r in rows[:3]], [r[7] for r in rows[3:]]
+    assert err == [0.9, math.inf, 0.125]
+    assert ce[0] == 2.5 and math.isnan(ce[1]) and ce[2] == -math.inf
+    # NaN must stay visible to SQL: no min/max statistics on values that leave it out
     assert con.sql(f"select count(*) from read_parquet('{glob}') "
-                   f"where isnan(\"val/cross_entropy_error\")").fetchall() == [(1,)]
+                   f"where metric = 'val/cross_entropy_error' and isnan(value)"
+                   ).fetchall() == [(1,)]
     frame = pl.scan_parquet(glob, hive_partitioning=True).filter(
         pl.col("base_dir") == "mnist_subsets/mnist_6875").collect()
-    assert frame.height == 3
+    assert frame.height == 6
     assert set(frame["model"]) == {"simple_cnn_base"}
     assert frame.schema["batch_size"] == pl.Int64
-    # the fc workload lacks cross entropy: null there, same schema everywhere
+    assert frame.columns == ["trial_id", "step", "metric", "value", "base_dir", "model",
+                             "optimizer", "batch_size"]
+    # the fc workload lacks cross entropy: it has no rows of it, and one schema everywhere
     whole = pl.scan_parquet(glob, hive_partitioning=True).collect()
-    assert whole.filter(pl.col("model") == "fc_1024")["val/cross_entropy_error"].null_count() == 12
+    assert set(whole.filter(pl.col("model") == "fc_1024")["metric"]) == {
+        "val/classification_error"}
     trials = pl.scan_parquet(str(store.path / "trials" / "**" / "*.parquet"),
                              hive_partitioning=True).collect()
-    assert set(trials.columns) >= {"learning_rate", "momentum", "status", "n_measurements"}
+    assert set(trials.columns) == {"base_dir", "model", "optimizer", "batch_size", "trial_id",
+                                   "status", "steps", "n_measurements"}
     assert trials.filter(pl.col("trial_id") == 9)["n_measurements"].to_list() == [0]
+    parameters = pl.scan_parquet(str(store.path / "parameters" / "**" / "*.parquet"),
+                                 hive_partitioning=True).collect()
+    assert parameters.filter(pl.col("trial_id") == 4).select(
+        "name", "type", "number").rows() == [("learning_rate", "float64", 0.5),
+                                             ("momentum", "float64", 0.9)]
     studies = con.sql(f"select base_dir, train_steps, extra from read_parquet("
                       f"'{store.path}/studies/**/*.parquet', hive_partitioning=true) "
                       f"where batch_size = 16").fetchall()
     assert studies == [("mnist_subsets/mnist_6875", 0, '{"surprise":{"x":1}}')]
+
+
+def test_a_metric_is_a_prunable_range_of_row_groups(tmp_path: Path) -> None:
+    """docs/store.md: rows sorted by (metric, trial_id, step), a row group's metric
+    statistics let a reader skip the other metrics' rows."""
+    from curvekit.store.writer import GROUP_ROWS
+
+    members = small_members(batch_sizes=(8,), trials=(1, 2))
+    steps = range(0, GROUP_ROWS // 2 * 100, 100)  # two trials: one group per metric
+    for t in (1, 2):
+        lines = ["step,b/loss,a/error"] + [f"{s},{s / 7!r},{t / (1 + s)!r}" for s in steps]
+        members[f"{ROOT}/mnist/fc_1024/sgd/8/{t}/measurements.csv"] = "\n".join(lines).encode()
+    convert(write_archive(tmp_path / "a.tar.bz2", members), tmp_path / "h")
+    path = next((Store.open(tmp_path / "h").path / "measurements").rglob("*.parquet"))
+    meta = pq.ParquetFile(path).metadata
+    ranges = [(meta.row_group(g).column(2).statistics.min,
+               meta.row_group(g).column(2).statistics.max) for g in range(meta.num_row_groups)]
+    assert ranges == [("a/error", "a/error"), ("b/loss", "b/loss")]
+    assert meta.row_group(0).column(3).statistics is None or \
+        not meta.row_group(0).column(3).statistics.has_min_max
+    rows = pq.read_table(path)
+    keys = list(zip(rows["metric"].to_pylist(), rows["trial_id"].to_pylist(),
+                    rows["step"].to_pylist(), strict=True))
+    assert keys == sorted(keys)
+    # DuckDB reads the value of one metric only: about half the file's bytes
+    def read(where: str) -> float:
+        plan = duckdb.execute(f"explain analyze select sum(value) from read_parquet("
+                              f"'{path}') {where}", ["b/loss"] if where else None).fetchall()
+        number, unit = re.search(r"Data Read:\s+([\d.]+) (\w+)", plan[0][1]).groups()
+        return float(number) * {"bytes": 1, "kB": 1e3, "KB": 1e3, "MB": 1e6}[unit]
+
+    assert read("where metric = ?") < 0.6 * read("")
 
 
 def test_query_for_one_workload_reads_only_its_files(store: Store) -> None:
@@ -202,10 +247,16 @@ def test_round_trip_is_lossless(tmp_path_factory: pytest.TempPathFactory,
     lines = ["step,train/x,val/y"] + [f"{s},{a!r},{b!r}" for s, a, b in values]
     members[f"{ROOT}/mnist/fc_1024/sgd/8/1/measurements.csv"] = "\n".join(lines).encode()
     convert(write_archive(tmp / "a.tar.bz2", members), tmp / "h")
-    got = pl.read_parquet(Store.open(tmp / "h").glob("measurements"))
+    store = Store.open(tmp / "h")
     want = sorted(values, key=lambda v: v[0])  # sorted by step, stable
-    assert got["step"].to_list() == [v[0] for v in want]
+    wide = store.measurements("mnist/fc_1024/sgd")
+    assert isinstance(wide, pl.DataFrame)
+    rows = pl.read_parquet(store.glob("measurements"))
     for col, i in (("train/x", 1), ("val/y", 2)):
-        for g, w in zip(got[col].to_list(), want, strict=True):
-            same_sign = math.copysign(1, g) == math.copysign(1, w[i])
-            assert (math.isnan(g) and math.isnan(w[i])) or (g == w[i] and same_sign)
+        long = rows.filter(pl.col("metric") == col)
+        assert long["step"].to_list() == [v[0] for v in want]
+        for got in (long["value"].to_list(), wide[col].to_list() if values else []):
+            for g, w in zip(got, want, strict=True):
+                same_sign = math.copysign(1, g) == math.copysign(1, w[i])
+                assert (math.isnan(g) and math.isnan(w[i])) or (g == w[i] and same_sign)
+    assert wide["step"].to_list() == [v[0] for v in want]

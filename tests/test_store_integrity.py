@@ -261,11 +261,11 @@ def test_queries_during_repeated_swaps_never_fail_nor_mix(tmp_path: Path) -> Non
 
 _KILL_AT_SWAP = """
 import os, signal, sys
-import curvekit.store.writer as writer
+import curvekit.store.transaction as transaction
 from curvekit.store.build import convert
 def killed(src, dst):
     os.kill(os.getpid(), signal.SIGKILL)
-writer.os.replace = killed  # the new snapshot is renamed into place, the link not swapped
+transaction.os.replace = killed  # the new snapshot is renamed into place, the link not swapped
 convert(sys.argv[1], sys.argv[2])
 """
 

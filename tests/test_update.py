@@ -6,6 +6,7 @@ import math
 import random
 from pathlib import Path
 
+import polars as pl
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
@@ -116,9 +117,11 @@ def test_beside_the_release_and_kept_by_fetch(release_home: Path, tmp_path: Path
     assert verify(store).ok  # the manifest's checks ignore the added workload
     table = info(store)
     assert table.filter(table["workload"] == NAME)["trials"].to_list() == [6]
-    # the views read files with different columns (union by name)
+    # the views read every file with the one fixed schema: a row per evaluation and metric
     n = store.sql("select count(*) as n from measurements where base_dir = 'my_data'")
-    assert n["n"].item() == 30
+    assert n["n"].item() == 30 * 2
+    assert store.sql("select count(*) as n from measurements where base_dir = 'my_data' "
+                     "and metric = 'valid/error'")["n"].item() == 30
     assert store.sql("select count(distinct base_dir) as n from trials")["n"].item() \
         == len({w.rsplit("/", 2)[0] for w in store.workloads()})
     # the release's own files are the same files (hard links), so its queries are unchanged
@@ -165,7 +168,12 @@ def _with_table(data: WorkloadData, table: pa.Table) -> WorkloadData:
     (pa.table({"valid/error": [1.0]}), "no 'step' column"),
     (pa.table({"step": [0.0, 1.5], "valid/error": [1.0, 0.5]}), "expected integers"),
     (pa.table({"step": [0, 1], "valid/error": ["a", "b"]}), "expected numbers"),
-    (pa.table({"step": [0, 1], "batch_size": [1.0, 2.0]}), "reserved column name"),
+    (pa.table({"step": [0, 0], "metric": ["a", "a"], "value": [1.0, 0.5]}),
+     "steps of metric 'a' must strictly increase"),
+    (pa.table({"step": [0, 1], "metric": ["a", None], "value": [1.0, 0.5]}),
+     "'metric' has empty values"),
+    (pa.table({"step": [0, 1], "metric": ["a", "a\n"], "value": [1.0, 0.5]}),
+     "control character"),
 ])
 def test_bad_rows_are_refused_and_nothing_is_written(tmp_path: Path, table: pa.Table,
                                                      message: str) -> None:
@@ -225,16 +233,51 @@ def test_fetch_result_reports_added_store(tmp_path: Path) -> None:
     assert NAME in Store.open(tmp_path).workloads()
 
 
-def test_metaparameters_named_like_partitions_are_prefixed(tmp_path: Path) -> None:
+def test_metaparameters_named_like_columns_keep_their_names(tmp_path: Path) -> None:
+    """Names are data: a metaparameter named like a column of the store or of an answer is
+    stored as it is; the wide frames label its column by the one collision rule."""
     data = workload()
     trials = [TrialRecord(t.key, t.trial_id, t.status, t.steps,
-                          {**t.parameters, "optimizer": "adam", "batch_size": 3}, t.member)
+                          {**t.parameters, "optimizer": "adam", "batch_size": 3,
+                           "param_optimizer": "sgd"}, t.member)
               for t in data.trials]
     add_workload(tmp_path, WorkloadData(data.studies, trials, data.measurements))
     store = Store.open(tmp_path)
-    assert {"param_optimizer", "param_batch_size"} <= set(store.parameter_columns(NAME))
-    assert set(store.trials(NAME)["param_optimizer"]) == {"adam"}
-    assert curvekit.steps_to_result(store, curvekit.Selection(NAME, "valid/error", 0.5)).height == 2
+    assert {"optimizer", "batch_size", "param_optimizer"} <= set(store.parameter_columns(NAME))
+    frame = store.trials(NAME)
+    assert set(frame["optimizer"]) == {"adam"} and set(frame["param_optimizer"]) == {"sgd"}
+    assert set(frame["batch_size (metaparameter)"]) == {3}
+    assert frame["batch_size"].to_list() == [16] * 3 + [64] * 3
+    curve = curvekit.steps_to_result(store, curvekit.Selection(NAME, "valid/error", 0.5))
+    assert curve.height == 2 and set(curve["optimizer"]) == {"adam"}
+    assert set(curve["batch_size (metaparameter)"]) == {3}
+
+
+def test_the_long_form_carries_any_metric_name(tmp_path: Path) -> None:
+    """A metric named ``step`` (or ``trial_id``) fits the long form of WorkloadData."""
+    data = workload()
+    rows = {k: pa.table({"step": [*t["step"].to_pylist()] * 2,
+                         "metric": ["step"] * t.num_rows + ["trial_id"] * t.num_rows,
+                         "value": [*t["valid/error"].to_pylist(), *t["train/loss"].to_pylist()]})
+            for k, t in data.measurements.items()}
+    add_workload(tmp_path, WorkloadData(data.studies, data.trials, rows))
+    store = Store.open(tmp_path)
+    assert store.metrics(NAME) == ["step", "trial_id"]
+    curve = curvekit.steps_to_result(store, curvekit.Selection(NAME, "step", 0.5))
+    want = curvekit.steps_to_result(Store.open(_plain(tmp_path, data)),
+                                    curvekit.Selection(NAME, "valid/error", 0.5))
+    assert curve["step"].to_list() == want["step"].to_list()
+    assert curve["step (metric)"].to_list() == want["valid/error"].to_list()
+    wide = store.measurements(NAME)
+    assert isinstance(wide, pl.DataFrame)
+    assert wide.columns == ["batch_size", "trial_id", "step", "step (metric)",
+                            "trial_id (metric)"]
+
+
+def _plain(tmp_path: Path, data: WorkloadData) -> Path:
+    home = tmp_path / "plain"
+    add_workload(home, data)
+    return home
 
 
 def test_a_goal_recorded_in_the_origin_is_the_default_goal(tmp_path: Path) -> None:

@@ -116,8 +116,8 @@ def base_setting(home: Path, workload: str, batch_size: int) -> tuple[dict[str, 
                            f"{BASE_METRIC} at batch size {batch_size} (it has {have}); give "
                            f"--base-batch-size one of those, or {fix}")
         record = row.to_dicts()[0]
-        params = {k: record[k] for k in store.parameter_columns(workload)
-                  if k in record and record[k] is not None}
+        params = {k: v for k, v in store.trial_parameters(
+            workload, batch_size, int(record["trial_id"])).items() if v is not None}
     note = (f"{workload} trial {record['trial_id']} at batch size {batch_size} "
             f"(best {BASE_METRIC} {record[BASE_METRIC]:.4g})")
     return params, note

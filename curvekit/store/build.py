@@ -79,7 +79,6 @@ def convert(
                     progress(n, expected)
         finally:
             batcher.close()
-        builder.metrics.update(batcher.metrics)
         meta = builder.finish(
             {
                 "store_format": STORE_FORMAT,

@@ -5,7 +5,7 @@
 >>> from curvekit.store.build import convert
 >>> tmp = pathlib.Path(tempfile.mkdtemp())
 >>> _ = convert(tmp / "a.tar.bz2", tmp, manifest=tiny_archive(tmp / "a.tar.bz2"))
->>> from curvekit.store.store import Store, metrics_with_values
+>>> from curvekit.store.store import Store, evaluations, metrics_with_values
 >>> store = Store.open(tmp)
 >>> verify(store).ok
 True
@@ -28,7 +28,7 @@ from curvekit.records import STATUSES
 from curvekit.release.manifest import Manifest
 from curvekit.store.layout import MANIFEST_FILE, TABLES
 from curvekit.store.snapshots import FILES_FILE, check_files, repair_hint
-from curvekit.store.store import Store, metrics_with_values
+from curvekit.store.store import Store, evaluations, metrics_with_values
 
 __all__ = ["SYNTHETIC_DATASET", "SYNTHETIC_NOTE", "VerifyReport", "info", "synthetic_note",
            "verify"]
@@ -54,10 +54,11 @@ def synthetic_note(store: Store) -> str | None:
 
 
 def info(store: Store) -> pl.DataFrame:
-    """One row per workload: batch sizes, trials by status, metrics and row counts.
+    """One row per workload: batch sizes, trials by status, metrics and evaluations.
 
-    Metric columns are listed for a workload only if it has a non-null value in them
-    (read from the Parquet footers, so no data is scanned).
+    A workload's metrics are those with a value in it, and ``measurements`` counts its
+    evaluations (rows of its CSV files), both read from the Parquet footers, so no data is
+    scanned.
 
     >>> import tempfile, curvekit
     >>> home = tempfile.mkdtemp()
@@ -85,7 +86,7 @@ def _info(store: Store, con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
         with store.reading(str(path)):
             meta = pq.ParquetFile(path).metadata
         name = _workload(b, m, o)
-        rows[name] = rows.get(name, 0) + meta.num_rows
+        rows[name] = rows.get(name, 0) + evaluations(meta)
         metrics.setdefault(name, set()).update(metrics_with_values(meta))
     meas = pl.DataFrame({
         "workload": list(rows),
@@ -151,11 +152,11 @@ def verify(store: Store, manifest: Manifest | None = None) -> VerifyReport:
         _check_trials(con, good, bad, problems)
     total = 0
     for path in good["measurements"]:
-        total += pq.ParquetFile(path).metadata.num_rows
+        total += evaluations(pq.ParquetFile(path).metadata)
     recorded = store.metadata.get("counts", {}).get("measurements")
     if recorded is not None and recorded != total and not bad:
-        problems.append(f"measurements: {total} rows on disk, {recorded} written by the "
-                        "conversion; run `curvekit fetch --force` to rebuild the store")
+        problems.append(f"measurements: {total} evaluations on disk, {recorded} written by "
+                        "the conversion; run `curvekit fetch --force` to rebuild the store")
     try:
         manifest = manifest or store.manifest()
     except (CurvekitError, OSError, ValueError) as exc:  # a damaged manifest is a finding
@@ -225,29 +226,44 @@ def _trial_counts(con: duckdb.DuckDBPyConnection, good: dict[str, list[Path]]
 
 def _check_trials(con: duckdb.DuckDBPyConnection, good: dict[str, list[Path]], bad: set[str],
                   problems: list[str]) -> None:
-    """Each trial's rows in the measurements against its ``n_measurements``."""
+    """Each trial's rows of each metric of its study against its ``n_measurements``: every
+    metric of a measurements file has one row per evaluation of each of its trials."""
     if not good["trials"]:
         return
     # Studies whose measurements file or workloads whose trials file is bad are already
     # reported: comparing their trials would only repeat that.
     skip_studies = {_partition_key(rel) for rel in bad if rel.startswith("measurements/")}
     skip_workloads = {_partition_key(rel)[0] for rel in bad if rel.startswith("trials/")}
-    meas = (f"(select {_WORKLOAD} as workload, batch_size, trial_id, count(*) as n "
+    meas = (f"(select {_WORKLOAD} as workload, batch_size, trial_id, metric, count(*) as n "
             f"from {_read(good['measurements'])} group by all)" if good["measurements"] else
             "(select null::varchar as workload, null::bigint as batch_size, "
-            "null::bigint as trial_id, null::bigint as n where false)")
+            "null::bigint as trial_id, null::varchar as metric, null::bigint as n where false)")
+    trials = (f"(select {_WORKLOAD} as workload, batch_size, trial_id, n_measurements as n "
+              f"from {_read(good['trials'])})")
+    # every trial of a study is expected once for each metric the study's file holds
     rows = con.sql(
-        f"select workload, batch_size, trial_id, m.n, t.n from {meas} m full join "
-        f"(select {_WORKLOAD} as workload, batch_size, trial_id, n_measurements as n "
-        f"from {_read(good['trials'])}) t using (workload, batch_size, trial_id) "
-        "where m.n is distinct from t.n and not (m.n is null and t.n = 0) "
+        f"with m as {meas}, t as {trials}, "
+        "s as (select distinct workload, batch_size, metric from m), "
+        "want as (select t.workload, t.batch_size, t.trial_id, s.metric, t.n from t "
+        "join s on t.workload = s.workload and t.batch_size = s.batch_size "
+        "union all select workload, batch_size, trial_id, null, n from t "
+        "where not exists (select 1 from s where s.workload = t.workload "
+        "and s.batch_size = t.batch_size)) "
+        "select coalesce(m.workload, want.workload), coalesce(m.batch_size, want.batch_size), "
+        "coalesce(m.trial_id, want.trial_id), coalesce(m.metric, want.metric), m.n, want.n, "
+        "want.workload is null from m full join want on m.workload = want.workload "
+        "and m.batch_size = want.batch_size and m.trial_id = want.trial_id "
+        "and m.metric is not distinct from want.metric "
+        "where m.n is distinct from want.n and not (m.n is null and want.n = 0) "
         "order by all").fetchall()
     wrong = [r for r in rows if r[0] not in skip_workloads and (r[0], r[1]) not in skip_studies]
-    for workload, bs, trial, got, want in wrong[:_LISTED_TRIALS]:
-        said = (f"its trial record says {want}" if want is not None
-                else "but the trials table has no such trial")
-        problems.append(f"{workload} batch size {bs} trial {trial}: {got or 0} measurement "
-                        f"rows, {said}; run `curvekit fetch --force` to rebuild the store")
+    for workload, bs, trial, metric, got, want, unknown in wrong[:_LISTED_TRIALS]:
+        said = ("but the trials table has no such trial" if unknown
+                else f"its trial record says {want}")
+        what = f"{metric!r} has" if metric is not None else "it has"
+        problems.append(f"{workload} batch size {bs} trial {trial}: {what} {got or 0} "
+                        f"measurement rows, {said}; run `curvekit fetch --force` to rebuild "
+                        "the store")
     if len(wrong) > _LISTED_TRIALS:
         problems.append(f"... and {len(wrong) - _LISTED_TRIALS} more trials whose measurement "
                         "rows disagree with their trial record")

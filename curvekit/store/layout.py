@@ -1,13 +1,17 @@
-"""The store's on-disk layout: table folders, hive partitions and fixed columns.
+"""The store's on-disk layout: table folders, hive partitions and the one fixed schema.
 
 The documented schema lives in ``data_manifest/store_schema.json``; this module reads it, so
-the documentation and the code cannot drift apart.
+the documentation and the code cannot drift apart. Every table's columns are fixed there:
+no name read from any input (a metric, a metaparameter) is ever a column of the store or an
+identifier in its SQL. Metrics are values of ``measurements.metric`` and metaparameters
+rows of ``parameters``.
 
 A store is a folder::
 
     _store.json
     studies/base_dir=<b>/model=<m>/optimizer=<o>/part-0.parquet
     trials/base_dir=<b>/model=<m>/optimizer=<o>/part-0.parquet
+    parameters/base_dir=<b>/model=<m>/optimizer=<o>/part-0.parquet
     measurements/base_dir=<b>/model=<m>/optimizer=<o>/batch_size=<n>/part-0.parquet
 
 Partition values are percent-encoded, so ``mnist_subsets/mnist_6875`` becomes
@@ -43,11 +47,10 @@ __all__ = [
     "workload_dir",
 ]
 
-TABLES = ("studies", "trials", "measurements")
 FILE_NAME = "part-0.parquet"
 METADATA_FILE = "_store.json"
 MANIFEST_FILE = "_manifest.json"
-# Footer key of a measurements file: JSON list of the metric columns that hold values.
+# Footer key of a measurements file: JSON list of the metrics it holds rows of, in order.
 METRICS_KEY = "curvekit.metrics"
 
 _TYPES: dict[str, pa.DataType] = {
@@ -66,6 +69,11 @@ def store_schema() -> dict[str, Any]:
 
 
 STORE_FORMAT: int = store_schema()["store_format"]
+"""The layout version this curvekit writes: 2, metrics and metaparameters as rows. Format 1
+(every metric and metaparameter a column) is read only to upgrade it
+(:mod:`curvekit.store.upgrade`)."""
+TABLES: tuple[str, ...] = tuple(store_schema()["tables"])
+"""The store's tables, in the order the schema documents them."""
 
 
 def partition_columns(table: str) -> list[str]:
@@ -75,12 +83,12 @@ def partition_columns(table: str) -> list[str]:
 
 
 def fixed_schema(table: str) -> pa.Schema:
-    """The columns every file of ``table`` holds before its dynamic columns.
+    """The columns every file of ``table`` holds, in their order.
 
     Partition columns are part of the path, not of the files, so they are left out.
 
     >>> fixed_schema("measurements").names
-    ['trial_id', 'step']
+    ['trial_id', 'step', 'metric', 'value']
     """
     spec = store_schema()["tables"][table]
     part = set(spec["partition_by"])

@@ -36,12 +36,17 @@ from curvekit._version import __version__
 from curvekit.errors import StoreError
 from curvekit.store.layout import METADATA_FILE, STORE_FORMAT, store_link
 
-__all__ = ["ADDED_KEY", "METADATA_FILE", "TABLE_COLUMNS_KEY", "Source", "StoreMetadata"]
+__all__ = ["ADDED_KEY", "METADATA_FILE", "NAMES_KEY", "TABLE_COLUMNS_KEY", "Source",
+           "StoreMetadata"]
 
 ADDED_KEY = "added"
 """The key recording the workloads added with ``curvekit add`` (and ``curvekit run``)."""
 TABLE_COLUMNS_KEY = "table_columns"
-"""The key recording each table's one schema (:func:`curvekit.store.writer.schema_record`)."""
+"""The key under which a store of format 1 recorded each table's columns."""
+NAMES_KEY = "names"
+"""The key recording each workload's names, as data: ``{workload: {"metrics": [...],
+"parameters": {name: type}}}`` (the metrics with values, the metaparameters with the type
+of their column in the wide per-trial frames)."""
 
 # What each known field must be; a file that says otherwise is damaged.
 _STR_LIST = "a list of names"
@@ -54,6 +59,7 @@ _KINDS: dict[str, str] = {
     "parameter_columns": "an object of type names",
     "workloads": _STR_LIST,
     ADDED_KEY: "an object of objects",
+    NAMES_KEY: "an object of {metrics: names, parameters: {name: type}} per workload",
 }
 
 
@@ -83,7 +89,18 @@ def _fits(key: str, value: Any) -> bool:
         return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
     if key == ADDED_KEY:
         return isinstance(value, dict) and all(isinstance(v, dict) for v in value.values())
+    if key == NAMES_KEY:
+        return isinstance(value, dict) and all(_workload_names(v) for v in value.values())
     return True
+
+
+def _workload_names(value: Any) -> bool:
+    if not isinstance(value, dict):
+        return False
+    metrics, parameters = value.get("metrics"), value.get("parameters")
+    return (isinstance(metrics, list) and all(isinstance(m, str) for m in metrics)
+            and isinstance(parameters, dict)
+            and all(isinstance(t, str) for t in parameters.values()))
 
 
 def damaged(path: Path, problem: str) -> StoreError:
@@ -170,14 +187,10 @@ class StoreMetadata(Mapping[str, Any]):
         return None if names is None else list(names)
 
     @property
-    def metric_columns(self) -> list[str]:
-        """The metric columns of the measurements table."""
-        return list(self._data.get("metric_columns") or [])
-
-    @property
-    def parameter_columns(self) -> dict[str, str]:
-        """The metaparameter columns of the trials table, with their types."""
-        return dict(self._data.get("parameter_columns") or {})
+    def names(self) -> dict[str, dict[str, Any]]:
+        """Each workload's metric names and metaparameter names with their types (a copy);
+        empty for a store of format 1, whose names were its columns."""
+        return copy.deepcopy(self._data.get(NAMES_KEY) or {})
 
     @property
     def added(self) -> dict[str, dict[str, Any]]:
@@ -208,7 +221,7 @@ class StoreMetadata(Mapping[str, Any]):
         return cls({"store_format": STORE_FORMAT, "curvekit_version": __version__,
                     "source": {"dataset": None, "archive": None, "sha256": None},
                     "counts": {"workloads": 0, "studies": 0, "trials": 0, "measurements": 0},
-                    "metric_columns": [], "parameter_columns": {}, "workloads": []})
+                    "workloads": [], NAMES_KEY: {}})
 
     # -- the file ------------------------------------------------------------------------
 

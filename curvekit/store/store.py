@@ -1,5 +1,10 @@
 """A store on disk, opened for reading: tables as polars frames, SQL through DuckDB.
 
+The store's tables have the fixed columns of ``data_manifest/store_schema.json``: metrics
+and metaparameters are rows. :meth:`Store.trials` and :meth:`Store.measurements` return the
+wide per-trial frames notebooks want (one column per metaparameter or metric), built by
+polars pivots (:mod:`curvekit.store.wide`): a name is only ever a value in SQL.
+
 >>> import tempfile, curvekit
 >>> home = tempfile.mkdtemp()
 >>> _ = curvekit.demo(home)  # the shipped demo data set
@@ -41,6 +46,7 @@ from curvekit.store.layout import (
     METRICS_KEY,
     STORE_FORMAT,
     TABLES,
+    fixed_schema,
     partition_columns,
     store_link,
     workload_dir,
@@ -48,15 +54,17 @@ from curvekit.store.layout import (
 from curvekit.store.metadata import StoreMetadata
 from curvekit.store.snapshots import Lease, acquire, repair_hint
 from curvekit.store.sql import mentions
+from curvekit.store.wide import frame_names, parameters_frame, pivot_measurements
+from curvekit.store.writer import merged_type
 
-__all__ = ["Store", "open_store"]
+__all__ = ["Store", "evaluations", "metrics_with_values", "open_store"]
 
 # What DuckDB's Parquet reader says about a damaged file (its errors are not all typed).
 _DAMAGED = re.compile(r"corrupt|thrift|tprotocol|magic bytes|payload value|decompress"
                       r"|parquet file|don't know what type", re.IGNORECASE)
 _QUERY_ERRORS = (duckdb.BinderException, duckdb.ParserException, duckdb.CatalogException)
-_FIXED = {"base_dir", "model", "optimizer", "batch_size", "trial_id", "status", "steps",
-          "n_measurements"}
+_TRIAL_COLUMNS = [n for n in fixed_schema("trials").names]
+_EVALUATION_COLUMNS = ["batch_size", "trial_id", "step"]
 
 
 @dataclass(frozen=True)
@@ -64,7 +72,8 @@ class Store:
     """A converted store on disk: its folder and its metadata.
 
     Table methods return polars DataFrames (``.to_pandas()`` gives pandas);
-    :meth:`sql` runs DuckDB over the views ``studies``, ``trials`` and ``measurements``.
+    :meth:`sql` runs DuckDB over the views ``studies``, ``trials``, ``parameters`` and
+    ``measurements``.
     """
 
     path: Path
@@ -78,6 +87,10 @@ class Store:
                                                       compare=False)
     _sources: dict[tuple[str, str], str] = field(default_factory=dict, repr=False,
                                                  compare=False)
+    _tables: dict[tuple[str, str], pl.DataFrame] = field(default_factory=dict, repr=False,
+                                                         compare=False)
+    _types: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict, repr=False,
+                                                          compare=False)
 
     _lease: Lease = field(default_factory=lambda: Lease(None), repr=False, compare=False)
 
@@ -115,10 +128,7 @@ class Store:
                 continue
             if not metadata.current_format:
                 lease.release()
-                raise StoreError(
-                    f"{candidate} has store format {metadata.store_format!r}, this "
-                    f"curvekit reads format {STORE_FORMAT}; run `curvekit fetch --force` to "
-                    "rebuild it")
+                raise StoreError(_old_format(candidate, metadata.store_format))
             return cls(path, metadata, _lease=lease)
         raise StoreError(f"the store at {base} was replaced 100 times while it was being "
                          "opened; try again when no other curvekit process is writing it")
@@ -216,16 +226,13 @@ class Store:
     @cached_property
     def _views(self) -> duckdb.DuckDBPyConnection:
         # Binding a view lists every file of its table: done once, and only for SQL that
-        # names the views (the measurements read one workload's folder directly).
-        # A converted release has one schema per table; added workloads bring their own
-        # columns, and the views then match columns by name. Paths reach DuckDB through
-        # its relation API, as values: a quote in the home path cannot change the SQL.
-        union = bool(self.metadata.get("added"))
+        # names the views (the measurements read one workload's folder directly). Every
+        # file of a table has the table's fixed columns. Paths reach DuckDB through its
+        # relation API, as values: a quote in the home path cannot change the SQL.
         with self._lock:
             for table in TABLES:
                 files = self._files(table, self.path / table, "**/*.parquet")
-                self._con.read_parquet(files, hive_partitioning=True,
-                                       union_by_name=union).create_view(table)
+                self._con.read_parquet(files, hive_partitioning=True).create_view(table)
         return self._con
 
     def _files(self, table: str, folder: Path, pattern: str) -> list[str]:
@@ -278,7 +285,8 @@ class Store:
                 self._con.execute(f"set threads = {int(previous)}")
 
     def connect(self) -> duckdb.DuckDBPyConnection:
-        """A new DuckDB cursor with views ``studies``, ``trials`` and ``measurements``."""
+        """A new DuckDB cursor with views ``studies``, ``trials``, ``parameters`` and
+        ``measurements``."""
         self._check_open()
         with self.reading("the store's tables"):
             return self._views.cursor()
@@ -295,8 +303,9 @@ class Store:
     def query(self, sql: str, params: Sequence[object] | None = None) -> pl.DataFrame:
         """Run parameterised SQL over the views and return a polars DataFrame.
 
-        The views ``studies``, ``trials`` and ``measurements`` are there whenever ``sql``
-        names one of them. Pass values as ``params`` (``?`` in ``sql``), never inside it.
+        The views ``studies``, ``trials``, ``parameters`` and ``measurements`` are there
+        whenever ``sql`` names one of them. Pass values as ``params`` (``?`` in ``sql``),
+        never inside it: a metric is ``where metric = ?``.
         """
         if mentions(sql, TABLES):
             with self.reading("the store's tables"):
@@ -316,7 +325,8 @@ class Store:
         return frame
 
     def sql(self, query: str) -> pl.DataFrame:
-        """Run SQL over the views ``studies``, ``trials`` and ``measurements``.
+        """Run SQL over the views ``studies``, ``trials``, ``parameters`` and
+        ``measurements``.
 
         Example, with ``store = curvekit.open()`` (the module's example runs one)::
 
@@ -348,9 +358,12 @@ class Store:
         return Workload.known(workload)
 
     def metrics(self, workload: str) -> list[str]:
-        """Metric columns with at least one value in ``workload`` (read from file footers)."""
+        """The names of the metrics with at least one value in ``workload``, sorted (from
+        ``_store.json``, or the measurements files' footers)."""
         if ("metrics", workload) not in self._facts:
-            self._facts[("metrics", workload)] = self._metrics(workload)
+            recorded = self.metadata.names.get(workload)
+            self._facts[("metrics", workload)] = (
+                list(recorded["metrics"]) if recorded is not None else self._metrics(workload))
         return list(self._facts[("metrics", workload)])
 
     def _metrics(self, workload: str) -> list[str]:
@@ -369,24 +382,55 @@ class Store:
             raise QueryError(f"workload {workload!r} has no metric {metric!r}; its metrics are "
                              f"{', '.join(have) or '(none)'}")
 
-    def parameter_columns(self, workload: str) -> list[str]:
-        """Metaparameter columns with at least one value in ``workload``."""
-        if ("parameters", workload) not in self._facts:
-            self._facts[("parameters", workload)] = self._parameter_columns(workload)
-        return list(self._facts[("parameters", workload)])
+    def parameter_types(self, workload: str) -> dict[str, str]:
+        """The workload's metaparameter names, sorted, each with the type of its column in
+        the wide frames (``bool``, ``int64``, ``float64``, ``string``, or ``null`` for one
+        that no trial gives a value), decided by the workload's own values (see
+        :func:`curvekit.store.writer.parameter_type`)."""
+        key = ("parameters", workload)
+        if key not in self._types:
+            recorded = self.metadata.names.get(workload)
+            if recorded is not None:
+                self._types[key] = dict(recorded["parameters"])
+            else:
+                kinds: dict[str, set[str]] = {}
+                for name, kind in self._parameter_rows(workload).select("name", "type") \
+                        .iter_rows():
+                    kinds.setdefault(name, set()).add(kind)
+                self._types[key] = {n: merged_type(kinds[n]) for n in sorted(kinds)}
+        return dict(self._types[key])
 
-    def _parameter_columns(self, workload: str) -> list[str]:
+    def parameter_columns(self, workload: str) -> list[str]:
+        """The names of the metaparameters with at least one value in ``workload``, sorted:
+        the columns the answers of ``best`` and ``steps_to_result`` show."""
+        return [n for n, t in self.parameter_types(workload).items() if t != "null"]
+
+    def _parameter_rows(self, workload: str) -> pl.DataFrame:
+        """The workload's parameters rows (read from its file: no SQL, names are data)."""
         base_dir, model, optimizer = self.split_workload(workload)
-        folder = self.path / workload_dir("trials", base_dir, model, optimizer)
-        # An added workload's trials file holds its own metaparameters only. Read from the
-        # files (no SQL), so a parameter's name is only ever data.
-        seen: set[str] = set()
-        for path in folder.glob("*.parquet"):
-            with self.reading(str(path)):
-                table = pq.ParquetFile(path).read()  # the file alone: no partitions parsed
-            seen |= {n for n in table.column_names if n not in _FIXED
-                     and table.column(n).null_count < table.num_rows}
-        return sorted(seen)
+        folder = self.path / workload_dir("parameters", base_dir, model, optimizer)
+        with self._lock:
+            cached = self._tables.get(("parameters", workload))
+            if cached is None:
+                files = self._files("parameters", folder, "*.parquet")
+                with self.reading(str(folder)):
+                    cached = pl.read_parquet(files, hive_partitioning=False, glob=False)
+                self._tables[("parameters", workload)] = cached
+        return cached
+
+    def trial_parameters(self, workload: str, batch_size: int, trial_id: int
+                         ) -> dict[str, object]:
+        """One trial's metaparameters by name, each value as it was given (a list or an
+        object as its JSON text)."""
+        rows = self._parameter_rows(workload).filter(
+            (pl.col("batch_size") == batch_size) & (pl.col("trial_id") == trial_id))
+        out: dict[str, object] = {}
+        for name, kind, number, integer, text in rows.select(
+                "name", "type", "number", "integer", "text").iter_rows():
+            out[name] = (None if kind == "null" else bool(integer) if kind == "bool"
+                         else integer if kind == "int64" else number if kind == "float64"
+                         else text)
+        return out
 
     # -- tables --------------------------------------------------------------------------
 
@@ -400,18 +444,38 @@ class Store:
         """The studies (batch sizes) of a workload."""
         return self._table("studies", workload)
 
+    def parameters(self, workload: str, *, names: Sequence[str] | None = None,
+                   taken: Sequence[str] = ("batch_size", "trial_id")) -> pl.DataFrame:
+        """The workload's metaparameters as one row per trial: ``batch_size, trial_id``,
+        then one column per metaparameter (``names``, default all), typed as
+        :meth:`parameter_types` says. A name whose column the frame (with ``taken``)
+        already has is labelled by :func:`curvekit.store.wide.frame_names`."""
+        types = self.parameter_types(workload)
+        if names is not None:
+            types = {n: types[n] for n in names}
+        columns = frame_names(taken, types, "metaparameter")
+        return parameters_frame(self._parameter_rows(workload), types, columns)
+
     def trials(self, workload: str, *, batch_size: int | None = None,
                statuses: Sequence[str] | None = None) -> pl.DataFrame:
-        """The trials of a workload, optionally of one batch size and some statuses."""
+        """The trials of a workload, optionally of one batch size and some statuses: the
+        trials table's columns, then one column per metaparameter of the workload."""
         extra, params = _filters(batch_size, statuses)
-        return self._table("trials", workload, extra, params)
+        trials = self._table("trials", workload, extra, params)
+        wide = self.parameters(workload, taken=_TRIAL_COLUMNS)
+        return trials.join(wide, on=["batch_size", "trial_id"], how="left",
+                           coalesce=True, maintain_order="left")
 
     def measurements(self, workload: str, *, batch_size: int | None = None,
+                     metrics: Sequence[str] | None = None,
                      lazy: bool = False) -> pl.DataFrame | pl.LazyFrame:
-        """The evaluation rows of a workload (one column per metric it reports).
+        """The evaluation rows of a workload: ``batch_size, trial_id, step``, then one
+        column per metric it reports (``metrics``, default all; a pivot of the long
+        measurements table). A metric named like one of the first three columns is
+        labelled by :func:`curvekit.store.wide.frame_names` (``step (metric)``).
 
         With ``lazy=True`` a polars LazyFrame over the workload's files is returned, so
-        further filters and selections are pushed into the Parquet scan.
+        filters on the batch size and the trials are pushed into the Parquet scan.
         """
         base_dir, model, optimizer = self.split_workload(workload)
         folder = self.path / workload_dir("measurements", base_dir, model, optimizer)
@@ -422,30 +486,44 @@ class Store:
             have = sorted(int(p.name.split("=", 1)[1]) for p in folder.glob("batch_size=*"))
             raise QueryError(f"{workload} has no measurements at batch size {batch_size}; its "
                              f"batch sizes are {', '.join(map(str, have)) or '(none)'}")
+        known = self.metrics(workload)
+        chosen = known if metrics is None else list(metrics)
+        for metric in chosen:
+            self.check_metric(workload, metric)
+        columns = frame_names(_EVALUATION_COLUMNS, chosen, "metric")
         # A list of files, not a glob: '*', '?' and '[' in the home path are plain characters.
-        frame = pl.scan_parquet(files, hive_partitioning=True, glob=False).select(
-            "batch_size", "trial_id", "step", *self.metrics(workload))
+        rows = pl.scan_parquet(files, hive_partitioning=True, glob=False).select(
+            "batch_size", "trial_id", "step", "metric", "value")
+        if chosen != known:
+            rows = rows.filter(pl.col("metric").is_in(chosen) | pl.col("metric").is_null())
+        frame = pivot_measurements(rows, chosen, columns)
         if lazy:
             return frame
         with self.reading(str(folder)):
-            return frame.sort("batch_size", "trial_id", "step").collect()
+            return frame.collect()
+
+
+def _old_format(path: Path, found: object) -> str:
+    """The message for a store whose format this curvekit does not read."""
+    if found == 1:
+        return (f"{path} has store format 1 (every metric and metaparameter a column); this "
+                f"curvekit reads format {STORE_FORMAT} (names as rows): run `curvekit "
+                "upgrade` to rewrite it, keeping every row and name (any `curvekit add`, "
+                "`remove` or `fetch` upgrades it too)")
+    return (f"{path} has store format {found!r}, this curvekit reads format {STORE_FORMAT}; "
+            "run `curvekit fetch --force` to rebuild it")
 
 
 def metrics_with_values(meta: pq.FileMetaData) -> set[str]:
-    """Metric columns of a measurements file that hold a non-null value (from its footer)."""
+    """The metrics a measurements file holds rows of, as its footer records them."""
     recorded = (meta.metadata or {}).get(METRICS_KEY.encode())
-    if recorded is not None:
-        return set(json.loads(recorded))
-    seen: set[str] = set()
-    for g in range(meta.num_row_groups):
-        group = meta.row_group(g)
-        for c in range(group.num_columns):
-            col = group.column(c)
-            stats = col.statistics
-            if col.path_in_schema not in ("trial_id", "step") and (
-                    stats is None or stats.null_count < group.num_rows):
-                seen.add(col.path_in_schema)
-    return seen
+    return set(json.loads(recorded)) if recorded is not None else set()
+
+
+def evaluations(meta: pq.FileMetaData) -> int:
+    """The evaluations a measurements file holds: its rows over its metrics (a file with no
+    metric holds one row per evaluation)."""
+    return int(meta.num_rows) // max(1, len(metrics_with_values(meta)))
 
 
 def _filters(batch_size: int | None, statuses: Sequence[str] | None

@@ -33,12 +33,12 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Mapping, Sequence
-from collections.abc import Set as AbstractSet
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import numpy as np
 import pyarrow as pa
@@ -57,37 +57,35 @@ from curvekit.records import (
     check_not_reserved,
 )
 from curvekit.store.layout import (
+    MANIFEST_FILE,
     METADATA_FILE,
     STORE_FORMAT,
     TABLES,
-    fixed_schema,
     store_link,
-    workload_dir,
 )
-from curvekit.store.metadata import ADDED_KEY, TABLE_COLUMNS_KEY, StoreMetadata
+from curvekit.store.metadata import ADDED_KEY, NAMES_KEY, StoreMetadata
 from curvekit.store.snapshots import FILES_FILE
 from curvekit.store.transaction import Transaction, transaction
-from curvekit.store.writer import (
-    StoreBuilder,
-    conform_snapshot,
-    recorded_schemas,
-    schema_record,
-    snapshot_columns,
-    union_schemas,
-)
+from curvekit.store.upgrade import OLD_FORMAT, upgrade_into
+from curvekit.store.writer import Evaluations, StoreBuilder
 
 __all__ = ["AddResult", "WorkloadData", "add_workload", "carry_added", "remove_workload"]
-
-_RESERVED = {"base_dir", "model", "optimizer", "batch_size", "trial_id"}
 
 
 @dataclass(frozen=True)
 class WorkloadData:
     """One workload (``base_dir/model/optimizer``) ready to be written into the store.
 
-    ``measurements`` maps (study key, trial id) to that trial's rows: an integer ``step``
-    column, strictly increasing, and one float column per metric, named like the release's
-    (``valid/ce_loss``, ...). ``origin`` says where the data came from; it is recorded in the
+    ``measurements`` maps (study key, trial id) to that trial's rows, in one of two forms:
+
+    * **wide**: an integer ``step`` column, strictly increasing, and one numeric column per
+      metric (every column but ``step`` is a metric, whatever its name: ``trial_id`` too);
+    * **long**: exactly the columns ``step`` (integers), ``metric`` (text) and ``value``
+      (numbers), one row per step and metric, each metric's steps strictly increasing. Any
+      metric name fits this form, ``step`` included.
+
+    Metric names are named like the release's (``val/classification_error``, ...) where
+    they mean the same. ``origin`` says where the data came from; it is recorded in the
     store but not part of the content hash.
     """
 
@@ -116,11 +114,10 @@ class AddResult:
     path: Path
 
 
-def validate(data: WorkloadData) -> dict[tuple[StudyKey, int], pa.Table]:
-    """Check ``data`` and return its measurement tables in canonical form.
+def validate(data: WorkloadData) -> dict[tuple[StudyKey, int], Evaluations]:
+    """Check ``data`` and return each trial's evaluations, metrics sorted by name.
 
-    Canonical: ``trial_id`` (int64) and ``step`` (int64) first, then float64 metrics sorted
-    by name. Raises :class:`StoreError` naming the first problem found.
+    Raises :class:`StoreError` naming the first problem found.
     """
     name = data.workload
     _split(name)  # a well-formed base_dir/model/optimizer
@@ -149,7 +146,7 @@ def validate(data: WorkloadData) -> dict[tuple[StudyKey, int], pa.Table]:
         if t.trial_id < 0:
             raise StoreError(f"{t.member}: trial id {t.trial_id} is negative")
         for pname, value in t.parameters.items():
-            # Python ints are unbounded; the trials table holds int64 (2**70 would crash
+            # Python ints are unbounded; the parameters table holds int64 (2**70 would crash
             # the writer, or worse, wrap)
             if isinstance(value, int) and not isinstance(value, bool) \
                     and not -(2**63) <= value < 2**63:
@@ -166,7 +163,9 @@ def validate(data: WorkloadData) -> dict[tuple[StudyKey, int], pa.Table]:
     members = {(t.key, t.trial_id): t.member for t in data.trials}
     out = {}
     for (key, trial), table in data.measurements.items():
-        out[(key, trial)] = _canonical(table, trial, members[(key, trial)])
+        member = members[(key, trial)]
+        out[(key, trial)] = (_from_long(table, trial, member) if _is_long(table)
+                             else _from_wide(table, trial, member))
     return out
 
 
@@ -174,47 +173,93 @@ def _split(name: str) -> Workload:
     return Workload.parse(name, fix="choose another name", error=StoreError)
 
 
-def _canonical(table: pa.Table, trial: int, member: str) -> pa.Table:
-    if "step" not in table.column_names:
-        raise StoreError(f"{member}: no 'step' column (columns: {', '.join(table.column_names)})")
-    step = table.column("step")
+def _is_long(table: pa.Table) -> bool:
+    """The long form: ``step``, ``metric`` (text) and ``value`` columns, nothing else."""
+    return (set(table.column_names) == {"step", "metric", "value"}
+            and (pa.types.is_string(table.schema.field("metric").type)
+                 or pa.types.is_large_string(table.schema.field("metric").type)))
+
+
+def _steps(step: pa.ChunkedArray | pa.Array, member: str, what: str = "") -> np.ndarray:
+    """A ``step`` column as int64, checked: integers, no gaps, within int64, strictly
+    increasing."""
     if not pa.types.is_integer(step.type):
-        raise StoreError(f"{member}: 'step' is {step.type}, expected integers")
+        raise StoreError(f"{member}: 'step'{what} is {step.type}, expected integers")
     if step.null_count:
-        raise StoreError(f"{member}: 'step' has empty values")
+        raise StoreError(f"{member}: 'step'{what} has empty values")
     if pa.types.is_unsigned_integer(step.type) and len(step) \
             and pc.max(step).as_py() > 2**63 - 1:
         raise StoreError(f"{member}: step {pc.max(step).as_py()} is beyond 2**63 - 1, the "
                          "largest step the store holds (int64)")
-    steps = step.to_numpy().astype(np.int64)
+    steps: np.ndarray = step.to_numpy().astype(np.int64)
     if len(steps) > 1 and not bool(np.all(np.diff(steps) > 0)):
         i = int(np.argmax(np.diff(steps) <= 0))
-        raise StoreError(f"{member}: steps must strictly increase, but step {steps[i + 1]} "
-                         f"follows step {steps[i]} (row {i + 2})")
-    if "trial_id" in table.column_names:
-        ids = table.column("trial_id")
-        if len(ids) and not pc.all(pc.equal(ids, trial)).as_py():
-            raise StoreError(f"{member}: trial_id column disagrees with trial {trial}")
-    metrics = sorted(n for n in table.column_names if n not in ("step", "trial_id"))
-    columns: dict[str, pa.Array] = {
-        "trial_id": pa.array(np.full(len(steps), trial, dtype=np.int64)),
-        "step": pa.array(steps),
-    }
-    for metric in metrics:
-        check_name(metric, "metric", fix=f"rename it ({member})", error=StoreError)
-        if metric in _RESERVED:
-            raise StoreError(f"{member}: {metric!r} is a reserved column name; rename the "
-                             "metric")
-        col = table.column(metric)
-        if not (pa.types.is_floating(col.type) or pa.types.is_integer(col.type)
-                or pa.types.is_null(col.type)):
-            raise StoreError(f"{member}: metric {metric!r} is {col.type}, expected numbers")
-        columns[metric] = pc.cast(col, pa.float64()).combine_chunks()
-    return pa.table(columns)
+        raise StoreError(f"{member}: steps{what} must strictly increase, but step "
+                         f"{steps[i + 1]} follows step {steps[i]} (row {i + 2})")
+    return steps
 
 
-def content_hash(data: WorkloadData, tables: Mapping[tuple[StudyKey, int], pa.Table]) -> str:
-    """A sha256 of the workload's content (studies, trials, rows); the origin is left out."""
+def _metric(name: str, column: pa.ChunkedArray | pa.Array, member: str) -> pa.Array:
+    check_name(name, "metric", fix=f"rename it ({member})", error=StoreError)
+    if not (pa.types.is_floating(column.type) or pa.types.is_integer(column.type)
+            or pa.types.is_null(column.type)):
+        raise StoreError(f"{member}: metric {name!r} is {column.type}, expected numbers")
+    values = pc.cast(column, pa.float64())
+    return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+
+
+def _from_wide(table: pa.Table, trial: int, member: str) -> Evaluations:
+    if "step" not in table.column_names:
+        raise StoreError(f"{member}: no 'step' column (columns: {', '.join(table.column_names)})")
+    steps = _steps(table.column("step"), member)
+    names = sorted(n for n in table.column_names if n != "step")
+    return Evaluations(pa.array(np.full(len(steps), trial, dtype=np.int64)), pa.array(steps),
+                       tuple(names), tuple(_metric(n, table.column(n), member) for n in names))
+
+
+def _from_long(table: pa.Table, trial: int, member: str) -> Evaluations:
+    """Long rows as evaluations: one per step any metric has, each metric's value there
+    (null where it has no row at that step)."""
+    metric = table.column("metric").combine_chunks()
+    if metric.null_count:
+        raise StoreError(f"{member}: 'metric' has empty values")
+    value = _metric("value", table.column("value"), member)
+    step = table.column("step").combine_chunks()
+    encoded = pc.dictionary_encode(metric)
+    codes = encoded.indices.to_numpy(zero_copy_only=False)
+    order = np.argsort(codes, kind="stable")  # each metric's rows together, in their order
+    starts = np.concatenate([[0], np.cumsum(np.bincount(codes,
+                                                         minlength=len(encoded.dictionary)))])
+    by_name: dict[str, tuple[np.ndarray, pa.Array]] = {}
+    for code, name in sorted(enumerate(encoded.dictionary.to_pylist()), key=lambda x: x[1]):
+        check_name(name, "metric", fix=f"rename it ({member})", error=StoreError)
+        rows = pa.array(order[starts[code]:starts[code + 1]])
+        by_name[name] = (_steps(step.take(rows), member, f" of metric {name!r}"),
+                         value.take(rows))
+    if not by_name:
+        _steps(step, member)  # no rows: only the column's type is checked
+    union = (np.unique(np.concatenate([s for s, _ in by_name.values()])) if by_name
+             else np.array([], np.int64))
+    values = []
+    for steps, vals in by_name.values():
+        at = np.searchsorted(union, steps)
+        dense = np.zeros(len(union))
+        dense[at] = vals.fill_null(0).to_numpy(zero_copy_only=False)
+        valid = np.zeros(len(union), dtype=bool)
+        valid[at] = vals.is_valid().to_numpy(zero_copy_only=False)
+        values.append(pa.array(dense, mask=~valid))
+    return Evaluations(pa.array(np.full(len(union), trial, dtype=np.int64)),
+                       pa.array(union.astype(np.int64)), tuple(by_name), tuple(values))
+
+
+def content_hash(data: WorkloadData, tables: Mapping[tuple[StudyKey, int], Evaluations]
+                 ) -> str:
+    """A sha256 of the workload's content (studies, trials, rows); the origin is left out.
+
+    The rows are hashed as the columns ``trial_id``, ``step`` and the metrics by name, so
+    the same data has the same hash in whichever form it came (and as curvekit hashed it
+    before metrics became rows: adding it again is still a no-op).
+    """
     h = hashlib.sha256()
     for s in sorted(data.studies, key=lambda s: s.key):
         h.update(_dumps([list(s.key), s.dataset, s.early_stopping, s.train_steps,
@@ -222,11 +267,12 @@ def content_hash(data: WorkloadData, tables: Mapping[tuple[StudyKey, int], pa.Ta
     for t in sorted(data.trials, key=lambda t: (t.key, t.trial_id)):
         h.update(_dumps([list(t.key), t.trial_id, t.status, t.steps, t.parameters]))
     for key in sorted(tables):
-        table = tables[key]
-        h.update(_dumps([list(key[0]), key[1], table.column_names, table.num_rows]))
-        for col in table.columns:
+        rows = tables[key]
+        h.update(_dumps([list(key[0]), key[1], ["trial_id", "step", *rows.names],
+                         rows.num_rows]))
+        for col in (rows.trial_id, rows.step, *rows.values):
             h.update(np.asarray(col.is_null()).tobytes())
-            h.update(col.fill_null(0).to_numpy().tobytes())
+            h.update(col.fill_null(0).to_numpy(zero_copy_only=False).tobytes())
     return h.hexdigest()
 
 
@@ -234,60 +280,61 @@ def _dumps(value: Any) -> bytes:
     return json.dumps(value, sort_keys=True, default=str).encode()
 
 
-def _current(tx: Transaction) -> tuple[Path, StoreMetadata] | None:
-    """The current snapshot and its metadata, of a format this curvekit can add to."""
-    if tx.current is None or tx.metadata is None:
-        return None
-    if not tx.metadata.current_format:
-        raise StoreError(f"{store_link(tx.home)} has store format {tx.metadata.store_format!r}; "
-                         "run `curvekit fetch --force` to rebuild it before adding workloads")
-    return tx.current, tx.metadata
+def _workload_of(rel: Path) -> str:
+    """``base_dir/model/optimizer`` of a table's ``base_dir=/model=/optimizer=`` folder."""
+    return "/".join(unquote(p.partition("=")[2]) for p in rel.parts[:3])
 
 
-def _workload_dirs(name: str) -> list[str]:
-    base_dir, model, optimizer = _split(name)
-    return [workload_dir(t, base_dir, model, optimizer) for t in TABLES]
+def _link_store(source: Path, target: Path, keep: Callable[[str], bool], *,
+                top: bool = True) -> None:
+    """Hard-link the files of the workloads of ``source`` for which ``keep`` is true into
+    ``target``, and with ``top`` the store's other files (its manifest).
 
-
-def _link_store(source: Path, target: Path, *, skip: AbstractSet[str] = frozenset(),
-                only: AbstractSet[str] | None = None) -> None:
-    """Hard-link the files of ``source`` into ``target``.
-
-    Folders in ``skip`` are left out; with ``only``, nothing outside those folders is linked.
     ``_store.json``, ``_files.json`` and the lease file are never shared: each snapshot
     writes its own (a shared ``_files.json`` rewritten in place would change the old one).
     """
-    for folder, _, files in os.walk(source):
-        rel = Path(folder).relative_to(source)
-        if any(rel == Path(s) or Path(s) in rel.parents for s in skip):
-            continue
-        if only is not None and not any(rel == Path(s) or Path(s) in rel.parents
-                                        for s in only):
-            continue
-        for name in files:
-            # each snapshot writes its own metadata, checksums and lease file
-            if name.startswith(".") or (rel == Path(".") and name in (METADATA_FILE,
-                                                                        FILES_FILE)):
+    for table in TABLES:
+        for folder in sorted((source / table).glob("*/*/*")):
+            if not folder.is_dir() or not keep(_workload_of(folder.relative_to(source / table))):
                 continue
-            dest = target / rel / name
-            if dest.exists():
-                raise StoreError(f"{dest} exists in the new snapshot; this is a bug")
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                os.link(Path(folder) / name, dest)
-            except OSError:
-                shutil.copy2(Path(folder) / name, dest)
+            for here, _, files in os.walk(folder):
+                for name in files:
+                    if not name.startswith("."):
+                        _link(Path(here) / name, target / Path(here).relative_to(source) / name)
+    if top:
+        for path in source.iterdir():
+            if path.is_file() and not path.name.startswith(".") \
+                    and path.name not in (METADATA_FILE, FILES_FILE):
+                _link(path, target / path.name)
 
 
-def _columns(schemas: dict[str, pa.Schema]) -> dict[str, Any]:
-    """The store's one schema per table, as ``_store.json`` records it: every column of its
-    files, and the metric and metaparameter columns beyond the fixed ones."""
-    fixed = {t: set(fixed_schema(t).names) for t in TABLES}
-    return {TABLE_COLUMNS_KEY: schema_record(schemas),
-            "metric_columns": [f.name for f in schemas["measurements"]
-                               if f.name not in fixed["measurements"]],
-            "parameter_columns": {f.name: str(f.type) for f in schemas["trials"]
-                                  if f.name not in fixed["trials"]}}
+def _link(source: Path, dest: Path) -> None:
+    if dest.exists():
+        raise StoreError(f"{dest} exists in the new snapshot; this is a bug")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(source, dest)
+    except OSError:
+        shutil.copy2(source, dest)
+
+
+def _carried(tx: Transaction, keep: Callable[[str], bool], *, top: bool = True
+             ) -> StoreMetadata:
+    """Bring the current store's workloads for which ``keep`` is true into the staging
+    folder, unchanged: hard links, or for a store of format 1 its upgrade
+    (:mod:`curvekit.store.upgrade`). Returns the current metadata in the current form."""
+    assert tx.current is not None and tx.metadata is not None
+    meta = tx.metadata
+    if meta.store_format == OLD_FORMAT:
+        upgraded = upgrade_into(tx.current, meta, tx.staging, keep=keep)
+        if top and (tx.current / MANIFEST_FILE).is_file():
+            _link(tx.current / MANIFEST_FILE, tx.staging / MANIFEST_FILE)
+        return upgraded
+    if not meta.current_format:
+        raise StoreError(f"{store_link(tx.home)} has store format {meta.store_format!r}; "
+                         "run `curvekit fetch --force` to rebuild it")
+    _link_store(tx.current, tx.staging, keep, top=top)
+    return meta
 
 
 def _shifted(counts: Mapping[str, int], workloads: list[str],
@@ -306,6 +353,8 @@ def add_workload(home: str | os.PathLike[str] | None, data: WorkloadData, *,
 
     A workload of the release cannot be replaced; one added before can, with
     ``replace=True``. Adding the same content again is a no-op (``changed`` is False).
+    The new snapshot holds the workload's own new files and hard links of every other
+    file: nothing else is rewritten, whatever names the workload brings.
     """
     base = resolve_home(home)
     tables = validate(data)
@@ -317,83 +366,72 @@ def add_workload(home: str | os.PathLike[str] | None, data: WorkloadData, *,
               "measurements": sum(t.num_rows for t in tables.values())}
     room = sum(t.nbytes for t in tables.values()) + (1 << 20)  # Arrow size: an upper bound
     with transaction(base, action=f"adding {name}", needed=lambda: room) as tx:
-        current = _current(tx)
-        meta = current[1] if current else StoreMetadata.empty()
+        meta = tx.metadata if tx.metadata is not None else StoreMetadata.empty()
         added = meta.added
-        if name in added and added[name].get("sha256") == digest:
+        if meta.current_format and name in added and added[name].get("sha256") == digest:
             return AddResult(name, False, path=store_link(base), **counts)
         if name in (meta.workloads or []) and name not in added:
             raise StoreError(f"{name!r} is a workload of the store's release; choose another "
                              "name for your own data")
-        if name in added and not replace:
+        if name in added and not replace and added[name].get("sha256") != digest:
             raise StoreError(f"the store already has a workload {name!r} with different data; "
                              "pass --replace (replace=True) to overwrite it, or choose another "
                              "name")
+        if tx.current is not None:
+            meta = _carried(tx, lambda w: w != name)
         builder = StoreBuilder(tx.staging)
         for study in data.studies:
             builder.add_study(study)
         for trial in data.trials:
             builder.add_trial(trial)
-        for (key, _), table in sorted(tables.items()):
-            builder.add_measurements(key, table)
-        # One schema per table: the store's columns and the new workload's. The new
-        # files are written with all of them; older files that lack one are rewritten.
-        # A store that records its schemas needs its measurements footers not read.
-        skip = set(_workload_dirs(name))
-        recorded = recorded_schemas(meta) if current is not None else None
-        schemas = union_schemas([
-            *(snapshot_columns(current[0], skip, recorded=recorded)
-              if current is not None else []),
-            *builder.columns(name)])
-        written = builder.finish({}, {k: t.num_rows for k, t in tables.items()},
-                                 schemas=schemas)
-        if current is not None:
-            _link_store(current[0], tx.staging, skip=skip)
-            conform_snapshot(tx.staging, schemas, previous=current[0], tables=[
-                t for t in TABLES if recorded is None or not recorded[t].equals(schemas[t])])
+        for (key, _), rows in sorted(tables.items(), key=lambda item: item[0]):
+            builder.add_evaluations(key, rows)
+        written = builder.finish({}, {k: t.num_rows for k, t in tables.items()})
         workloads = sorted(set(meta.workloads or []) | {name})
         total = meta.counts
         if name in added:
             total = _shifted(total, workloads, added[name]["counts"], -1)
         added[name] = {"sha256": digest, "origin": dict(data.origin), "counts": counts,
-                       "metric_columns": written.metric_columns,
-                       "parameter_columns": written.parameter_columns,
                        "added_at": datetime.now(UTC).isoformat(timespec="seconds"),
                        "curvekit_version": __version__}
+        names = {**meta.names, **written.names}
         path = tx.publish(f"added-{digest[:12]}", meta.replace(
             workloads=workloads, counts=_shifted(total, workloads, counts, +1),
-            **_columns(schemas), **{ADDED_KEY: dict(sorted(added.items()))}))
+            **{NAMES_KEY: dict(sorted(names.items())), ADDED_KEY: dict(sorted(added.items()))}))
     return AddResult(name, True, path=path, **counts)
 
 
 def remove_workload(home: str | os.PathLike[str] | None, workload: str) -> None:
-    """Remove a workload that was added to the store (the release's cannot be removed)."""
+    """Remove a workload that was added to the store (the release's cannot be removed).
+
+    The new snapshot hard-links every other file; nothing is rewritten.
+    """
     base = resolve_home(home)
     # a new snapshot of links: room for its folders and metadata files only
     with transaction(base, action=f"removing {workload}", needed=lambda: 1 << 20) as tx:
-        current = _current(tx)
-        added = current[1].added if current else {}
-        if current is None or workload not in added:
+        added = tx.metadata.added if tx.metadata is not None else {}
+        if tx.current is None or workload not in added:
             have = ", ".join(added) or "none"
             raise StoreError(f"{workload!r} is not an added workload (added workloads: {have})")
-        path, meta = current
-        _link_store(path, tx.staging, skip=set(_workload_dirs(workload)))
+        meta = _carried(tx, lambda w: w != workload)
         workloads = sorted(set(meta.workloads or []) - {workload})
         counts = _shifted(meta.counts, workloads, added.pop(workload)["counts"], -1)
+        names = {w: n for w, n in meta.names.items() if w != workload}
         tx.publish("removed", meta.replace(workloads=workloads, counts=counts,
-                                           **{ADDED_KEY: added}))
+                                           **{NAMES_KEY: names, ADDED_KEY: added}))
 
 
 def carry_added(tx: Transaction, meta: StoreMetadata) -> StoreMetadata:
     """Link the current store's added workloads into a new release snapshot being built.
 
     Called by the conversion before it publishes, in its transaction. Returns the new
-    snapshot's metadata with the added workloads merged in.
+    snapshot's metadata with the added workloads merged in (those of a store of format 1
+    are upgraded on the way).
     """
     if tx.current is None or tx.metadata is None or not tx.metadata.added:
         return meta
-    path, added = tx.current, tx.metadata.added
-    if not tx.metadata.current_format:
+    added = tx.metadata.added
+    if not (tx.metadata.current_format or tx.metadata.store_format == OLD_FORMAT):
         raise StoreError(
             f"{store_link(tx.home)} has store format {tx.metadata.store_format!r} and workloads "
             f"you added ({', '.join(added)}), which cannot be carried into a store of format "
@@ -403,15 +441,11 @@ def carry_added(tx: Transaction, meta: StoreMetadata) -> StoreMetadata:
     if clash:
         raise StoreError(f"the new release has workloads you added yourself: {', '.join(clash)};"
                          " remove them (curvekit.remove_workload) or rename them first")
-    _link_store(path, tx.staging, only={d for name in added for d in _workload_dirs(name)})
-    # The new release and the added workloads share one schema per table: whichever files
-    # lack a column of the other are rewritten (the added ones get new inodes, so the
-    # current snapshot's files stay as they are).
-    schemas = union_schemas(snapshot_columns(tx.staging))
-    conform_snapshot(tx.staging, schemas, previous=path)
+    previous = _carried(tx, lambda w: w in added, top=False)
     workloads = sorted(set(meta.workloads or []) | set(added))
     counts = meta.counts
     for info in added.values():
         counts = _shifted(counts, workloads, info["counts"], +1)
-    return meta.replace(workloads=workloads, counts=counts, **_columns(schemas),
-                        **{ADDED_KEY: added})
+    names = {**meta.names, **{w: n for w, n in previous.names.items() if w in added}}
+    return meta.replace(workloads=workloads, counts=counts,
+                        **{NAMES_KEY: dict(sorted(names.items())), ADDED_KEY: added})

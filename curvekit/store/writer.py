@@ -1,35 +1,45 @@
-"""Write a store's tables into a staging folder, one schema per table.
+"""Write a store's tables into a staging folder, in the one fixed schema.
 
-:class:`StoreBuilder` receives studies, trials and measurement tables in any order, keeps
-measurements in memory up to a budget and spills the rest to Arrow IPC files in the staging
-folder. :meth:`StoreBuilder.finish` writes every table as zstd Parquet with one schema per
-table (the union of metric and metaparameter columns, in sorted order), sorted by
-(trial_id, step), so the same input always gives the same files whatever its member order.
+:class:`StoreBuilder` receives studies, trials and evaluations in any order, keeps the
+evaluations in memory up to a budget and spills the rest to Arrow IPC files in the staging
+folder. :meth:`StoreBuilder.finish` writes every table as zstd Parquet with the columns
+``data_manifest/store_schema.json`` fixes, so the same input always gives the same files
+whatever its member order:
 
-A store keeps that one schema per table when workloads are added: :func:`union_schemas`
-widens a table's schema by the columns a new workload brings (one type per column, see
-:func:`merge_type`), and :func:`conform_snapshot` rewrites the files that lack a column, so
-that a plain Parquet reader (DuckDB, polars, pandas) finds every column in every file.
+* ``measurements``: one file per study, one row per evaluation and metric
+  (``trial_id, step, metric, value``), sorted by (metric, trial_id, step). A metric's rows
+  start a new row group once the group holds :data:`GROUP_ROWS` rows, so that the
+  ``metric`` statistics of each row group let a reader skip every other metric;
+* ``trials``: one file per workload, its fixed columns only;
+* ``parameters``: one file per workload, one row per metaparameter of each trial
+  (:func:`parameter_rows`);
+* ``studies``: one file per workload.
+
+Names (of metrics, of metaparameters) are only ever values in these files: a workload with
+new names writes its own files and nothing else, so adding one to a store never rewrites
+another's.
 
 :mod:`curvekit.store.transaction` gives the staging folder and publishes it.
 
->>> schema_record(union_schemas([]))["studies"]["dataset"]
-'string'
+>>> import pyarrow as pa
+>>> rows = Evaluations.from_table(pa.table({"trial_id": [1, 1], "step": [0, 10],
+...                                         "val/error": [0.9, 0.5]}))
+>>> rows.names, rows.num_rows
+(('val/error',), 2)
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
@@ -40,55 +50,287 @@ from curvekit.records import StudyKey, StudyRecord, TrialRecord
 from curvekit.store.layout import (
     FILE_NAME,
     METRICS_KEY,
-    TABLES,
+    STORE_FORMAT,
     fixed_schema,
-    partition_columns,
     partition_dir,
 )
-from curvekit.store.metadata import TABLE_COLUMNS_KEY, StoreMetadata
-from curvekit.store.snapshots import file_digest, read_records
+from curvekit.store.metadata import NAMES_KEY, StoreMetadata
 
 __all__ = [
-    "MAX_TABLE_COLUMNS",
-    "Columns",
+    "EVALUATIONS_KEY",
+    "GROUP_ROWS",
+    "Evaluations",
     "StoreBuilder",
-    "conform_snapshot",
-    "merge_type",
-    "recorded_schemas",
-    "schema_record",
-    "snapshot_columns",
-    "union_schemas",
+    "merged_type",
+    "parameter_rows",
+    "parameter_type",
+    "write_measurements",
+    "write_table",
 ]
 
 PARQUET_OPTIONS: dict[str, Any] = {"compression": "zstd", "compression_level": 3}
-MAX_TABLE_COLUMNS = 10_000
-"""The most metric (or metaparameter) columns one table of a store holds.
+EVALUATIONS_KEY = "curvekit.evaluations"
+"""Footer key of a measurements file: its number of evaluations (rows of its CSV files)."""
+GROUP_ROWS = 1 << 16
+"""A measurements row group takes the rows of further metrics until it holds this many:
+small metrics share a row group, a large one has its own (split at :data:`MAX_GROUP_ROWS`)."""
+MAX_GROUP_ROWS = 1 << 20
 
-Every file of a table carries every column, so each column costs each file a footer entry
-(about 350 bytes for a column of nulls): the 10,000 metrics one log may bring, no more.
-"""
+# the schema written: the metric column as a dictionary (one entry per row group), which
+# readers see as text (the files store no Arrow schema, so the Parquet type is what counts)
+_WRITTEN = pa.schema([pa.field("trial_id", pa.int64()), pa.field("step", pa.int64()),
+                      pa.field("metric", pa.dictionary(pa.int32(), pa.string())),
+                      pa.field("value", pa.float64())])
 
 
 def _json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
-def _param_type(values: Iterable[Any]) -> pa.DataType:
-    kinds = {type(v) for v in values if v is not None}
-    if kinds <= {bool}:
-        return pa.bool_()
-    if kinds <= {int}:
-        return pa.int64()
-    if kinds <= {int, float}:
-        return pa.float64()
-    return pa.string()
+# -- evaluations: trial ids, steps and one aligned array per metric ------------------------
+
+@dataclass(frozen=True)
+class Evaluations:
+    """Evaluations of one study (all or some of its trials): a row per evaluation.
+
+    ``trial_id`` and ``step`` are int64 arrays of one length; ``values`` holds, for each
+    metric in ``names``, a float64 array of that length (null where the evaluation has no
+    value). The names are data: any text, ``step`` and ``trial_id`` included.
+    """
+
+    trial_id: pa.Array
+    step: pa.Array
+    names: tuple[str, ...]
+    values: tuple[pa.Array, ...]
+
+    @property
+    def num_rows(self) -> int:
+        """The number of evaluations."""
+        return len(self.step)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of Arrow memory the arrays take."""
+        return int(self.trial_id.nbytes + self.step.nbytes + sum(v.nbytes for v in self.values))
+
+    @classmethod
+    def from_table(cls, table: pa.Table) -> Evaluations:
+        """A table whose first two columns are the trial ids and the steps, and every
+        further column a metric (the CSV reader's tables)."""
+        columns = [c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c
+                   for c in table.columns]
+        return cls(columns[0].cast(pa.int64()), columns[1].cast(pa.int64()),
+                   tuple(table.column_names[2:]),
+                   tuple(c.cast(pa.float64()) for c in columns[2:]))
+
+    def to_ipc(self) -> pa.Table:
+        """A table with positional column names (the names go in its schema metadata)."""
+        names = ["trial_id", "step", *(str(i) for i in range(len(self.names)))]
+        table = pa.Table.from_arrays([self.trial_id, self.step, *self.values], names=names)
+        return table.replace_schema_metadata({"curvekit.names": json.dumps(self.names)})
+
+    @classmethod
+    def from_ipc(cls, table: pa.Table) -> Evaluations:
+        """The inverse of :meth:`to_ipc`."""
+        names = tuple(json.loads((table.schema.metadata or {})[b"curvekit.names"]))
+        columns = [c.combine_chunks() for c in table.columns]
+        return cls(columns[0], columns[1], names, tuple(columns[2:]))
 
 
-def _param_value(value: Any, dtype: pa.DataType) -> Any:
-    if value is None or dtype != pa.string():
-        return value
-    return value if isinstance(value, str) else _json(value)
+def _join(parts: Sequence[Evaluations]) -> Evaluations:
+    """One study's parts as one, sorted by (trial_id, step) (stable: repeated steps of a
+    trial keep their order), with every metric of any part (nulls where a part lacks it)."""
+    if len(parts) == 1:
+        joined = parts[0]
+    else:
+        names = sorted({n for p in parts for n in p.names})
+        values = []
+        for name in names:
+            pieces = []
+            for p in parts:
+                where = {n: i for i, n in enumerate(p.names)}
+                i = where.get(name)
+                pieces.append(p.values[i] if i is not None else pa.nulls(p.num_rows, pa.float64()))
+            values.append(pa.concat_arrays(pieces))
+        joined = Evaluations(pa.concat_arrays([p.trial_id for p in parts]),
+                             pa.concat_arrays([p.step for p in parts]), tuple(names),
+                             tuple(values))
+    order = _order(joined.trial_id, joined.step)
+    if order is not None:
+        joined = Evaluations(joined.trial_id.take(order), joined.step.take(order),
+                             joined.names, tuple(v.take(order) for v in joined.values))
+    return joined
 
+
+def _order(trial: pa.Array, step: pa.Array) -> pa.Array | None:
+    """Indices that sort by (trial_id, step), stably; None when already sorted."""
+    if len(trial) < 2:
+        return None
+    t, s = trial.to_numpy(zero_copy_only=False), step.to_numpy(zero_copy_only=False)
+    dt, ds = np.diff(t), np.diff(s)
+    if bool(np.all((dt > 0) | ((dt == 0) & (ds >= 0)))):
+        return None
+    return pa.array(np.lexsort((s, t)))  # numpy's lexsort is stable
+
+
+# -- the measurements file -----------------------------------------------------------------
+
+def _dictionary_worthy(values: pa.Array) -> bool:
+    """Few distinct values (a classification error is k / N_eval): a dictionary stores them
+    in a few bits; continuous values (a loss read from decimal text) are better split."""
+    return int(pc.count_distinct(values).as_py()) * 8 <= len(values)
+
+
+def write_measurements(rows: Evaluations, path: Path) -> int:
+    """Write one study's evaluations as the long measurements file at ``path``.
+
+    Each metric with at least one value (NaN counts) gets one row per evaluation, null
+    where it has none, so every metric of the file has as many rows as the study has
+    evaluations; a study whose evaluations hold no metric at all keeps one row per
+    evaluation with a null metric. Returns the number of evaluations.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    kept = sorted(((n, v) for n, v in zip(rows.names, rows.values, strict=True)
+                   if v.null_count < len(v)), key=lambda item: item[0])
+    n = rows.num_rows
+    dictionary = sum(len(v) for _, v in kept if _dictionary_worthy(v)) * 2 >= n * len(kept)
+    writer = pq.ParquetWriter(
+        path, _WRITTEN, **PARQUET_OPTIONS, store_schema=False,
+        use_dictionary=["trial_id", "metric", *(["value"] if dictionary else [])],
+        # steps rise within a trial: deltas pack them into a few bits
+        column_encoding={"step": "DELTA_BINARY_PACKED",
+                         **({} if dictionary else {"value": "BYTE_STREAM_SPLIT"})},
+        # Parquet min/max statistics leave NaN out, and DuckDB then folds isnan() and
+        # comparisons on NaN rows to false: no statistics for values keeps NaN exact.
+        write_statistics=["trial_id", "step", "metric"])
+    try:
+        for group in _groups(rows, kept):
+            writer.write_table(group, row_group_size=MAX_GROUP_ROWS)
+        writer.add_key_value_metadata({METRICS_KEY: json.dumps([m for m, _ in kept]),
+                                       EVALUATIONS_KEY: str(n)})
+    finally:
+        writer.close()
+    return n
+
+
+def _groups(rows: Evaluations, kept: list[tuple[str, pa.Array]]) -> Iterator[pa.Table]:
+    """The file's rows as tables of whole metrics, each at least GROUP_ROWS rows (the last
+    may have fewer), a row group each."""
+    n = rows.num_rows
+    if not kept:
+        if n:
+            yield pa.Table.from_arrays(
+                [rows.trial_id, rows.step, pa.nulls(n, _WRITTEN.field("metric").type),
+                 pa.nulls(n, pa.float64())], schema=_WRITTEN)
+        return
+    pending: list[pa.Table] = []
+    have = 0
+    for name, values in kept:
+        metric = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)),
+                                                pa.array([name], pa.string()))
+        pending.append(pa.Table.from_arrays([rows.trial_id, rows.step, metric, values],
+                                            schema=_WRITTEN))
+        have += n
+        if have >= GROUP_ROWS:
+            yield _concat_groups(pending)
+            pending, have = [], 0
+    if pending:
+        yield _concat_groups(pending)
+
+
+def _concat_groups(tables: list[pa.Table]) -> pa.Table:
+    if len(tables) == 1:
+        return tables[0]
+    # one dictionary for the group: its metric statistics then span its names
+    table = pa.concat_tables(tables)
+    return table.unify_dictionaries().combine_chunks()
+
+
+def write_table(table: pa.Table, path: Path) -> None:
+    """Write one studies, trials or parameters file (``path``'s folder is made)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path, **PARQUET_OPTIONS)
+
+
+# -- metaparameters as rows ----------------------------------------------------------------
+
+def parameter_type(values: Iterable[Any]) -> str:
+    """The one type of a workload's values of one metaparameter, for its column in the wide
+    per-trial frames: ``bool``, ``int64``, ``float64`` (integers beside floats), ``string``
+    (anything else; numbers then shown as JSON text), or ``null`` when no trial gives it a
+    value (a column of nulls).
+
+    >>> parameter_type([1, 2]), parameter_type([1, 0.5]), parameter_type([1, "a"])
+    ('int64', 'float64', 'string')
+    """
+    return merged_type(_kind(v) for v in values)
+
+
+def merged_type(kinds: Iterable[str]) -> str:
+    """:func:`parameter_type` from the values' own types (the ``type`` of parameters rows).
+
+    >>> merged_type(["null", "bool"]), merged_type(["null"]), merged_type(["json"])
+    ('bool', 'null', 'string')
+    """
+    have = set(kinds) - {"null"}
+    if not have:
+        return "null"
+    if have <= {"bool"}:
+        return "bool"
+    if have <= {"int64"}:
+        return "int64"
+    if have <= {"int64", "float64"}:
+        return "float64"
+    return "string"
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int64"
+    if isinstance(value, float):
+        return "float64"
+    if isinstance(value, str):
+        return "string"
+    return "json"
+
+
+def parameter_rows(trials: Iterable[TrialRecord]) -> pa.Table:
+    """The ``parameters`` rows of ``trials`` (one workload), sorted by (batch_size,
+    trial_id, name), every value kept exactly in the column its type uses.
+
+    >>> from curvekit.records import StudyKey
+    >>> key = StudyKey("my", "mlp", "sgd", 32)
+    >>> rows = parameter_rows([TrialRecord(key, 0, "COMPLETE", 3,
+    ...                                    {"lr": 0.1, "warmup": 100, "step": True}, "m")])
+    >>> rows.select(["name", "type", "number", "integer"]).to_pylist()[1]
+    {'name': 'step', 'type': 'bool', 'number': 1.0, 'integer': 1}
+    """
+    out: dict[str, list[Any]] = {c: [] for c in fixed_schema("parameters").names}
+    for trial in sorted(trials, key=lambda t: (t.key.batch_size, t.trial_id)):
+        for name in sorted(trial.parameters):
+            value = trial.parameters[name]
+            kind = _kind(value)
+            out["batch_size"].append(trial.key.batch_size)
+            out["trial_id"].append(trial.trial_id)
+            out["name"].append(name)
+            out["type"].append(kind)
+            out["number"].append(float(value) if kind in ("bool", "int64", "float64")
+                                 else None)
+            out["integer"].append(int(value) if kind in ("bool", "int64") else None)
+            out["text"].append(value if kind == "string" else
+                               _json(value) if kind == "json" else None)
+    try:
+        return pa.table(out, schema=fixed_schema("parameters"))
+    except (OverflowError, pa.ArrowInvalid) as exc:  # an int beyond int64
+        raise StoreError(f"a metaparameter does not fit the store's 64-bit integers: {exc}; "
+                         "store it as a float or a string") from exc
+
+
+# -- the builder ---------------------------------------------------------------------------
 
 class StoreBuilder:
     """Accumulate one store's content and write it into ``root`` (a staging folder)."""
@@ -98,7 +340,9 @@ class StoreBuilder:
         self.studies: dict[StudyKey, StudyRecord] = {}
         self.trials: dict[tuple[StudyKey, int], TrialRecord] = {}
         self.metrics: set[str] = set()
-        self._pending: dict[StudyKey, list[pa.Table]] = {}
+        """Metric names seen in the input, with values or not (only those with a value are
+        written and recorded)."""
+        self._pending: dict[StudyKey, list[Evaluations]] = {}
         self._pending_bytes = 0
         self._spills: dict[StudyKey, list[Path]] = {}
         self._memory_limit = memory_limit
@@ -113,86 +357,77 @@ class StoreBuilder:
         self.trials[(record.key, record.trial_id)] = record
 
     def add_measurements(self, key: StudyKey, table: pa.Table) -> None:
-        """Add rows of one study (``trial_id``, ``step``, metric columns)."""
-        self.metrics.update(n for n in table.column_names if n not in ("trial_id", "step"))
-        self._pending.setdefault(key, []).append(table)
-        self._pending_bytes += table.nbytes
+        """Add rows of one study: ``trial_id``, ``step``, then one column per metric."""
+        self.add_evaluations(key, Evaluations.from_table(table))
+
+    def add_evaluations(self, key: StudyKey, rows: Evaluations) -> None:
+        """Add evaluations of one study."""
+        self.metrics.update(rows.names)
+        self._pending.setdefault(key, []).append(rows)
+        self._pending_bytes += rows.nbytes
         if self._pending_bytes > self._memory_limit:
             self._spill()
 
     def _spill(self) -> None:
         spill_dir = self.root / "_spill"
         spill_dir.mkdir(exist_ok=True)
-        for key, tables in self._pending.items():
+        for key, parts in self._pending.items():
             paths = self._spills.setdefault(key, [])
-            path = spill_dir / f"{uuid.uuid4().hex}.arrow"
-            table = _concat(tables)
-            with ipc.new_file(path, table.schema) as writer:
-                writer.write_table(table)
-            paths.append(path)
+            for part in parts:
+                path = spill_dir / f"{uuid.uuid4().hex}.arrow"
+                table = part.to_ipc()
+                with ipc.new_file(path, table.schema) as writer:
+                    writer.write_table(table)
+                paths.append(path)
         self._pending.clear()
         self._pending_bytes = 0
 
-    def _study_rows(self, key: StudyKey) -> pa.Table | None:
-        tables = [ipc.open_file(p).read_all() for p in self._spills.get(key, [])]
-        tables += self._pending.get(key, [])
-        return _concat(tables) if tables else None
-
-    def columns(self, label: str) -> list[Columns]:
-        """This builder's own columns of each table, as sources for :func:`union_schemas`.
-
-        A metaparameter without a value in any trial has type null here: it takes the
-        type the other workloads give that column.
-        """
-        metrics = pa.schema([pa.field(m, pa.float64()) for m in sorted(self.metrics)])
-        params, types = self._parameters()
-        trials = pa.schema([pa.field(column, types[name]) for name, column in params.items()])
-        return [Columns("studies", label, pa.schema([]), frozenset()),
-                Columns("trials", label, trials,
-                        frozenset(f.name for f in trials if f.type != pa.null())),
-                Columns("measurements", label, metrics, frozenset(metrics.names))]
+    def _study_rows(self, key: StudyKey) -> Evaluations | None:
+        parts = [Evaluations.from_ipc(ipc.open_file(p).read_all())
+                 for p in self._spills.get(key, [])]
+        parts += self._pending.get(key, [])
+        return _join(parts) if parts else None
 
     def finish(self, metadata: Mapping[str, Any],
-               trial_rows: dict[tuple[StudyKey, int], int], *,
-               schemas: dict[str, pa.Schema] | None = None) -> StoreMetadata:
+               trial_rows: dict[tuple[StudyKey, int], int]) -> StoreMetadata:
         """Write every table and ``_store.json`` into the staging folder.
 
-        ``trial_rows`` gives each trial's number of measurement rows. ``schemas`` (from
-        :func:`union_schemas`, with this builder's :meth:`columns` among its sources) gives
-        each table's columns when the files join a store that has more; by default each
-        table has the columns of this builder's content. Returns the store metadata
-        (``metadata`` plus counts and this content's column lists).
+        ``trial_rows`` gives each trial's number of evaluations. Returns the store metadata:
+        ``metadata`` plus the counts, the workloads and each workload's names, and the
+        format the files have (the current one, whatever ``metadata`` says).
         """
-        if schemas is None:
-            schemas = union_schemas(self.columns("the new content"))
         keys = sorted(set(self.studies) | {k for k, _ in self.trials})
         with ThreadPoolExecutor(self._threads) as pool:
-            rows = sum(pool.map(lambda k: self._write_measurements(k, schemas["measurements"]),
-                                keys))
+            written = list(pool.map(self._write_measurements, keys))
         shutil.rmtree(self.root / "_spill", ignore_errors=True)
-        self._write_trials(trial_rows, schemas["trials"])
+        rows = sum(n for n, _ in written)
+        metrics: dict[str, set[str]] = {}
+        for key, (_, found) in zip(keys, written, strict=True):
+            metrics.setdefault(key.workload, set()).update(found)
+        parameters = self._write_trials(trial_rows)
         self._write_studies()
-        params, _ = self._parameters()
-        trial_types = {f.name: str(f.type) for f in schemas["trials"]}
         workloads = sorted({k.workload for k in keys})
+        names: dict[str, dict[str, Any]] = {w: {"metrics": sorted(metrics.get(w, ())),
+                     "parameters": parameters.get(w, {})} for w in workloads}
         meta = StoreMetadata({
             **metadata,
+            "store_format": STORE_FORMAT,
             "counts": {"workloads": len(workloads), "studies": len(self.studies),
                        "trials": len(self.trials), "measurements": rows},
-            "metric_columns": sorted(self.metrics),
-            "parameter_columns": {c: trial_types[c] for c in sorted(params.values())},
             "workloads": workloads,
-            TABLE_COLUMNS_KEY: schema_record(schemas),
+            NAMES_KEY: names,
         })
         meta.save(self.root)
         return meta
 
-    def _write_measurements(self, key: StudyKey, schema: pa.Schema) -> int:
-        table = self._study_rows(key)
-        table = schema.empty_table() if table is None else _sort(_conform(table, schema))
-        write_table(table, self.root / partition_dir("measurements", *key) / FILE_NAME,
-                    measurements=True)
-        return int(table.num_rows)
+    def _write_measurements(self, key: StudyKey) -> tuple[int, list[str]]:
+        rows = self._study_rows(key)
+        if rows is None:
+            rows = Evaluations(pa.array([], pa.int64()), pa.array([], pa.int64()), (), ())
+        path = self.root / partition_dir("measurements", *key) / FILE_NAME
+        n = write_measurements(rows, path)
+        return n, [m for m, v in zip(rows.names, rows.values, strict=True)
+                   if v.null_count < len(v)]
 
     def _by_workload(self, keys: Iterable[StudyKey]) -> dict[tuple[str, str, str], list[StudyKey]]:
         groups: dict[tuple[str, str, str], list[StudyKey]] = {}
@@ -200,28 +435,15 @@ class StoreBuilder:
             groups.setdefault((key.base_dir, key.model, key.optimizer), []).append(key)
         return groups
 
-    def _parameters(self) -> tuple[dict[str, str], dict[str, pa.DataType]]:
-        """Each metaparameter's column name and type (null when no trial gives it a value)."""
-        names = sorted({n for t in self.trials.values() for n in t.parameters})
-        # A metaparameter named like a column or a partition (e.g. "optimizer") is prefixed.
-        fixed = fixed_schema("trials")
-        reserved = set(fixed.names) | set(partition_columns("trials"))
-        columns = {n: (f"param_{n}" if n in reserved else n) for n in names}
-        types = {}
-        for n in names:
-            values = [t.parameters.get(n) for t in self.trials.values()]
-            types[n] = (_param_type(values) if any(v is not None for v in values)
-                        else pa.null())
-        return columns, types
-
-    def _write_trials(self, counts: dict[tuple[StudyKey, int], int],
-                      schema: pa.Schema) -> None:
-        columns, _ = self._parameters()
-        param_of = {column: name for name, column in columns.items()}
-        fixed = set(fixed_schema("trials").names)
+    def _write_trials(self, counts: dict[tuple[StudyKey, int], int]
+                      ) -> dict[str, dict[str, str]]:
+        """Write the trials and parameters files; return each workload's metaparameter
+        names with their wide-frame types."""
+        schema = fixed_schema("trials")
         by_study: dict[StudyKey, list[TrialRecord]] = {}
         for (key, _), trial in sorted(self.trials.items()):
             by_study.setdefault(key, []).append(trial)
+        types: dict[str, dict[str, str]] = {}
         for workload, keys in self._by_workload(by_study).items():
             trials = [t for k in keys for t in by_study[k]]
             data: dict[str, list[Any]] = {
@@ -231,19 +453,14 @@ class StoreBuilder:
                 "steps": [t.steps for t in trials],
                 "n_measurements": [counts.get((t.key, t.trial_id), 0) for t in trials],
             }
-            for f in schema:
-                if f.name in fixed:
-                    continue
-                name = param_of.get(f.name)
-                data[f.name] = ([None] * len(trials) if name is None else
-                                [_param_value(t.parameters.get(name), f.type) for t in trials])
-            try:
-                table = pa.table(data, schema=schema)
-            except pa.ArrowInvalid as exc:  # an int beyond 2**53 in a float64 column
-                raise StoreError(f"{'/'.join(workload)}: a metaparameter does not fit the "
-                                 f"store's column type: {exc}; store those values as floats "
-                                 "or strings") from exc
-            write_table(table, self.root / partition_dir("trials", *workload) / FILE_NAME)
+            write_table(pa.table(data, schema=schema),
+                        self.root / partition_dir("trials", *workload) / FILE_NAME)
+            write_table(parameter_rows(trials),
+                        self.root / partition_dir("parameters", *workload) / FILE_NAME)
+            names = sorted({n for t in trials for n in t.parameters})
+            types["/".join(workload)] = {
+                n: parameter_type(t.parameters.get(n) for t in trials) for n in names}
+        return types
 
     def _write_studies(self) -> None:
         schema = fixed_schema("studies")
@@ -259,319 +476,3 @@ class StoreBuilder:
             }
             write_table(pa.table(data, schema=schema),
                         self.root / partition_dir("studies", *workload) / FILE_NAME)
-
-
-def write_table(table: pa.Table, path: Path, *, measurements: bool = False) -> None:
-    """Write one file of the store with the store's encodings (``path``'s folder is made)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if not measurements:
-        pq.write_table(table, path, **PARQUET_OPTIONS)
-        return
-    dictionary, split = _float_encodings(table)
-    present = [f.name for f in table.schema if pa.types.is_floating(f.type)
-               and table.column(f.name).null_count < table.num_rows]
-    table = table.replace_schema_metadata({METRICS_KEY: json.dumps(present)})
-    pq.write_table(
-        table, path, **PARQUET_OPTIONS,
-        use_dictionary=["trial_id", *dictionary],
-        use_byte_stream_split=split or False,
-        # steps rise within a trial: deltas pack them into a few bits
-        column_encoding={"step": "DELTA_BINARY_PACKED"},
-        # Parquet min/max statistics leave NaN out, and DuckDB then folds isnan() and
-        # comparisons on NaN rows to false: no statistics for metrics keeps NaN exact.
-        write_statistics=["trial_id", "step"],
-    )
-
-
-# -- one schema per table ----------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Columns:
-    """The dynamic columns one source (a workload, a file) gives a table.
-
-    ``valued`` names the columns holding at least one value: only those vote on a column's
-    type (a column of nulls takes any type).
-    """
-
-    table: str
-    label: str
-    schema: pa.Schema
-    valued: frozenset[str]
-
-
-_WIDER = {frozenset({pa.int64(), pa.float64()}): pa.float64()}
-
-
-def merge_type(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
-    """The one type a column takes when two sources give it ``a`` and ``b``; None if none.
-
-    Equal types stay; null (a column without values) takes the other type; int64 and
-    float64 make float64. Anything else (a string beside a number, a bool beside an
-    integer) has no common type: the writer refuses it rather than turn numbers into text.
-
-    >>> merge_type(pa.int64(), pa.float64()), merge_type(pa.null(), pa.string())
-    (DataType(double), DataType(string))
-    >>> merge_type(pa.string(), pa.float64()) is None
-    True
-    """
-    if a == b or pa.types.is_null(b):
-        return a
-    if pa.types.is_null(a):
-        return b
-    return _WIDER.get(frozenset({a, b}))
-
-
-def union_schemas(sources: Iterable[Columns]) -> dict[str, pa.Schema]:
-    """Each table's one schema: its fixed columns, then every source's columns by name.
-
-    A column that no source gives a value is typed as the writer would type it alone
-    (bool for a metaparameter, float64 for a metric). Raises :class:`StoreError` when two
-    sources give one column types without a common one (see :func:`merge_type`), or when a
-    table would exceed :data:`MAX_TABLE_COLUMNS` columns.
-
-    >>> a = Columns("trials", "a/m/sgd", pa.schema([("lr", pa.int64())]), frozenset({"lr"}))
-    >>> b = Columns("trials", "b/m/sgd", pa.schema([("lr", pa.float64()), ("x", pa.null())]),
-    ...             frozenset({"lr"}))
-    >>> union_schemas([a, b])["trials"].names[-2:], union_schemas([a, b])["trials"].types[-2:]
-    (['lr', 'x'], [DataType(double), DataType(bool)])
-    """
-    types: dict[str, dict[str, pa.DataType]] = {t: {} for t in TABLES}
-    holder: dict[tuple[str, str], str] = {}
-    for source in sources:
-        fixed = set(fixed_schema(source.table).names)
-        have = types[source.table]
-        for f in source.schema:
-            if f.name in fixed:
-                continue
-            new = f.type if f.name in source.valued else pa.null()
-            old = have.get(f.name, pa.null())
-            merged = merge_type(old, new)
-            if merged is None:
-                raise StoreError(
-                    f"the {source.table} column {f.name!r} holds {new} values in "
-                    f"{source.label} but {old} values in {holder[(source.table, f.name)]}; "
-                    "every file of a table has one type per column: give the values the "
-                    f"same type ({old}) or rename the column, then add the workload again")
-            if not pa.types.is_null(new) and (source.table, f.name) not in holder:
-                holder[(source.table, f.name)] = source.label
-            have[f.name] = merged
-    out = {}
-    default = {"trials": pa.bool_(), "measurements": pa.float64(), "studies": pa.string()}
-    for table, have in types.items():
-        if len(have) > MAX_TABLE_COLUMNS:
-            raise StoreError(
-                f"the store's {table} table would have {len(have):,} columns besides its "
-                f"fixed ones; it holds at most {MAX_TABLE_COLUMNS:,} (every file carries "
-                "every column): leave out columns you do not need, or use another home "
-                "(--home) for this data")
-        fields = [pa.field(n, default[table] if pa.types.is_null(t) else t)
-                  for n, t in sorted(have.items())]
-        out[table] = pa.schema(list(fixed_schema(table)) + fields)
-    return out
-
-
-def _table_files(root: Path, table: str) -> list[Path]:
-    return sorted((root / table).rglob("*.parquet")) if (root / table).is_dir() else []
-
-
-def _workload_label(root: Path, path: Path) -> str:
-    """``base_dir/model/optimizer`` of a file, from its hive folders (for messages)."""
-    parts = path.relative_to(root).parts[1:4]
-    return "/".join(unquote(p.partition("=")[2]) for p in parts)
-
-
-def snapshot_columns(root: Path, skip: Iterable[str] = (), *,
-                     recorded: dict[str, pa.Schema] | None = None) -> list[Columns]:
-    """The columns each file of the store folder ``root`` gives its table.
-
-    Files under the relative folders ``skip`` are left out (a workload being replaced).
-    Trials files are read whole (one small file per workload) to see which columns hold
-    values. Studies and measurements files are read by their footers, or, given the
-    ``recorded`` schemas of a store that keeps one schema per table (see
-    :func:`recorded_schemas`), not at all: their columns are the recorded ones.
-    """
-    prefixes = tuple(f"{s.rstrip('/')}/" for s in skip)
-    out = []
-    for table in TABLES:
-        if recorded is not None and table != "trials":
-            schema = recorded[table]
-            out.append(Columns(table, f"the store's {table}", schema, frozenset(schema.names)))
-            continue
-        for path in _table_files(root, table):
-            if path.relative_to(root).as_posix().startswith(prefixes):
-                continue
-            label = _workload_label(root, path)
-            try:
-                if table == "trials":
-                    data = pq.ParquetFile(path).read()
-                    schema = data.schema
-                    valued = frozenset(c for c in data.column_names
-                                       if data.column(c).null_count < data.num_rows)
-                else:
-                    schema = pq.read_schema(path)
-                    valued = frozenset(schema.names)
-            except (OSError, pa.ArrowException):
-                # A damaged file gives no columns: it is carried as it is, damage and all
-                # (conform_snapshot leaves it), and `curvekit verify` names it.
-                continue
-            out.append(Columns(table, label, schema.remove_metadata(), valued))
-    return out
-
-
-_TYPE_NAMES = {str(t): t for t in (pa.string(), pa.int64(), pa.float64(), pa.bool_())}
-
-
-def schema_record(schemas: dict[str, pa.Schema]) -> dict[str, dict[str, str]]:
-    """The form ``_store.json`` records the tables' schemas in: column name -> type name,
-    in the files' order (partition columns are in the paths, not the files).
-
-    >>> schema_record(union_schemas([]))["measurements"]
-    {'trial_id': 'int64', 'step': 'int64'}
-    """
-    return {t: {f.name: str(f.type) for f in schemas[t]} for t in TABLES}
-
-
-def recorded_schemas(meta: Mapping[str, Any]) -> dict[str, pa.Schema] | None:
-    """The tables' schemas a store's metadata records; None for a store that records none
-    (one written before curvekit kept one schema per table) or records a type it does
-    not know: its files must then be read.
-
-    >>> recorded_schemas({}) is None
-    True
-    >>> recorded_schemas({"table_columns": schema_record(union_schemas([]))})["trials"].names
-    ['batch_size', 'trial_id', 'status', 'steps', 'n_measurements']
-    """
-    record = meta.get(TABLE_COLUMNS_KEY)
-    if not isinstance(record, dict) or set(record) != set(TABLES):
-        return None
-    out = {}
-    for table, columns in record.items():
-        if not isinstance(columns, dict) or not all(t in _TYPE_NAMES for t in columns.values()):
-            return None
-        out[table] = pa.schema([pa.field(str(n), _TYPE_NAMES[t]) for n, t in columns.items()])
-    return out
-
-
-def conform_snapshot(root: Path, schemas: dict[str, pa.Schema], *,
-                     tables: Iterable[str] = TABLES, previous: Path | None = None,
-                     threads: int = 2) -> list[str]:
-    """Rewrite each file of the store folder ``root`` whose columns differ from ``schemas``.
-
-    The missing columns are added as nulls of their type, int64 columns widened to
-    float64 where the schema says so, and the columns put in the schema's order. A
-    file is written beside the old one and renamed over it: a file hard-linked from the
-    previous snapshot gets a new inode here and the previous snapshot keeps its own
-    (:func:`~curvekit.store.snapshots.seal` then hashes the new file). Files are rewritten
-    in ``threads`` threads (Parquet decoding and encoding release the GIL). Only the files
-    of ``tables`` are looked at. A file hard-linked from ``previous`` (the snapshot being
-    replaced) whose content no longer matches the digest recorded there is left as it is:
-    rewriting it would give damaged data a fresh digest, so it is carried as damage for
-    ``curvekit verify`` to name. Returns the rewritten files, relative to ``root``, sorted.
-    """
-    records = (read_records(previous) or {}) if previous is not None else {}
-    work = [(table, path) for table in tables for path in _table_files(root, table)]
-    with ThreadPoolExecutor(threads) as pool:
-        done = list(pool.map(lambda job: _conform_file(root, job[0], schemas[job[0]], job[1],
-                                                       previous, records), work))
-    return sorted(rel for rel in done if rel is not None)
-
-
-def _damaged_link(path: Path, rel: str, previous: Path | None,
-                  records: dict[str, dict[str, Any]]) -> bool:
-    """True when ``path`` is ``previous``'s file at ``rel`` and differs from its record."""
-    if previous is None:
-        return False
-    try:
-        mine, theirs = path.stat(), (previous / rel).stat()
-    except OSError:
-        return False
-    if (mine.st_dev, mine.st_ino) != (theirs.st_dev, theirs.st_ino):
-        return False  # written for this snapshot
-    want = records.get(rel)
-    return want is None or mine.st_size != want.get("size") \
-        or file_digest(path) != want.get("digest")
-
-
-def _conform_file(root: Path, table: str, schema: pa.Schema, path: Path,
-                  previous: Path | None, records: dict[str, dict[str, Any]]) -> str | None:
-    rel = path.relative_to(root).as_posix()
-    try:
-        if pq.read_schema(path).equals(schema):
-            return None
-        if _damaged_link(path, rel, previous, records):
-            return None
-        data = pq.ParquetFile(path).read()
-    except (OSError, pa.ArrowException) as exc:
-        if _damaged_link(path, rel, previous, records):
-            return None
-        raise StoreError(f"cannot read {path}: {exc}; run `curvekit verify` to see "
-                         "what is damaged and how to repair it") from exc
-    try:
-        data = _conform(data, schema)
-    except pa.ArrowInvalid as exc:  # an int64 beyond 2**53 does not fit a float64
-        raise StoreError(f"{_workload_label(root, path)}: cannot widen its {table} to the "
-                         f"store's column types: {exc}; store those values as floats or "
-                         "strings in every workload") from exc
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}")
-    write_table(data, tmp, measurements=table == "measurements")
-    os.replace(tmp, path)
-    return rel
-
-
-def _float_encodings(table: pa.Table) -> tuple[list[str], list[str]]:
-    """Split float columns into those worth a dictionary and those worth byte-stream-split.
-
-    Metrics such as a classification error take few distinct values (k / N_eval): a
-    dictionary stores them in a few bits. Continuous metrics read from decimal text have
-    noisy low mantissa bytes: splitting the bytes into streams lets zstd compress the
-    regular high bytes instead.
-    """
-    dictionary: list[str] = []
-    split: list[str] = []
-    for f in table.schema:
-        if not pa.types.is_floating(f.type):
-            continue
-        distinct = pc.count_distinct(table.column(f.name)).as_py()
-        (dictionary if distinct * 8 <= table.num_rows else split).append(f.name)
-    return dictionary, split
-
-
-def _concat(tables: list[pa.Table]) -> pa.Table:
-    if len(tables) == 1:
-        return tables[0]
-    return pa.concat_tables(tables, promote_options="default")
-
-
-def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """Give ``table`` exactly ``schema``'s columns, types and order, nulls where it has none.
-
-    A cast is safe (an int64 beyond 2**53 raises rather than round); types come from
-    :func:`union_schemas`, so only lossless widenings and nulls are ever cast.
-    """
-    n = table.num_rows
-    have = set(table.column_names)  # a set: one lookup per column, linear in the width
-    columns = []
-    for f in schema:
-        if f.name not in have:
-            columns.append(pa.nulls(n, f.type))
-            continue
-        column = table.column(f.name)
-        columns.append(column if column.type == f.type else pc.cast(column, f.type))
-    return pa.Table.from_arrays(columns, schema=schema)
-
-
-def _sort(table: pa.Table) -> pa.Table:
-    trial = table.column("trial_id")
-    step = table.column("step")
-    if len(trial) < 2:
-        return table
-    # Trials usually arrive whole with increasing steps: skip the sort when already ordered.
-    t_prev, t_next = trial.slice(0, len(trial) - 1), trial.slice(1)
-    s_prev, s_next = step.slice(0, len(step) - 1), step.slice(1)
-    ordered = pc.all(pc.or_(pc.less(t_prev, t_next),
-                            pc.and_(pc.equal(t_prev, t_next),
-                                    pc.less_equal(s_prev, s_next)))).as_py()
-    if ordered:
-        return table
-    order = pc.sort_indices(table, sort_keys=[("trial_id", "ascending"), ("step", "ascending")])
-    return table.take(order)
