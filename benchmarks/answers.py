@@ -117,7 +117,7 @@ def record(home: Path, out: Path, code: Path | None, *, bootstrap: int = 20,
     if figures:
         specs = Path(tempfile.mkdtemp(prefix="ck-answers-"))
         log = _cli(["figures", "--format", "json", "--out", str(specs), *h], code, ok=(0, 1))
-        (out / "figures.log").write_text(log)
+        (out / "figures.log").write_text(log.replace(str(specs), "<figures>"))
         for path in sorted(specs.glob("*.json")):
             shutil.copy(path, out / f"figure-{path.name}")
         shutil.rmtree(specs)

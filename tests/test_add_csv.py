@@ -8,6 +8,7 @@ import math
 import tomllib
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from curvekit.errors import IngestError, StoreError
@@ -58,16 +59,15 @@ def test_lightning_logs_become_a_workload(lightning: Path, home: Path) -> None:
     assert (result.changed, result.studies, result.trials, result.measurements) == \
         (True, 6, 12, 12 * 25)
     store = Store.open(home)
-    trials = store.sql("select batch_size, trial_id, status, steps, learning_rate, momentum, "
-                       "param_optimizer from trials where model = 'cnn' "
-                       "order by batch_size, trial_id").rows()
+    trials = store.trials(NAME).select("batch_size", "trial_id", "status", "steps",
+                                       "learning_rate", "momentum", "optimizer").rows()
     assert trials[0] == (16, 1, "COMPLETE", eval_steps(16)[-1], 0.1, 0.9, "momentum")
     assert trials[-1][:3] == (512, 2, "INFEASIBLE")  # its loss became NaN
     assert sum(t[2] == "COMPLETE" for t in trials) == 11
-    rows = store.sql("select step, \"val/classification_error\" as err, "
-                     "\"val/cross_entropy_error\" as val, \"train/cross_entropy_error\" as tr "
-                     "from measurements where model = 'cnn' and batch_size = 64 and "
-                     "trial_id = 1 order by step").rows()
+    rows = store.measurements(NAME, batch_size=64).filter(  # type: ignore[union-attr]
+        pl.col("trial_id") == 1).select("step", "val/classification_error",
+                                        "val/cross_entropy_error",
+                                        "train/cross_entropy_error").rows()
     steps = eval_steps(64)
     assert [r[0] for r in rows] == steps  # the sparse train/val rows merged, one per step
     for (_, err, val, tr), want in zip(rows, error_curve(64, 0, steps), strict=True):
@@ -93,9 +93,9 @@ def test_adding_again_changes_nothing_and_replace_overwrites(lightning: Path,
         add(lightning, name=NAME, home=home)
     assert snapshot(home) == before
     assert add(lightning, name=NAME, home=home, replace=True).changed
-    value = Store.open(home).sql(
-        "select \"val/cross_entropy_error\" from measurements where model = 'cnn' and "
-        "batch_size = 16 and trial_id = 1 and step = 0").item()
+    value = Store.open(home).query(
+        "select value from measurements where model = 'cnn' and metric = ? and "
+        "batch_size = 16 and trial_id = 1 and step = 0", ["val/cross_entropy_error"]).item()
     assert value == 2.25
 
 

@@ -209,7 +209,7 @@ def test_lightning_epoch_scalar_says_steps_and_is_no_metric(tmp_path: Path) -> N
                               "train/cross_entropy_error_step"]
     trial = data.trials[0]
     assert trial.key.batch_size == 512
-    assert trial.parameters == {"learning_rate": 0.1, "param_optimizer": "torch.optim.adam.Adam"}
+    assert trial.parameters == {"learning_rate": 0.1, "optimizer": "torch.optim.adam.Adam"}
 
 
 def test_one_typing_rule_for_metaparameters(tmp_path: Path) -> None:
@@ -228,14 +228,14 @@ def test_one_typing_rule_for_metaparameters(tmp_path: Path) -> None:
                          {"layers": "4", "lr": "0.5",
                           "optimizer": "<class 'torch.optim.adam.Adam'>"})
     params = build(source, name=NAME).trials[0].parameters
-    assert params == {"layers": 4, "learning_rate": 0.5, "param_optimizer": "torch.optim.adam.Adam"}
+    assert params == {"layers": 4, "learning_rate": 0.5, "optimizer": "torch.optim.adam.Adam"}
     run = tmp_path / "tb" / "version_0"
     _tensorboard(run, {"val_loss": [(0, 2.0), (9, 1.0)]},
                  {"batch_size": 32, "layers": 4, "lr": 0.5, "optimizer": "str() text"})
     (run / "hparams.yaml").write_text(yaml_text)  # Lightning's copy, typed, wins
     params = build(tmp_path / "tb", name=NAME).trials[0].parameters
     assert params == {"criterion": "torch.nn.modules.loss.MSELoss", "layers": 4,
-                      "learning_rate": 0.5, "param_optimizer": "torch.optim.adam.Adam",
+                      "learning_rate": 0.5, "optimizer": "torch.optim.adam.Adam",
                       "shape": [1, 2]}
     assert isinstance(params["layers"], int)
 

@@ -51,16 +51,15 @@ def test_tensorboard_writer_runs(tmp_path: Path) -> None:
     result = add(tmp_path / "logs", name=NAME, home=tmp_path / "home")
     assert (result.studies, result.trials, result.measurements) == (3, 3, 75)
     store = Store.open(tmp_path / "home")
-    rows = store.sql("select step, \"val/classification_error\", \"train/cross_entropy_error\" "
-                     "from measurements where batch_size = 64 order by step").rows()
+    rows = store.measurements(NAME, batch_size=64).select(  # type: ignore[union-attr]
+        "step", "val/classification_error", "train/cross_entropy_error").rows()
     steps = eval_steps(64)
     assert [r[0] for r in rows] == steps
     for (_, err, loss), want in zip(rows, error_curve(64, 0, steps), strict=True):
         # written as float32: compare at float32 precision
         assert err == pytest.approx(want, abs=1e-6) and loss == pytest.approx(2.3 * want,
                                                                                rel=1e-6)
-    trials = store.sql("select batch_size, learning_rate, param_optimizer from trials "
-                       "order by batch_size").rows()
+    trials = store.trials(NAME).select("batch_size", "learning_rate", "optimizer").rows()
     assert trials == [(32, 0.1, "momentum"), (64, 0.1, "momentum"), (128, 0.1, "momentum")]
 
 

@@ -309,7 +309,7 @@ def test_algoperf_trials_read_their_curve(tmp_path: Path, home: Path) -> None:
                                   "val/cross_entropy_error", "val/ssim"]
     assert table.column("step").to_pylist() == [1, 334, 575]
     assert data.trials[1].parameters == {"beta1": 0.9, "l2": 0.024,
-                                         "param_optimizer": "amos"}
+                                         "optimizer": "amos"}
     # the CLI prints which format was picked, as a warning
     result = CliRunner().invoke(main, ["add", str(study), "--name", NAME, "--manifest",
                                        str(manifest), "--home", str(home)])

@@ -38,10 +38,9 @@ from curvekit.errors import IngestError
 from curvekit.ingest import FORMATS, csvlogs
 from curvekit.ingest import manifest as manifest_
 from curvekit.ingest.algoperf import is_trial_folder
-from curvekit.ingest.metrics import RESERVED, apply_map, fold, is_reserved, parse_overrides
+from curvekit.ingest.metrics import apply_map, parse_overrides
 from curvekit.ingest.runs import (
     INT64_MAX,
-    MAX_COLUMNS,
     IngestWarning,
     ReadOptions,
     RunLog,
@@ -63,10 +62,6 @@ BATCH_SIZE_PARAMS = ("batch_size", "batchsize", "batch-size", "train_batch_size"
                      "global_batch_size")
 BUDGET_PARAMS = ("train_steps", "max_steps", "total_steps", "num_steps")
 PARAM_ALIASES = {"lr": "learning_rate", "learning-rate": "learning_rate"}
-# A parameter named like a column of the store or of a query's answer (an "optimizer"
-# hparam, in any case) is kept as param_<name>, the way the store keeps parameters named like
-# its fixed columns; see metrics.RESERVED.
-PARAM_PREFIX = "param_"
 _TAR = re.compile(r"\.(tar(\.(bz2|gz|xz))?|tgz|tbz2?|txz)$", re.IGNORECASE)
 
 Reader = Callable[[Path, ReadOptions], list[RunLog]]
@@ -282,18 +277,18 @@ def _native_batch_size(run: RunLog) -> int | None:
 def _parameters(run: RunLog, specs: Iterable[manifest_.RunSpec], manifest: str
                 ) -> dict[str, tuple[Any, str, str]]:
     """The log's parameters updated by the manifest's; batch-size names left out (the batch
-    size is the study), ``lr`` stored as ``learning_rate``, reserved names prefixed.
+    size is the study), ``lr`` stored as ``learning_rate`` (unless the run has that too).
+    Every other name is stored as given, in any case: names are values in the store, never
+    columns, so ``optimizer`` beside ``param_optimizer`` or ``LR`` beside ``lr`` are
+    different metaparameters.
 
-    Returns stored name -> (value, name as given, where it was given). Two names that
-    become one column (``optimizer`` beside ``param_optimizer``; ``LR`` beside ``lr``) and
-    integers beyond int64 are refused: the first would lose a value, the second cannot be
-    stored.
+    Returns stored name -> (value, name as given, where it was given). Integers beyond
+    int64 are refused: they cannot be stored.
     """
     merged: dict[str, tuple[Any, str]] = {k: (v, run.path) for k, v in run.params.items()}
     for spec in specs:
         merged.update({k: (v, f"{manifest}, {spec.where}") for k, v in spec.parameters.items()})
     out: dict[str, tuple[Any, str, str]] = {}
-    seen: dict[str, str] = {}
     for given, (value, where) in merged.items():
         if given in BATCH_SIZE_PARAMS:
             continue
@@ -301,8 +296,6 @@ def _parameters(run: RunLog, specs: Iterable[manifest_.RunSpec], manifest: str
         alias = PARAM_ALIASES.get(key)
         if alias is not None and alias not in merged:
             key = alias
-        if is_reserved(key):
-            key = PARAM_PREFIX + key
         if isinstance(value, int) and not isinstance(value, bool) \
                 and not -INT64_MAX - 1 <= value <= INT64_MAX:
             raise IngestError(
@@ -310,34 +303,21 @@ def _parameters(run: RunLog, specs: Iterable[manifest_.RunSpec], manifest: str
                 f"holds as an integer (-2**63 ... 2**63 - 1); write it as a float "
                 f"({float(value):.6g}) or as a string (\"{value}\") where it is given",
                 path=where)
-        other = seen.get(fold(key))
-        if other is not None:
-            first = out[other]
-            raise IngestError(
-                f"run {run.key!r}: metaparameters {first[1]!r} (from {first[2]}) and {given!r} "
-                f"(from {where}) would both be stored as the column {other!r}"
-                f"{' (names differ only in case, and queries ignore case)' if other != key else ''}"
-                f"; rename one of them where it is given (a name in {', '.join(sorted(RESERVED))}"
-                f" is stored as {PARAM_PREFIX}<name>)", path=where)
-        seen[fold(key)] = key
         out[key] = (value, given, where)
     return dict(sorted(out.items()))
 
 
 def _check_columns(metrics: Iterable[tuple[str, str, str]],
                    parameters: Iterable[tuple[str, str, str]]) -> None:
-    """Refuse a workload whose columns would clash: the one place where the metric and
-    metaparameter columns of all runs meet.
+    """Refuse a name with a byte-order mark (U+FEFF): an invisible character, so
+    ``\ufeffloss`` beside ``loss`` looks like one name twice. The one place where the metric
+    and metaparameter names of all runs meet.
 
     ``metrics`` and ``parameters`` hold (stored name, name as logged, file) for each run.
-    Two metric columns that differ only in case are one column to DuckDB; a parameter named
-    like a metric shadows it in query answers; a byte-order mark (U+FEFF) is invisible,
-    so ``\ufeffloss`` beside ``loss`` looks like one name twice. (Metrics named like the
-    store's own columns are refused when each run's names are mapped, in ``apply_map``.)
+    Names are values in the store, never columns: names that differ only in case, a
+    metaparameter named like a metric, and any number of metrics are all kept apart.
     """
-    seen: dict[str, dict[str, tuple[str, str, str]]] = {"metric": {}, "metaparameter": {}}
     for kind, items in (("metric", metrics), ("metaparameter", parameters)):
-        mine = seen[kind]
         for stored, given, where in items:
             if "\ufeff" in stored:
                 raise IngestError(
@@ -345,30 +325,6 @@ def _check_columns(metrics: Iterable[tuple[str, str, str]],
                     "invisible character that makes two names look alike; remove it from the "
                     "log" + (f", or rename the metric with --map '{given}=<new name>'"
                              if kind == "metric" else ""), path=where)
-            key = fold(stored)
-            other, other_kind = mine.get(key), kind
-            if other is not None and other[0] == stored:
-                continue  # the same column again, from another run
-            if other is None and kind == "metaparameter":
-                other, other_kind = seen["metric"].get(key), "metric"
-            if other is not None:
-                fix = (f"rename one with --map '{given}=<another name>' (or the manifest's "
-                       "[metrics] table)" if kind == "metric" else
-                       "rename the metaparameter where it is given")
-                why = ("names that differ only in case are one column to queries"
-                       if other_kind == kind else
-                       "a metaparameter named like a metric shadows it in query answers")
-                raise IngestError(
-                    f"{kind} {given!r} (column {stored!r}, from {where}) and {other_kind} "
-                    f"{other[1]!r} (column {other[0]!r}, from {other[2]}) would clash: {why}; "
-                    f"{fix}", path=where)
-            mine[key] = (stored, given, where)
-            if kind == "metric" and len(mine) > MAX_COLUMNS:
-                raise IngestError(
-                    f"the runs have more than {MAX_COLUMNS:,} metric columns together; "
-                    f"curvekit stores at most {MAX_COLUMNS:,} per workload: drop the ones you "
-                    "do not need with --map 'NAME=' (or the manifest's [metrics] table)",
-                    path=where)
 
 
 def _derived_configs(trials: Sequence[TrialRecord]) -> dict[str, Any]:

@@ -62,8 +62,7 @@ import polars as pl
 
 from curvekit.errors import IngestError
 
-__all__ = ["RESERVED", "MetricMap", "apply_map", "fold", "is_reserved", "parse_overrides",
-           "target"]
+__all__ = ["MetricMap", "apply_map", "fold", "parse_overrides", "target"]
 
 SPLITS = {"train": "train", "training": "train", "val": "val", "valid": "val",
           "validation": "val", "eval": "val", "dev": "val", "test": "test"}
@@ -82,27 +81,18 @@ KINDS: dict[tuple[str, ...], tuple[str, bool]] = {
     tuple(words.split()): kind for names, kind in _SYNONYMS for words in names}
 
 _SEPARATORS = re.compile(r"[/_\-.\s]+")
-RESERVED = frozenset({"base_dir", "model", "optimizer", "batch_size", "trial_id", "status",
-                      "steps", "n_measurements", "step", "effective_learning_rate"})
-"""Names no metric may take, in any case: the store's partition and fixed columns (of the
-measurements and trials tables, which queries join) and the columns queries compute."""
 MetricMap = Mapping[str, str]
 """Overrides ``old name -> new name`` (``1-new`` for 1 - value, empty to drop)."""
 
 
 def fold(name: str) -> str:
-    """The form under which two column names are the same column: DuckDB, which answers
-    every query, matches identifiers without regard to case (``Loss`` is ``loss``).
+    """The form under which two logged names are one kind of metric when matching siblings
+    (``Loss`` beside ``val_loss``); stored names keep their case.
 
     >>> fold("Val/Loss") == fold("val/loss")
     True
     """
     return name.casefold()
-
-
-def is_reserved(name: str) -> bool:
-    """True when ``name`` is, in any case, one of the :data:`RESERVED` column names."""
-    return fold(name) in RESERVED
 
 
 def _words(name: str) -> list[str]:
@@ -232,12 +222,6 @@ def apply_map(frame: pl.DataFrame, axis: str, path: str, overrides: MetricMap | 
         new, complement = target(name, overrides, siblings)
         if not new:
             continue
-        if is_reserved(new):
-            raise IngestError(
-                f"metric {name!r} would become the column {new!r}, a name the store reserves "
-                f"({', '.join(sorted(RESERVED))}, in any case); rename it with "
-                f"--map '{name}=<new name>' (or the manifest's [metrics] table) or drop it "
-                f"with --map '{name}='", path=path)
         values = frame.get_column(name).cast(pl.Float64)
         values = (1.0 - values if complement else values).alias(new)
         if new in sources:

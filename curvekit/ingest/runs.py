@@ -36,13 +36,13 @@ __all__ = ["EPOCH_COUNT_PARAMS", "INT64_MAX", "MAX_COLUMNS", "IngestWarning", "R
            "overflow_warning", "settle_axis", "steps_per_epoch"]
 
 MAX_COLUMNS = 10_000
-"""The most columns one log may have, and the most metric columns one workload may have.
+"""The most columns one log may have.
 
-Every metric is a column of the workload's Parquet files and of the store's views, and
-each query binds them all: a logger writes a few dozen metrics, and a model that logs
-per-layer statistics (a ResNet-50's ~160 layers, a few statistics each) stays well below
-10,000. Beyond that the input is far more likely a wrong file (or a hostile one) than a
-training curve, and ``add`` refuses it after reading the header alone."""
+A logger writes a few dozen metrics per run, and a model that logs per-layer statistics (a
+ResNet-50's ~160 layers, a few statistics each) stays well below 10,000. Beyond that the
+input is far more likely a wrong file (or a hostile one) than a training curve, and ``add``
+refuses it after reading the header alone. A workload holds any number of metrics (its runs
+together may bring more): names are values in the store, not columns."""
 
 INT64_MAX = 2**63 - 1
 """The largest step (and integer metaparameter) the store holds: steps are int64 end to end."""
