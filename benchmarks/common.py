@@ -50,11 +50,12 @@ def _rss_kb(pid: int) -> int:
 
 
 def timed(label: str, argv: list[str] | str, *, shell: bool = False,
-          env: dict[str, str] | None = None, stdout: Any = subprocess.DEVNULL) -> Run:
+          env: dict[str, str] | None = None, stdout: Any = subprocess.DEVNULL,
+          cwd: str | Path | None = None) -> Run:
     """Run a command, timing it and sampling the RSS of its whole process tree."""
     start = time.perf_counter()
     proc = subprocess.Popen(argv, shell=shell, env={**os.environ, **(env or {})},
-                            stdout=stdout, stderr=subprocess.PIPE)
+                            stdout=stdout, stderr=subprocess.PIPE, cwd=cwd)
     peak = 0
     while proc.poll() is None:
         peak = max(peak, sum(_rss_kb(p) for p in _tree(proc.pid)))

@@ -1,13 +1,10 @@
-"""The only ways text from outside reaches curvekit's SQL.
+"""How text from outside reaches curvekit's SQL: only ever as values.
 
-Values (goals, statuses, budgets) and file paths are passed to DuckDB as parameters or
-through its relation API, never pasted. Names of columns (metrics, metaparameters) must be
-identifiers in SQL: :func:`quote_identifier` is the one function that writes them.
+Values (metric and metaparameter names, goals, statuses, budgets) and file paths are passed
+to DuckDB as parameters or through its relation API, never pasted. The store's columns are
+fixed by curvekit (``data_manifest/store_schema.json``): no name from the data is ever an
+identifier, so curvekit's SQL writes none.
 
->>> quote_identifier('val/error')
-'"val/error"'
->>> quote_identifier('0") from x; --')
-'"0"") from x; --"'
 >>> mentions("select * from Trials t", {"trials"})
 True
 >>> mentions("select 'trials' as name, \\"trials_x\\" from y", {"trials"})
@@ -20,16 +17,7 @@ from collections.abc import Collection
 
 import duckdb
 
-__all__ = ["mentions", "quote_identifier"]
-
-
-def quote_identifier(name: str) -> str:
-    """``name`` as a DuckDB identifier: in double quotes, with its double quotes doubled.
-
-    Whatever ``name`` holds, the result is one identifier, so a name can never end the
-    identifier and start SQL of its own.
-    """
-    return '"' + name.replace('"', '""') + '"'
+__all__ = ["mentions"]
 
 
 def mentions(sql: str, names: Collection[str]) -> bool:

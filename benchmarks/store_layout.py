@@ -1,0 +1,244 @@
+"""Benchmark: the store's layout, today's (names as rows) against the previous one (every
+metric and metaparameter a column), side by side in one run on the same archive.
+
+The previous layout's code is the commit before ``store_format`` became 2, checked out into
+a temporary git worktree; each command runs in a fresh process with that code or this
+checkout on the import path (``PYTHONPATH``), and the peak memory of its process tree is
+sampled. For each layout:
+
+* **conversion**: ``curvekit fetch --archive`` of the archive (wall time, peak memory), and
+  the store's size on disk;
+* **add**: ``curvekit add`` of a 3-row workload (one run, one evaluation per row) that brings
+  a new metric name and a new metaparameter name; then of one that brings only names the
+  store has; for each, the wall time, peak memory and how many of the store's existing data
+  files the new snapshot rewrote (a file is rewritten when the new snapshot holds it under a
+  new inode); then ``curvekit.remove_workload`` of the first (time, files rewritten);
+* **queries**: ``steps_to_result`` and ``best`` on the largest workload (warm, median of
+  ``--repeat`` calls in one process), a store-wide ``curvekit query`` over one metric
+  (each layout's own SQL for the same answer: per workload, the rows of
+  ``val/classification_error`` below 0.3 and their first step), and ``curvekit verify``.
+
+Usage::
+
+    python benchmarks/store_layout.py                      # the full-scale archive
+    python benchmarks/store_layout.py --trial-fraction 0.1 # a quicker look
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.common import WORK, Run, archive, du, save, timed
+
+ROOT = Path(__file__).resolve().parent.parent
+ADDED = "bench/tiny/sgd"
+SAME = "bench/same/sgd"
+METRIC, GOAL = "val/classification_error", 0.3
+
+QUERIES = {  # each layout's SQL for: per workload, rows of METRIC below GOAL, first step
+    "old": ("select base_dir, model, optimizer, count(*) as n, min(step) as first "
+            f"from measurements where \"{METRIC}\" < {GOAL} group by all order by all"),
+    "new": ("select base_dir, model, optimizer, count(*) as n, min(step) as first "
+            f"from measurements where metric = '{METRIC}' and value < {GOAL} "
+            "group by all order by all"),
+}
+
+MEASURE = r"""
+import json, statistics, sys, time, warnings
+import curvekit
+warnings.simplefilter("ignore")
+home, workload, metric = sys.argv[1:4]
+goal, repeat = float(sys.argv[4]), int(sys.argv[5])
+store = curvekit.open(home)
+out = {}
+for name, call in (("steps_to_result", lambda: curvekit.steps_to_result(
+                       store, curvekit.Selection(workload, metric, goal), explain=False)),
+                   ("best", lambda: curvekit.best(
+                       store, curvekit.Selection(workload, metric), explain=False))):
+    first = call()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        again = call()
+        times.append(time.perf_counter() - start)
+    assert again.equals(first)
+    out[name] = {"median_s": statistics.median(times), "min_s": min(times),
+                 "rows": first.height, "answer": first.write_csv()}
+print(json.dumps(out))
+"""
+
+REMOVE = "import sys, curvekit; curvekit.remove_workload(sys.argv[1], sys.argv[2])"
+
+
+def _old_commit() -> str:
+    """The commit before ``store_format`` became 2 (the previous layout's code)."""
+    found = subprocess.run(
+        ["git", "-C", str(ROOT), "log", "--reverse", "--format=%H", "-S", '"store_format": 2',
+         "--", "data_manifest/store_schema.json"], capture_output=True, text=True, check=True)
+    first = found.stdout.split()[0]
+    return subprocess.run(["git", "-C", str(ROOT), "rev-parse", f"{first}^"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def _env(code: Path) -> dict[str, str]:
+    return {"PYTHONPATH": str(code)}
+
+
+def _cli(label: str, code: Path, args: list[str]) -> Run:
+    # from another folder: ``python -m`` puts the working folder first on the import path
+    return timed(label, [sys.executable, "-m", "curvekit", *args], env=_env(code),
+                 cwd=tempfile.gettempdir())
+
+
+def _data_files(home: Path) -> dict[str, int]:
+    snap = (home / "store").resolve()
+    return {p.relative_to(snap).as_posix(): p.stat().st_ino for p in snap.rglob("*.parquet")}
+
+
+def _rewritten(before: dict[str, int], home: Path, workload: str) -> int:
+    """How many files of ``before`` outside ``workload`` the current snapshot holds under a
+    new inode (rewritten rather than linked)."""
+    folder = "/".join(f"{n}={v}" for n, v in zip(("base_dir", "model", "optimizer"),
+                                                  workload.split("/"), strict=True))
+    after = _data_files(home)
+    return sum(1 for rel, inode in before.items()
+               if f"/{folder}/" not in f"/{rel}" and after.get(rel) != inode)
+
+
+def _logs(folder: Path, metric: str, parameter: str) -> Path:
+    """One run of three evaluations with ``metric`` and a manifest with ``parameter``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "run.csv").write_text(f"step,{metric}\n0,0.9\n10,0.5\n20,0.25\n")
+    (folder / "runs.toml").write_text(
+        f'[[runs]]\nrun = "run.csv"\nbatch_size = 32\n'
+        f'parameters = {{ learning_rate = 0.1, "{parameter}" = 3 }}\n')
+    return folder
+
+
+def _largest(home: Path, code: Path) -> str:
+    out = subprocess.run([sys.executable, "-m", "curvekit", "info", "--format", "json",
+                          "--home", str(home)], env={**os.environ, **_env(code)},
+                         capture_output=True, text=True, check=True, cwd=tempfile.gettempdir())
+    rows = json.loads(out.stdout)
+    return str(max(rows, key=lambda r: r["measurements"])["workload"])
+
+
+def one_layout(label: str, code: Path, path: Path, manifest: Path, work: Path,
+               repeat: int, workload: str | None) -> dict[str, Any]:
+    home = work / f"home-{label}"
+    shutil.rmtree(home, ignore_errors=True)
+    result: dict[str, Any] = {}
+    result["convert"] = _cli(f"{label}: curvekit fetch", code, [
+        "fetch", "--archive", str(path), "--manifest", str(manifest), "--home", str(home),
+        "--force", "--quiet"])
+    result["store_bytes"] = du(home / "store")
+    for name, metric, parameter, key in (
+            (ADDED, "val/brand_new_metric", "brand_new_parameter", "add_new_names"),
+            (SAME, METRIC, "learning_rate_decay_steps", "add_known_names")):
+        logs = _logs(work / f"logs-{key}", metric, parameter)
+        before = _data_files(home)
+        run = _cli(f"{label}: curvekit add ({key})", code, [
+            "add", str(logs), "--name", name, "--manifest", str(logs / "runs.toml"),
+            "--home", str(home)])
+        result[key] = {"run": run, "files_rewritten": _rewritten(before, home, name),
+                       "files_before": len(before)}
+    before = _data_files(home)
+    run = timed(f"{label}: remove_workload", [sys.executable, "-c", REMOVE, str(home), ADDED],
+                env=_env(code), cwd=tempfile.gettempdir())
+    result["remove"] = {"run": run, "files_rewritten": _rewritten(before, home, ADDED)}
+    target = workload or _largest(home, code)
+    measured = subprocess.run([sys.executable, "-c", MEASURE, str(home), target, METRIC,
+                               str(GOAL), str(repeat)], env={**os.environ, **_env(code)},
+                              capture_output=True, text=True, check=True,
+                              cwd=tempfile.gettempdir())
+    result["workload"] = target
+    result["measure"] = json.loads(measured.stdout)
+    with open(work / f"query-{label}.csv", "w") as out:
+        result["query"] = timed(f"{label}: curvekit query (one metric, store-wide)", [
+            sys.executable, "-m", "curvekit", "query", QUERIES[label], "--format", "csv",
+            "--home", str(home)], env=_env(code), stdout=out, cwd=tempfile.gettempdir())
+    result["verify"] = _cli(f"{label}: curvekit verify", code, ["verify", "--home", str(home)])
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trial-fraction", type=float, default=1.0)
+    parser.add_argument("--repeat", type=int, default=10)
+    parser.add_argument("--old-ref", help="the previous layout's commit (default: the "
+                        "commit before store_format became 2)")
+    parser.add_argument("--workload", help="the workload of the measurements (default: the "
+                        "one with the most evaluations)")
+    parser.add_argument("--keep", action="store_true", help="keep the homes under _work")
+    args = parser.parse_args()
+    name = "full" if args.trial_fraction == 1 else f"f{args.trial_fraction:g}"
+    path, manifest = archive(name, trial_fraction=args.trial_fraction, order="walk")
+    old_ref = args.old_ref or _old_commit()
+    work = WORK / f"layout-{name}"
+    work.mkdir(parents=True, exist_ok=True)
+    old = Path(tempfile.mkdtemp(prefix="ck-layout-")) / "code"
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(old), old_ref],
+                   check=True, capture_output=True)
+    try:
+        results: dict[str, Any] = {"archive": str(path), "old_ref": old_ref,
+                                   "cpus": os.cpu_count(), "load_before": os.getloadavg()}
+        for label, code in (("old", old), ("new", ROOT)):
+            results[label] = one_layout(label, code, path, manifest, work, args.repeat,
+                                        args.workload)
+            print(f"{label} done", flush=True)
+        results["load_after"] = os.getloadavg()
+    finally:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old)],
+                       capture_output=True)
+    o, n = results["old"], results["new"]
+    same_query = (work / "query-old.csv").read_bytes() == (work / "query-new.csv").read_bytes()
+    results["same_answers"] = {
+        "query": same_query,
+        "steps_to_result": o["measure"]["steps_to_result"]["answer"]
+        == n["measure"]["steps_to_result"]["answer"],
+        "best": o["measure"]["best"]["answer"] == n["measure"]["best"]["answer"]}
+    ratios = {
+        "convert_time": n["convert"].seconds / o["convert"].seconds,
+        "convert_peak_memory": n["convert"].peak_rss_mb / o["convert"].peak_rss_mb,
+        "store_bytes": n["store_bytes"] / o["store_bytes"],
+        "add_new_names_time": n["add_new_names"]["run"].seconds
+        / o["add_new_names"]["run"].seconds,
+        "steps_to_result": n["measure"]["steps_to_result"]["median_s"]
+        / o["measure"]["steps_to_result"]["median_s"],
+        "best": n["measure"]["best"]["median_s"] / o["measure"]["best"]["median_s"],
+        "query": n["query"].seconds / o["query"].seconds,
+        "verify": n["verify"].seconds / o["verify"].seconds,
+    }
+    results["ratios_new_over_old"] = ratios
+    out = save(f"store-layout-{name}", results)
+    for label in ("old", "new"):
+        r = results[label]
+        print(f"{label}: convert {r['convert'].seconds:.1f} s {r['convert'].peak_rss_mb:.0f} MB"
+              f" | store {r['store_bytes'] / 1e6:.1f} MB"
+              f" | add (new names) {r['add_new_names']['run'].seconds:.2f} s "
+              f"{r['add_new_names']['run'].peak_rss_mb:.0f} MB, "
+              f"{r['add_new_names']['files_rewritten']} of {r['add_new_names']['files_before']}"
+              f" files rewritten | add (known names) {r['add_known_names']['run'].seconds:.2f} s"
+              f" | remove {r['remove']['run'].seconds:.2f} s"
+              f" | steps {r['measure']['steps_to_result']['median_s'] * 1e3:.0f} ms"
+              f" best {r['measure']['best']['median_s'] * 1e3:.0f} ms"
+              f" | query {r['query'].seconds:.2f} s | verify {r['verify'].seconds:.1f} s")
+    print("new / old: " + ", ".join(f"{k} {v:.2f}" for k, v in ratios.items()))
+    print(f"same answers: {results['same_answers']}; results in {out}")
+    if not args.keep:
+        for label in ("old", "new"):
+            shutil.rmtree(work / f"home-{label}", ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
