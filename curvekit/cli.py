@@ -568,7 +568,10 @@ TABLE_ROWS = 1000
 @home_option
 @format_option
 def query(sql: str, home: Path | None, fmt: str) -> None:
-    """Run SQL over the views studies, trials and measurements.
+    """Run SQL over the views studies, trials, parameters and measurements.
+
+    Metrics and metaparameters are rows: `where metric = 'val/classification_error'`,
+    its values in `value`; `where name = 'learning_rate'`, its value in `number`.
 
     csv and json stream every row of the result as it is computed (any size, little
     memory); the table shows the first 1,000 rows and says how many more there are.

@@ -176,9 +176,11 @@ def test_cli_run_records_the_noise_scale_and_fit_predicts_b_crit(tmp_path: Path)
             "--space", str(space), "--noise-micro-batches", "4", "--home", home, "--quiet"]
     result = CliRunner().invoke(main, argv)
     assert result.exit_code == 0, result.output
-    query = ('select batch_size, trial_id, step, "train/classification_error" as e, '
-             '"train/gradient_norm_squared" as g, "train/gradient_noise_trace" as t '
-             "from measurements where base_dir = 'noisy' order by 1, 2, 3")
+    query = ("select batch_size, trial_id, step, "
+             "first(value) filter (where metric = 'train/classification_error') as e, "
+             "first(value) filter (where metric = 'train/gradient_norm_squared') as g, "
+             "first(value) filter (where metric = 'train/gradient_noise_trace') as t "
+             "from measurements where base_dir = 'noisy' group by 1, 2, 3 order by 1, 2, 3")
     got = CliRunner().invoke(main, ["query", query, "--home", home, "--format", "json"])
     rows = json.loads(got.output)
     assert len(rows) == 3 * 2 * 9 and all(math.isfinite(r["g"]) for r in rows)

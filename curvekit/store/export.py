@@ -184,8 +184,9 @@ class _JsonWriter:
 
 def export(store: Store, sql: str, out: IO[bytes], fmt: str = "csv", *,
            params: Sequence[object] | None = None, batch_rows: int = BATCH_ROWS) -> int:
-    """Run SQL over the views ``studies``, ``trials`` and ``measurements`` and write every
-    row of the result to the binary stream ``out``; return the number of rows.
+    """Run SQL over the views ``studies``, ``trials``, ``parameters`` and ``measurements``
+    and write every row of the result to the binary stream ``out``; return the number of
+    rows.
 
     ``fmt`` is ``csv`` (a header line, then the rows; list columns joined with spaces) or
     ``json`` (one array of records, as ``json.dumps(rows, indent=1)``). Rows are written in
@@ -254,9 +255,9 @@ def preview(store: Store, sql: str, limit: int, *, params: Sequence[object] | No
 
 def query(sql: str, home: str | os.PathLike[str] | None = None, *,
           params: Sequence[object] | None = None) -> pl.DataFrame:
-    """Run SQL over the views ``studies``, ``trials`` and ``measurements`` of the store of
-    ``home`` (default: ``$CURVEKIT_HOME`` or the platform data directory) and return the
-    whole result as a polars DataFrame: ``curvekit query`` as a function.
+    """Run SQL over the views ``studies``, ``trials``, ``parameters`` and ``measurements``
+    of the store of ``home`` (default: ``$CURVEKIT_HOME`` or the platform data directory)
+    and return the whole result as a polars DataFrame: ``curvekit query`` as a function.
 
     Pass values as ``params`` (``?`` in ``sql``), never inside it. For a result too large
     to hold in memory, :func:`export` writes it in batches; :func:`preview` keeps its

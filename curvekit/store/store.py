@@ -87,8 +87,8 @@ class Store:
                                                       compare=False)
     _sources: dict[tuple[str, str], str] = field(default_factory=dict, repr=False,
                                                  compare=False)
-    _tables: dict[tuple[str, str], pl.DataFrame] = field(default_factory=dict, repr=False,
-                                                         compare=False)
+    _tables: dict[tuple[object, ...], pl.DataFrame] = field(default_factory=dict,
+                                                            repr=False, compare=False)
     _types: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict, repr=False,
                                                           compare=False)
 
@@ -450,11 +450,19 @@ class Store:
         then one column per metaparameter (``names``, default all), typed as
         :meth:`parameter_types` says. A name whose column the frame (with ``taken``)
         already has is labelled by :func:`curvekit.store.wide.frame_names`."""
-        types = self.parameter_types(workload)
-        if names is not None:
-            types = {n: types[n] for n in names}
-        columns = frame_names(taken, types, "metaparameter")
-        return parameters_frame(self._parameter_rows(workload), types, columns)
+        key = ("parameters", workload, tuple(names) if names is not None else None,
+               tuple(taken))
+        with self._lock:
+            cached = self._tables.get(key)
+        if cached is None:
+            types = self.parameter_types(workload)
+            if names is not None:
+                types = {n: types[n] for n in names}
+            columns = frame_names(taken, types, "metaparameter")
+            cached = parameters_frame(self._parameter_rows(workload), types, columns)
+            with self._lock:
+                self._tables[key] = cached
+        return cached
 
     def trials(self, workload: str, *, batch_size: int | None = None,
                statuses: Sequence[str] | None = None) -> pl.DataFrame:

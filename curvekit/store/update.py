@@ -292,29 +292,36 @@ def _link_store(source: Path, target: Path, keep: Callable[[str], bool], *,
 
     ``_store.json``, ``_files.json`` and the lease file are never shared: each snapshot
     writes its own (a shared ``_files.json`` rewritten in place would change the old one).
+    Each folder is made once and paths stay strings: a store has hundreds of folders, and
+    an add costs what this walk costs.
     """
+    src, dst = str(source), str(target)
     for table in TABLES:
         for folder in sorted((source / table).glob("*/*/*")):
             if not folder.is_dir() or not keep(_workload_of(folder.relative_to(source / table))):
                 continue
             for here, _, files in os.walk(folder):
-                for name in files:
-                    if not name.startswith("."):
-                        _link(Path(here) / name, target / Path(here).relative_to(source) / name)
+                names = [n for n in files if not n.startswith(".")]
+                if not names:
+                    continue
+                out = dst + here[len(src):]
+                os.makedirs(out, exist_ok=True)
+                for name in names:
+                    _link(os.path.join(here, name), os.path.join(out, name))
     if top:
         for path in source.iterdir():
             if path.is_file() and not path.name.startswith(".") \
                     and path.name not in (METADATA_FILE, FILES_FILE):
-                _link(path, target / path.name)
+                _link(str(path), str(target / path.name))
 
 
-def _link(source: Path, dest: Path) -> None:
-    if dest.exists():
-        raise StoreError(f"{dest} exists in the new snapshot; this is a bug")
-    dest.parent.mkdir(parents=True, exist_ok=True)
+def _link(source: str, dest: str) -> None:
     try:
         os.link(source, dest)
+    except FileExistsError as exc:
+        raise StoreError(f"{dest} exists in the new snapshot; this is a bug") from exc
     except OSError:
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
         shutil.copy2(source, dest)
 
 
@@ -328,7 +335,7 @@ def _carried(tx: Transaction, keep: Callable[[str], bool], *, top: bool = True
     if meta.store_format == OLD_FORMAT:
         upgraded = upgrade_into(tx.current, meta, tx.staging, keep=keep)
         if top and (tx.current / MANIFEST_FILE).is_file():
-            _link(tx.current / MANIFEST_FILE, tx.staging / MANIFEST_FILE)
+            _link(str(tx.current / MANIFEST_FILE), str(tx.staging / MANIFEST_FILE))
         return upgraded
     if not meta.current_format:
         raise StoreError(f"{store_link(tx.home)} has store format {meta.store_format!r}; "

@@ -95,7 +95,8 @@ def _trials(source: Path, target: Path, folder: Path) -> dict[str, str]:
         params: dict[str, Any] = {n: v[i] for n, v in values.items() if v[i] is not None}
         records.append(TrialRecord(StudyKey(base_dir, model, optimizer, bs), trial,
                                    "COMPLETE", 0, params, str(path)))
-    write_table(parameter_rows(records), target / "parameters" / folder / FILE_NAME)
+    rows, _ = parameter_rows(records)
+    write_table(rows, target / "parameters" / folder / FILE_NAME)
     return types
 
 

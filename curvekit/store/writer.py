@@ -37,7 +37,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -83,6 +83,10 @@ _WRITTEN = pa.schema([pa.field("trial_id", pa.int64()), pa.field("step", pa.int6
                       pa.field("value", pa.float64())])
 
 
+Column: TypeAlias = pa.Array | pa.ChunkedArray
+"""An Arrow array, possibly in chunks."""
+
+
 def _json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
@@ -95,13 +99,14 @@ class Evaluations:
 
     ``trial_id`` and ``step`` are int64 arrays of one length; ``values`` holds, for each
     metric in ``names``, a float64 array of that length (null where the evaluation has no
-    value). The names are data: any text, ``step`` and ``trial_id`` included.
+    value). The names are data: any text, ``step`` and ``trial_id`` included. Arrays may
+    be chunked: a study's parts are joined without copying them.
     """
 
-    trial_id: pa.Array
-    step: pa.Array
+    trial_id: Column
+    step: Column
     names: tuple[str, ...]
-    values: tuple[pa.Array, ...]
+    values: tuple[Column, ...]
 
     @property
     def num_rows(self) -> int:
@@ -116,12 +121,16 @@ class Evaluations:
     @classmethod
     def from_table(cls, table: pa.Table) -> Evaluations:
         """A table whose first two columns are the trial ids and the steps, and every
-        further column a metric (the CSV reader's tables)."""
-        columns = [c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c
-                   for c in table.columns]
-        return cls(columns[0].cast(pa.int64()), columns[1].cast(pa.int64()),
+        further column a metric (the CSV reader's tables; its columns are kept, not
+        copied)."""
+        columns = table.columns
+
+        def typed(column: pa.ChunkedArray, kind: pa.DataType) -> Column:
+            return column if column.type == kind else pc.cast(column, kind)
+
+        return cls(typed(columns[0], pa.int64()), typed(columns[1], pa.int64()),
                    tuple(table.column_names[2:]),
-                   tuple(c.cast(pa.float64()) for c in columns[2:]))
+                   tuple(typed(c, pa.float64()) for c in columns[2:]))
 
     def to_ipc(self) -> pa.Table:
         """A table with positional column names (the names go in its schema metadata)."""
@@ -133,53 +142,73 @@ class Evaluations:
     def from_ipc(cls, table: pa.Table) -> Evaluations:
         """The inverse of :meth:`to_ipc`."""
         names = tuple(json.loads((table.schema.metadata or {})[b"curvekit.names"]))
-        columns = [c.combine_chunks() for c in table.columns]
+        columns = table.columns
         return cls(columns[0], columns[1], names, tuple(columns[2:]))
 
 
+def _chunks(column: Column) -> list[pa.Array]:
+    return list(column.chunks) if isinstance(column, pa.ChunkedArray) else [column]
+
+
 def _join(parts: Sequence[Evaluations]) -> Evaluations:
-    """One study's parts as one, sorted by (trial_id, step) (stable: repeated steps of a
-    trial keep their order), with every metric of any part (nulls where a part lacks it)."""
-    if len(parts) == 1:
-        joined = parts[0]
-    else:
-        names = sorted({n for p in parts for n in p.names})
-        values = []
-        for name in names:
-            pieces = []
-            for p in parts:
-                where = {n: i for i, n in enumerate(p.names)}
-                i = where.get(name)
-                pieces.append(p.values[i] if i is not None else pa.nulls(p.num_rows, pa.float64()))
-            values.append(pa.concat_arrays(pieces))
-        joined = Evaluations(pa.concat_arrays([p.trial_id for p in parts]),
-                             pa.concat_arrays([p.step for p in parts]), tuple(names),
-                             tuple(values))
-    order = _order(joined.trial_id, joined.step)
+    """One study's parts as one (their arrays as chunks: nothing is copied), sorted by
+    (trial_id, step) (stable: repeated steps of a trial keep their order), with every
+    metric of any part (nulls where a part lacks it)."""
+    names = sorted({n for p in parts for n in p.names})
+    values = []
+    for name in names:
+        pieces: list[pa.Array] = []
+        for p in parts:
+            i = p.names.index(name) if name in p.names else None
+            pieces += (_chunks(p.values[i]) if i is not None
+                       else [pa.nulls(p.num_rows, pa.float64())])
+        values.append(pa.chunked_array(pieces, pa.float64()))
+    trial = pa.chunked_array([c for p in parts for c in _chunks(p.trial_id)], pa.int64())
+    step = pa.chunked_array([c for p in parts for c in _chunks(p.step)], pa.int64())
+    joined = Evaluations(trial, step, tuple(names), tuple(values))
+    order = _order(trial, step)
     if order is not None:
-        joined = Evaluations(joined.trial_id.take(order), joined.step.take(order),
-                             joined.names, tuple(v.take(order) for v in joined.values))
+        joined = Evaluations(trial.take(order), step.take(order), joined.names,
+                             tuple(v.take(order) for v in values))
     return joined
 
 
-def _order(trial: pa.Array, step: pa.Array) -> pa.Array | None:
-    """Indices that sort by (trial_id, step), stably; None when already sorted."""
+def _order(trial: pa.ChunkedArray, step: pa.ChunkedArray) -> pa.Array | None:
+    """Indices that sort by (trial_id, step), stably; None when already sorted (checked
+    chunk by chunk, without copying)."""
     if len(trial) < 2:
         return None
-    t, s = trial.to_numpy(zero_copy_only=False), step.to_numpy(zero_copy_only=False)
-    dt, ds = np.diff(t), np.diff(s)
-    if bool(np.all((dt > 0) | ((dt == 0) & (ds >= 0)))):
+    previous: tuple[int, int] | None = None
+    ordered = True
+    for t_chunk, s_chunk in zip(trial.chunks, _aligned(step, trial), strict=True):
+        if not len(t_chunk):
+            continue
+        t, s = t_chunk.to_numpy(zero_copy_only=False), s_chunk.to_numpy(zero_copy_only=False)
+        if previous is not None and (t[0], s[0]) < previous:
+            ordered = False
+            break
+        dt, ds = np.diff(t), np.diff(s)
+        if not bool(np.all((dt > 0) | ((dt == 0) & (ds >= 0)))):
+            ordered = False
+            break
+        previous = (int(t[-1]), int(s[-1]))
+    if ordered:
         return None
+    t = trial.to_numpy()
+    s = step.to_numpy()
     return pa.array(np.lexsort((s, t)))  # numpy's lexsort is stable
 
 
+def _aligned(column: pa.ChunkedArray, like: pa.ChunkedArray) -> list[pa.Array]:
+    """``column``'s values cut into chunks of the lengths of ``like``'s chunks."""
+    out, at = [], 0
+    for chunk in like.chunks:
+        out.append(column.slice(at, len(chunk)).combine_chunks())
+        at += len(chunk)
+    return out
+
+
 # -- the measurements file -----------------------------------------------------------------
-
-def _dictionary_worthy(values: pa.Array) -> bool:
-    """Few distinct values (a classification error is k / N_eval): a dictionary stores them
-    in a few bits; continuous values (a loss read from decimal text) are better split."""
-    return int(pc.count_distinct(values).as_py()) * 8 <= len(values)
-
 
 def write_measurements(rows: Evaluations, path: Path) -> int:
     """Write one study's evaluations as the long measurements file at ``path``.
@@ -188,18 +217,20 @@ def write_measurements(rows: Evaluations, path: Path) -> int:
     where it has none, so every metric of the file has as many rows as the study has
     evaluations; a study whose evaluations hold no metric at all keeps one row per
     evaluation with a null metric. Returns the number of evaluations.
+
+    Encodings: a dictionary for the metric (one entry per row group) and for the values
+    (a classification error takes few distinct values, k / N_eval, which a dictionary
+    stores in a few bits; a row group of continuous values overflows the dictionary and is
+    written plain), deltas for the trial ids and steps (runs and rises: a few bits each).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     kept = sorted(((n, v) for n, v in zip(rows.names, rows.values, strict=True)
                    if v.null_count < len(v)), key=lambda item: item[0])
     n = rows.num_rows
-    dictionary = sum(len(v) for _, v in kept if _dictionary_worthy(v)) * 2 >= n * len(kept)
     writer = pq.ParquetWriter(
         path, _WRITTEN, **PARQUET_OPTIONS, store_schema=False,
-        use_dictionary=["trial_id", "metric", *(["value"] if dictionary else [])],
-        # steps rise within a trial: deltas pack them into a few bits
-        column_encoding={"step": "DELTA_BINARY_PACKED",
-                         **({} if dictionary else {"value": "BYTE_STREAM_SPLIT"})},
+        use_dictionary=["metric", "value"],
+        column_encoding={"trial_id": "DELTA_BINARY_PACKED", "step": "DELTA_BINARY_PACKED"},
         # Parquet min/max statistics leave NaN out, and DuckDB then folds isnan() and
         # comparisons on NaN rows to false: no statistics for values keeps NaN exact.
         write_statistics=["trial_id", "step", "metric"])
@@ -220,36 +251,45 @@ def _groups(rows: Evaluations, kept: list[tuple[str, pa.Array]]) -> Iterator[pa.
     if not kept:
         if n:
             yield pa.Table.from_arrays(
-                [rows.trial_id, rows.step, pa.nulls(n, _WRITTEN.field("metric").type),
-                 pa.nulls(n, pa.float64())], schema=_WRITTEN)
+                [pa.chunked_array(_chunks(rows.trial_id), pa.int64()),
+                 pa.chunked_array(_chunks(rows.step), pa.int64()),
+                 pa.chunked_array([pa.nulls(n, _WRITTEN.field("metric").type)]),
+                 pa.chunked_array([pa.nulls(n, pa.float64())])], schema=_WRITTEN)
         return
-    pending: list[pa.Table] = []
-    have = 0
-    for name, values in kept:
-        metric = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)),
-                                                pa.array([name], pa.string()))
-        pending.append(pa.Table.from_arrays([rows.trial_id, rows.step, metric, values],
-                                            schema=_WRITTEN))
-        have += n
-        if have >= GROUP_ROWS:
-            yield _concat_groups(pending)
-            pending, have = [], 0
-    if pending:
-        yield _concat_groups(pending)
+    pending: list[str] = []
+    for i, (name, _) in enumerate(kept):
+        pending.append(name)
+        if len(pending) * n >= GROUP_ROWS or i == len(kept) - 1:
+            values = [v for _, v in kept[i + 1 - len(pending):i + 1]]
+            yield _group(rows, pending, values)
+            pending = []
 
 
-def _concat_groups(tables: list[pa.Table]) -> pa.Table:
-    if len(tables) == 1:
-        return tables[0]
-    # one dictionary for the group: its metric statistics then span its names
-    table = pa.concat_tables(tables)
-    return table.unify_dictionaries().combine_chunks()
+def _group(rows: Evaluations, names: list[str], values: list[Column]) -> pa.Table:
+    """One row group: the rows of ``names`` (whole metrics, in order), one dictionary. The
+    trial ids and steps are the evaluations' own arrays, repeated as chunks (no copy)."""
+    n, k = rows.num_rows, len(names)
+    indices = pa.array(np.repeat(np.arange(k, dtype=np.int32), n))
+    metric = pa.DictionaryArray.from_arrays(indices, pa.array(names, pa.string()), safe=False)
+    return pa.Table.from_arrays(
+        [pa.chunked_array(_chunks(rows.trial_id) * k, pa.int64()),
+         pa.chunked_array(_chunks(rows.step) * k, pa.int64()),
+         pa.chunked_array([metric]),
+         pa.chunked_array([c for v in values for c in _chunks(v)], pa.float64())],
+        schema=_WRITTEN)
 
 
 def write_table(table: pa.Table, path: Path) -> None:
-    """Write one studies, trials or parameters file (``path``'s folder is made)."""
+    """Write one studies, trials or parameters file (``path``'s folder is made).
+
+    No file keeps min/max statistics of a float column (they leave NaN out, which makes
+    DuckDB fold ``isnan()`` to false); a parameters file, sorted by name, is written in row
+    groups of :data:`GROUP_ROWS` whose ``name`` statistics let a reader skip the others.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, path, **PARQUET_OPTIONS)
+    floats = {f.name for f in table.schema if pa.types.is_floating(f.type)}
+    pq.write_table(table, path, **PARQUET_OPTIONS, row_group_size=GROUP_ROWS,
+                   write_statistics=[n for n in table.column_names if n not in floats])
 
 
 # -- metaparameters as rows ----------------------------------------------------------------
@@ -298,36 +338,82 @@ def _kind(value: Any) -> str:
     return "json"
 
 
-def parameter_rows(trials: Iterable[TrialRecord]) -> pa.Table:
-    """The ``parameters`` rows of ``trials`` (one workload), sorted by (batch_size,
-    trial_id, name), every value kept exactly in the column its type uses.
+_KINDS = {float: "float64", int: "int64", bool: "bool", str: "string", type(None): "null"}
+_MISSING = object()
+
+
+def parameter_rows(trials: Iterable[TrialRecord]) -> tuple[pa.Table, dict[str, str]]:
+    """The ``parameters`` rows of ``trials`` (one workload), sorted by (name, batch_size,
+    trial_id), every value kept exactly in the column its type uses; and each name's type
+    for the wide frames (:func:`parameter_type`).
+
+    A name whose values all have one type is converted in one call; only a name with values
+    of several types is read value by value.
 
     >>> from curvekit.records import StudyKey
     >>> key = StudyKey("my", "mlp", "sgd", 32)
-    >>> rows = parameter_rows([TrialRecord(key, 0, "COMPLETE", 3,
-    ...                                    {"lr": 0.1, "warmup": 100, "step": True}, "m")])
+    >>> rows, types = parameter_rows([TrialRecord(key, 0, "COMPLETE", 3,
+    ...                               {"lr": 0.1, "warmup": 100, "step": True}, "m")])
     >>> rows.select(["name", "type", "number", "integer"]).to_pylist()[1]
     {'name': 'step', 'type': 'bool', 'number': 1.0, 'integer': 1}
+    >>> types
+    {'lr': 'float64', 'step': 'bool', 'warmup': 'int64'}
     """
-    out: dict[str, list[Any]] = {c: [] for c in fixed_schema("parameters").names}
-    for trial in sorted(trials, key=lambda t: (t.key.batch_size, t.trial_id)):
-        for name in sorted(trial.parameters):
-            value = trial.parameters[name]
-            kind = _kind(value)
-            out["batch_size"].append(trial.key.batch_size)
-            out["trial_id"].append(trial.trial_id)
-            out["name"].append(name)
-            out["type"].append(kind)
-            out["number"].append(float(value) if kind in ("bool", "int64", "float64")
-                                 else None)
-            out["integer"].append(int(value) if kind in ("bool", "int64") else None)
-            out["text"].append(value if kind == "string" else
-                               _json(value) if kind == "json" else None)
+    ordered = sorted(trials, key=lambda t: (t.key.batch_size, t.trial_id))
+    sizes = pa.array([t.key.batch_size for t in ordered], pa.int64())
+    ids = pa.array([t.trial_id for t in ordered], pa.int64())
+    params = [t.parameters for t in ordered]
+    names = sorted({n for p in params for n in p})
+    parts, types = [], {}
+    for name in names:
+        values = [p.get(name, _MISSING) for p in params]
+        present = [i for i, v in enumerate(values) if v is not _MISSING]
+        kept = [values[i] for i in present] if len(present) < len(values) else values
+        kinds = {_KINDS.get(type(v), "json") for v in kept}
+        types[name] = merged_type(kinds)
+        where = pa.array(present, pa.int64())
+        parts.append(_name_rows(name, sizes.take(where), ids.take(where), kept, kinds))
+    schema = fixed_schema("parameters")
     try:
-        return pa.table(out, schema=fixed_schema("parameters"))
+        return (pa.concat_tables(parts) if parts else schema.empty_table(), types)
+    except pa.ArrowInvalid as exc:  # pragma: no cover - parts share the schema
+        raise StoreError(f"cannot write the metaparameters: {exc}") from exc
+
+
+def _name_rows(name: str, sizes: pa.Array, ids: pa.Array, values: list[Any],
+               kinds: set[str]) -> pa.Table:
+    """The rows of one metaparameter: ``values`` of the trials at ``sizes`` and ``ids``."""
+    n = len(values)
+    try:
+        if len(kinds) == 1 and kinds <= {"float64", "int64", "bool", "null"}:
+            (kind,) = kinds
+            typed = {"float64": pa.float64(), "int64": pa.int64(), "bool": pa.bool_(),
+                     "null": pa.null()}[kind]
+            array = pa.array(values, typed)
+            integer = (array.cast(pa.int64()) if kind in ("int64", "bool")
+                       else pa.nulls(n, pa.int64()))
+            number = (pc.cast(array, pa.float64(), safe=False) if kind != "null"
+                      else pa.nulls(n, pa.float64()))
+            text = pa.nulls(n, pa.string())
+            type_ = pa.repeat(pa.scalar(kind), n)
+        elif kinds == {"string"}:
+            integer, number = pa.nulls(n, pa.int64()), pa.nulls(n, pa.float64())
+            text, type_ = pa.array(values, pa.string()), pa.repeat(pa.scalar("string"), n)
+        else:
+            each = [_kind(v) for v in values]
+            type_ = pa.array(each, pa.string())
+            number = pa.array([float(v) if k in ("bool", "int64", "float64") else None
+                               for v, k in zip(values, each, strict=True)], pa.float64())
+            integer = pa.array([int(v) if k in ("bool", "int64") else None
+                                for v, k in zip(values, each, strict=True)], pa.int64())
+            text = pa.array([v if k == "string" else _json(v) if k == "json" else None
+                             for v, k in zip(values, each, strict=True)], pa.string())
     except (OverflowError, pa.ArrowInvalid) as exc:  # an int beyond int64
-        raise StoreError(f"a metaparameter does not fit the store's 64-bit integers: {exc}; "
-                         "store it as a float or a string") from exc
+        raise StoreError(f"the metaparameter {name!r} does not fit the store's 64-bit "
+                         f"integers: {exc}; store it as a float or a string") from exc
+    return pa.Table.from_arrays(
+        [sizes, ids, pa.repeat(pa.scalar(name), n), type_, number, integer, text],
+        schema=fixed_schema("parameters"))
 
 
 # -- the builder ---------------------------------------------------------------------------
@@ -455,11 +541,8 @@ class StoreBuilder:
             }
             write_table(pa.table(data, schema=schema),
                         self.root / partition_dir("trials", *workload) / FILE_NAME)
-            write_table(parameter_rows(trials),
-                        self.root / partition_dir("parameters", *workload) / FILE_NAME)
-            names = sorted({n for t in trials for n in t.parameters})
-            types["/".join(workload)] = {
-                n: parameter_type(t.parameters.get(n) for t in trials) for n in names}
+            rows, types["/".join(workload)] = parameter_rows(trials)
+            write_table(rows, self.root / partition_dir("parameters", *workload) / FILE_NAME)
         return types
 
     def _write_studies(self) -> None:
