@@ -224,3 +224,75 @@ def test_nan_and_infinities_keep_their_meaning(tmp_path: Path) -> None:
     assert store.query("select count(*) from measurements where isnan(value)").item() == 1
     best = curvekit.best(store, curvekit.Selection(NAME, "val/err"), explain=False)
     assert best.filter(pl.col("batch_size") == key[0].batch_size)["val/err"].item() == -math.inf
+
+
+def test_no_name_reaches_the_text_of_curvekits_sql(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/security.md: names are values in SQL (``metric = ?``, ``name = ?``), never
+    identifiers: no SQL text curvekit runs for a measurement, a fit or the report holds
+    one, whatever it is."""
+    from curvekit.measure import explain_empty, trial_outcomes
+    from curvekit.reporting.data import workload_data
+    from curvekit.scaling import fit_workload
+    from curvekit.selection import SCATTER_STATUSES
+
+    metric, parameter = 'mArKeR") or 1=1; --', "pArAmMaRkEr"
+    add_workload(tmp_path / "home", workload({metric: 0.0, "val/err": 0.1}, {parameter: 2,
+                                                                            "momentum": 0.5}))
+    seen: list[tuple[str, list[object]]] = []
+    original = Store.query
+
+    def spy(self: Store, sql: str, params: Any = None) -> pl.DataFrame:
+        seen.append((sql, list(params or [])))
+        return original(self, sql, params)
+
+    monkeypatch.setattr(Store, "query", spy)
+    store = Store.open(tmp_path / "home")
+    sel = curvekit.Selection(NAME, metric, 0.5)
+    curvekit.steps_to_result(store, sel)
+    curvekit.best(store, sel)
+    explain_empty(store, sel.with_goal(0.0001))
+    trial_outcomes(store, sel.with_statuses(SCATTER_STATUSES), None)
+    fit_workload(store, sel, bootstrap_samples=2, explain=False)
+    curvekit.steps_to_result(store, curvekit.Selection(NAME, "val/err", 0.5,
+                                                       subset=(parameter, 2.0)))
+    workload_data(store, NAME, bootstrap=0)
+    assert seen and all(metric not in sql and parameter not in sql for sql, _ in seen)
+    assert any(metric in params for _, params in seen)
+    assert any(parameter in params for _, params in seen)
+
+
+def test_an_add_reads_no_other_file_and_opening_reads_no_footer(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/store.md, "Cost": an add writes the workload's own files and hard-links the
+    others without reading them; the names come from ``_store.json``, not the footers."""
+    home = tmp_path / "home"
+    add_workload(home, workload({"val/err": 0.0}, {"lr": 1}))
+    for name in ("ParquetFile", "read_table", "read_schema", "read_metadata"):
+        def refuse(*args: Any, **kwargs: Any) -> Any:
+            raise AssertionError(f"a Parquet file was read: {args!r}")
+        monkeypatch.setattr(pq, name, refuse)
+    base_dir, model, optimizer = "other", "net", "sgd"
+    key = StudyKey(base_dir, model, optimizer, 8)
+    add_workload(home, WorkloadData([StudyRecord(key, "o", False, 10, {}, {}, "r")],
+                                    [TrialRecord(key, 0, "COMPLETE", 10, {"new": 1}, "r")],
+                                    {(key, 0): pa.table({"step": [0, 10], "brand/new": [1.0,
+                                                                                       0.5]})}))
+    store = Store.open(home)
+    assert store.metrics(NAME) == ["val/err"] and store.metrics("other/net/sgd") == ["brand/new"]
+    assert store.parameter_types("other/net/sgd") == {"new": "int64"}
+
+
+def test_a_damaged_names_record_is_refused(tmp_path: Path) -> None:
+    """docs/security.md: a ``names`` field of ``_store.json`` of the wrong type is a
+    StoreError naming the file and the field, wherever it is read."""
+    home = tmp_path / "home"
+    add_workload(home, workload({"val/err": 0.0}, {}))
+    path = (home / "store").resolve() / "_store.json"
+    meta = json.loads(path.read_text())
+    meta["names"] = {NAME: {"metrics": "val/err", "parameters": {}}}
+    path.write_text(json.dumps(meta))
+    with pytest.raises(CurvekitError, match=r"_store\.json is damaged: names is .* expected"):
+        Store.open(home)
+    with pytest.raises(CurvekitError, match=r"names is"):
+        add_workload(home, workload({"val/err": 0.1}, {}), replace=True)

@@ -302,6 +302,8 @@ def test_fetch_force_keeps_the_added_workloads(mixed: Path, tmp_path: Path) -> N
     home = tmp_path / "home"
     shutil.copytree(mixed, home, symlinks=True)
     before = {w: Store.open(home).measurements(w) for w in (MINE, "ran/fc_8/sgd")}
+    files = {k: v for k, v in _data_files((home / "store").resolve()).items()
+             if "base_dir=mine/" in k or "base_dir=ran/" in k}
     archive = tmp_path / "tiny.tar.bz2"
     manifest = tiny_archive(archive)
     fetch(home=home, archive=archive, manifest=manifest, sha256=file_sha256(archive),
@@ -311,6 +313,8 @@ def test_fetch_force_keeps_the_added_workloads(mixed: Path, tmp_path: Path) -> N
     assert verify(store).ok
     for workload, frame in before.items():
         assert store.measurements(workload).equals(frame)  # type: ignore[union-attr]
+    # docs/store.md, "Cost": the added workloads' files are hard-linked as they are
+    assert {k: v for k, v in _data_files(store.path).items() if k in files} == files
     names, _ = run_snippet(block(readme_blocks(), "import pandas"), README_HOME, home)
     assert_complete(names["trials"], home, "trials")
 
