@@ -21,6 +21,7 @@ from urllib.parse import unquote
 
 import duckdb
 import polars as pl
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from curvekit.errors import CurvekitError
@@ -143,16 +144,20 @@ def verify(store: Store, manifest: Manifest | None = None) -> VerifyReport:
     (True, [])
     """
     problems: list[str] = []
-    bad = _check_files(store, problems)
+    bad = _check_files(store, problems)  # hashing every file: the bulk of the time
     good = {t: [p for p in sorted((store.path / t).rglob("*.parquet"))
                 if p.relative_to(store.path).as_posix() not in bad] for t in TABLES}
     con = duckdb.connect()
+    total = 0
+    metrics: dict[tuple[str, int | None], int] = {}  # each study's metrics (its footer)
+    for path in good["measurements"]:
+        meta = pq.ParquetFile(path).metadata
+        total += evaluations(meta)
+        metrics[_partition_key(path.relative_to(store.path).as_posix())] = \
+            max(1, len(metrics_with_values(meta)))
     with store.reading("the store's tables", fixed_sql=True):
         have, expected_rows, study_keys = _trial_counts(con, good)
-        _check_trials(con, good, bad, problems)
-    total = 0
-    for path in good["measurements"]:
-        total += evaluations(pq.ParquetFile(path).metadata)
+        _check_trials(con, good, bad, metrics, problems)
     recorded = store.metadata.get("counts", {}).get("measurements")
     if recorded is not None and recorded != total and not bad:
         problems.append(f"measurements: {total} evaluations on disk, {recorded} written by "
@@ -225,45 +230,51 @@ def _trial_counts(con: duckdb.DuckDBPyConnection, good: dict[str, list[Path]]
 
 
 def _check_trials(con: duckdb.DuckDBPyConnection, good: dict[str, list[Path]], bad: set[str],
-                  problems: list[str]) -> None:
-    """Each trial's rows of each metric of its study against its ``n_measurements``: every
-    metric of a measurements file has one row per evaluation of each of its trials."""
+                  metrics: dict[tuple[str, int | None], int], problems: list[str]) -> None:
+    """Each trial's rows in the measurements against its ``n_measurements``: every metric
+    of a study has one row per evaluation, so a trial has ``n_measurements`` rows for each
+    of the study's ``metrics`` (read from the footers). A row moved from one trial to
+    another changes two trials' counts."""
     if not good["trials"]:
         return
     # Studies whose measurements file or workloads whose trials file is bad are already
     # reported: comparing their trials would only repeat that.
     skip_studies = {_partition_key(rel) for rel in bad if rel.startswith("measurements/")}
     skip_workloads = {_partition_key(rel)[0] for rel in bad if rel.startswith("trials/")}
-    meas = (f"(select {_WORKLOAD} as workload, batch_size, trial_id, metric, count(*) as n "
-            f"from {_read(good['measurements'])} group by all)" if good["measurements"] else
-            "(select null::varchar as workload, null::bigint as batch_size, "
-            "null::bigint as trial_id, null::varchar as metric, null::bigint as n where false)")
-    trials = (f"(select {_WORKLOAD} as workload, batch_size, trial_id, n_measurements as n "
-              f"from {_read(good['trials'])})")
-    # every trial of a study is expected once for each metric the study's file holds
-    rows = con.sql(
-        f"with m as {meas}, t as {trials}, "
-        "s as (select distinct workload, batch_size, metric from m), "
-        "want as (select t.workload, t.batch_size, t.trial_id, s.metric, t.n from t "
-        "join s on t.workload = s.workload and t.batch_size = s.batch_size "
-        "union all select workload, batch_size, trial_id, null, n from t "
-        "where not exists (select 1 from s where s.workload = t.workload "
-        "and s.batch_size = t.batch_size)) "
-        "select coalesce(m.workload, want.workload), coalesce(m.batch_size, want.batch_size), "
-        "coalesce(m.trial_id, want.trial_id), coalesce(m.metric, want.metric), m.n, want.n, "
-        "want.workload is null from m full join want on m.workload = want.workload "
-        "and m.batch_size = want.batch_size and m.trial_id = want.trial_id "
-        "and m.metric is not distinct from want.metric "
-        "where m.n is distinct from want.n and not (m.n is null and want.n = 0) "
-        "order by all").fetchall()
+    # Counted per measurements file (a study) and trial id: integers of the file itself,
+    # then joined with the study's workload, batch size and number of metrics (a small
+    # table of the files) and with the trials' records; only disagreements come back.
+    paths = good["measurements"]
+    studies = [_partition_key(p.relative_to(p.parents[5]).as_posix()) for p in paths]
+    con.register("_files", pa.table({
+        "file_index": pa.array(range(len(paths)), pa.int64()),
+        "workload": pa.array([w for w, _ in studies], pa.string()),
+        "batch_size": pa.array([b for _, b in studies], pa.int64()),
+        "k": pa.array([metrics.get(key, 1) for key in studies], pa.int64())}))
+    counts = ("(select f.workload, f.batch_size, c.trial_id, c.n, f.k from (select "
+              "file_index, trial_id, count(*) as n from read_parquet(?, hive_partitioning = "
+              "false) group by all) c join _files f using (file_index))" if paths else
+              "(select null::varchar as workload, null::bigint as batch_size, "
+              "null::bigint as trial_id, null::bigint as n, null::bigint as k where false)")
+    rows = con.execute(
+        f"select workload, batch_size, trial_id, m.n, t.n, coalesce(m.k, s.k, 1) "
+        f"from {counts} m full join (select {_WORKLOAD} as workload, batch_size, trial_id, "
+        f"n_measurements as n from {_read(good['trials'])}) t "
+        "using (workload, batch_size, trial_id) left join (select workload, batch_size, "
+        "max(k) as k from _files group by all) s using (workload, batch_size) "
+        "where m.n is distinct from t.n * coalesce(m.k, s.k, 1) "
+        "and not (m.n is null and t.n = 0) order by all",
+        [[str(p) for p in paths]] if paths else None).fetchall()
     wrong = [r for r in rows if r[0] not in skip_workloads and (r[0], r[1]) not in skip_studies]
-    for workload, bs, trial, metric, got, want, unknown in wrong[:_LISTED_TRIALS]:
-        said = ("but the trials table has no such trial" if unknown
-                else f"its trial record says {want}")
-        what = f"{metric!r} has" if metric is not None else "it has"
-        problems.append(f"{workload} batch size {bs} trial {trial}: {what} {got or 0} "
-                        f"measurement rows, {said}; run `curvekit fetch --force` to rebuild "
-                        "the store")
+    for workload, bs, trial, got, want, k in wrong[:_LISTED_TRIALS]:
+        if want is None:
+            said = "but the trials table has no such trial"
+        else:
+            said = (f"its trial record says {want}" if k == 1 else
+                    f"its trial record says {want} evaluations of the study's {k} metrics, "
+                    f"{want * k} rows")
+        problems.append(f"{workload} batch size {bs} trial {trial}: {got or 0} measurement "
+                        f"rows, {said}; run `curvekit fetch --force` to rebuild the store")
     if len(wrong) > _LISTED_TRIALS:
         problems.append(f"... and {len(wrong) - _LISTED_TRIALS} more trials whose measurement "
                         "rows disagree with their trial record")
