@@ -920,6 +920,10 @@ def _base_parameters(items: tuple[str, ...]) -> dict[str, float]:
 @click.option("--trials-at-once", type=click.IntRange(min=1),
               help="Train up to N trials of a study together as one batched model "
                    "[default: the whole study, as memory allows]; 1: one by one.")
+@click.option("--import-path", "import_paths", multiple=True, metavar="DIR",
+              type=click.Path(file_okay=False, exists=True, path_type=Path),
+              help="Look a package.module:function --dataset or --model up in DIR first "
+                   "(repeatable); the working folder is not searched otherwise.")
 @home_option
 def run(name: str | None, dataset: str, model: str, optimizers: str, batch_sizes: str,
         trials: int | None, steps: str, eval_every: int, space: Path | None, seed: int,
@@ -928,7 +932,8 @@ def run(name: str | None, dataset: str, model: str, optimizers: str, batch_sizes
         no_store: bool, quiet: bool, protocol: str, base_batch_size: int | None,
         base_learning_rate: float | None, base_parameters: tuple[str, ...], warmup: str,
         ghost_batch_size: int | None, noise_micro_batches: int,
-        trials_at_once: int | None, home: Path | None) -> None:
+        trials_at_once: int | None, import_paths: tuple[Path, ...],
+        home: Path | None) -> None:
     """Train a sweep with the paper's protocol and add it to the store.
 
     One study per optimizer and batch size, each with --trials-per-study quasi-random
@@ -957,7 +962,7 @@ def run(name: str | None, dataset: str, model: str, optimizers: str, batch_sizes
         base_learning_rate=base_learning_rate,
         base_parameters=_base_parameters(base_parameters), warmup=warmup,
         ghost_batch_size=ghost_batch_size, noise_micro_batches=noise_micro_batches,
-        trials_at_once=trials_at_once)
+        trials_at_once=trials_at_once, import_paths=import_paths)
     with _progress(quiet) as progress, _explained():
         result = run_(name, **options, progress=progress)
     counts = ", ".join(f"{n} {s}" for s, n in sorted(result.statuses.items()))

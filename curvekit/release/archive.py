@@ -40,13 +40,13 @@ import lzma
 import math
 import os
 import re
-import shutil
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Literal, cast
 
+from curvekit._processes import find_program, start_program
 from curvekit.errors import ArchiveError
 from curvekit.records import STATUSES, StudyKey, StudyRecord, TrialRecord
 from curvekit.release.tarstream import MemberType, iter_members
@@ -267,8 +267,8 @@ class _ProcessStream(io.RawIOBase):
     def __init__(self, argv: list[str], path: Path) -> None:
         super().__init__()
         self._path = path
-        self._proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      bufsize=1 << 20)
+        self._proc = start_program(argv, purpose="decompressor", stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, bufsize=1 << 20)
         self._out = cast(io.BufferedReader, self._proc.stdout)
 
     def readable(self) -> bool:
@@ -310,7 +310,7 @@ class _ProcessStream(io.RawIOBase):
 def _choose(decompressor: Decompressor) -> Decompressor:
     if decompressor != "auto":
         return decompressor
-    if shutil.which("lbzip2"):
+    if find_program("lbzip2"):
         return "lbzip2"
     try:
         import indexed_bzip2  # noqa: F401
@@ -345,8 +345,15 @@ def open_decompressed(path: str | os.PathLike[str], *, decompressor: Decompresso
     chosen = _choose(decompressor)
     stream: IO[bytes]
     if chosen == "lbzip2":
-        stream = cast(IO[bytes], _ProcessStream(["lbzip2", "-dc", "-n", str(threads), str(path)],
-                                                path))
+        program = find_program("lbzip2")
+        if program is None:
+            raise ArchiveError("--decompressor lbzip2: no lbzip2 program in the folders of "
+                               "PATH (only absolute folders other than the working folder "
+                               "are searched); install lbzip2, or choose --decompressor "
+                               "auto or indexed_bzip2")
+        # A full path, so that a file name starting with "-" is never read as an option.
+        stream = cast(IO[bytes], _ProcessStream(
+            [program, "-dc", "-n", str(threads), os.path.abspath(path)], path))
     elif chosen == "indexed_bzip2":
         import indexed_bzip2
 

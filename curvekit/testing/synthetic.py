@@ -41,7 +41,6 @@ import hashlib
 import io
 import json
 import math
-import multiprocessing
 import os
 import tarfile
 import zlib
@@ -56,6 +55,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
+from curvekit._processes import fork_pool
 from curvekit.errors import ArchiveError, ManifestError
 from curvekit.records import STATUSES
 from curvekit.release.manifest import Manifest, StudyCounts, load_manifest
@@ -622,13 +622,14 @@ def _chunks(plan: _Plan, refs: list[_Ref], chunk_bytes: int) -> list[list[_Ref]]
 
 def _compressed(tasks: list[list[_Ref]], plan: _Plan, jobs: int) -> Iterator[_Chunk]:
     """Compressed chunks in order, rendered in ``jobs`` worker processes when worthwhile."""
-    if jobs <= 1 or len(tasks) <= 1:
+    # Forked copies of this process (no need to pickle the plan, nothing imported anew);
+    # where fork does not exist, this process renders every chunk (curvekit._processes).
+    pool = fork_pool(jobs, _init, (plan,)) if jobs > 1 and len(tasks) > 1 else None
+    if pool is None:
         _init(plan)
         yield from map(_work, tasks)
         return
-    fork = "fork" in multiprocessing.get_all_start_methods()  # no need to pickle the plan
-    ctx = multiprocessing.get_context("fork" if fork else None)
-    with ctx.Pool(jobs, initializer=_init, initargs=(plan,)) as pool:
+    with pool:
         yield from pool.imap(_work, tasks)
 
 
