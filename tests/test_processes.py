@@ -135,8 +135,10 @@ def test_a_module_planted_in_the_working_folder_never_runs(
     monkeypatch.chdir(here)
     # An empty and a relative PATH entry both mean the working folder.
     monkeypatch.setenv("PATH", os.pathsep.join(["", ".", str(here), os.environ["PATH"]]))
-    TRIGGERS[kind](tmp_path)
-    assert ran(markers) == []
+    try:
+        TRIGGERS[kind](tmp_path)
+    finally:  # what ran is the finding, even when it also broke the command
+        assert ran(markers) == [], "planted code ran"
 
 
 def test_a_helper_ignores_the_working_folder_its_parent_imports_from(
@@ -154,10 +156,12 @@ def test_a_helper_ignores_the_working_folder_its_parent_imports_from(
     monkeypatch.syspath_prepend(str(here))
     from curvekit.plotting.static import Renderer
 
-    with Renderer() as renderer:
-        svg = renderer.draw('{"data": {"values": [{"x": 1}]}, "mark": "point"}', "svg")
+    try:
+        with Renderer() as renderer:
+            svg = renderer.draw('{"data": {"values": [{"x": 1}]}, "mark": "point"}', "svg")
+    finally:
+        assert ran(markers) == [], "planted code ran"
     assert svg.startswith(b"<svg")
-    assert ran(markers) == []
 
 
 def _where(parent_code_cwd: Path, env: dict[str, str]) -> dict[str, object]:

@@ -22,7 +22,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from click.testing import CliRunner
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from curvekit.cli import main
@@ -55,10 +55,11 @@ REPORT_TAGS = {"html", "head", "meta", "title", "link", "script", "body", "heade
 
 # -- a store full of hostile names ------------------------------------------------------------
 
-def _hostile_workload(name: str, metric: str, parameter: str) -> WorkloadData:
+def _hostile_workload(name: str, metric: str, parameter: str,
+                      sizes: tuple[int, ...] = (16, 64)) -> WorkloadData:
     base_dir, model, optimizer = name.rsplit("/", 2)
     studies, records, rows = [], [], {}
-    for bs in (16, 64):
+    for bs in sizes:
         key = StudyKey(base_dir, model, optimizer, bs)
         studies.append(StudyRecord(key, base_dir, False, 400, {}, {"source": name}, "m.toml"))
         for t in range(3):
@@ -590,3 +591,129 @@ def test_the_policy_blocks_an_injected_handler(browser: tuple[object, str],
     assert dialogs == [] and found["images"] == 1
     assert any("Content Security Policy" in e for e in errors)
     page.close()  # type: ignore[attr-defined]
+
+
+# -- names in Vega and Vega-Lite's own expressions (descriptions, tooltips, filters) -----------
+
+VEGA_NAMES = ['a\\"b ${x} </script> [0].c', "end\\", "x\"]);alert(1);'", "\\u0041\\x41\\"]
+"""Names that Vega-Lite would copy into an expression: a backslash before a quote, a
+trailing backslash, quotes that close a string, escape-like sequences, ``${``, brackets and
+dots (a path in a field), ``</script>``."""
+
+
+@pytest.fixture(scope="module")
+def vega_pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    tmp = tmp_path_factory.mktemp("vega-names")
+    home = tmp / "home"
+    for i, name in enumerate(VEGA_NAMES):
+        add_workload(home, _hostile_workload(f"v{i}{name}/m/sgd", f"val/{name}",
+                                             f"p_{name}".replace('"', ""), (16, 32, 64, 128)))
+    site = report(Store.open(home), tmp / "report", bootstrap=0, figures=False)
+    pages = {f"report {i}": site / "workloads" / f"{page_name(f'v{i}{n}/m/sgd')}.html"
+             for i, n in enumerate(VEGA_NAMES)}
+    for i, name in enumerate(VEGA_NAMES):
+        workload, metric = f"v{i}{name}/m/sgd", f"val/{name}"
+        plots = {"best": [], "steps-to-result": ["--goal", "0.5", "--fit"]}
+        if i == 0:  # every other chart once, with the name holding every hostile feature
+            plots |= {"metaparameters": ["--goal", "0.9", "--parameter",
+                                         f"p_{name}".replace('"', "")],
+                      "scatter": ["--goal", "0.5", "--batch-size", "16"]}
+        for plot, options in plots.items():
+            out = tmp / f"{plot}-{i}.html"
+            result = CliRunner().invoke(main, [
+                "plot", plot, workload, "--metric", metric, *options, "--home", str(home),
+                "--out", str(out), "--format", "html"])
+            assert result.exit_code == 0, result.output
+            pages[f"{plot} {i}"] = out
+    return pages
+
+
+def test_names_in_vega_expressions_draw_every_chart(
+        browser: tuple[object, str], vega_pages: dict[str, Path]) -> None:
+    """Each chart draws, runs nothing, and describes its marks with the names as given
+    (Vega-Lite's accessibility descriptions are expressions it writes from the titles)."""
+    chrome, _ = browser
+    for label, path in vega_pages.items():
+        found, dialogs, errors, page = _visit(chrome, path.as_uri())
+        assert dialogs == [] and errors == [], (label, dialogs, errors)
+        assert found["rendered"] == found["charts"] > 0, (label, found)
+        if label.startswith(("best", "report")):
+            i = int(label.split()[-1])
+            best = "#chart-best " if label.startswith("report") else ""
+            described = page.locator(  # type: ignore[attr-defined]
+                f"{best}svg path[aria-label*='batch_size:']").first.get_attribute("aria-label")
+            assert f"; Best val/{VEGA_NAMES[i]}: " in described, (label, described)
+        page.close()  # type: ignore[attr-defined]
+
+
+_HOSTILE_TEXT = st.text(alphabet=st.sampled_from(list('\\"\'${}<>/[].:;&`# aZé中²')),
+                        min_size=1, max_size=10)
+
+
+@pytest.fixture(scope="module")
+def regimes() -> object:
+    from curvekit.scaling import fit_regimes
+
+    sizes = [16, 32, 64, 128, 256, 512]
+    return fit_regimes(sizes, [6400 / b if b < 128 else 50 + 0.1 * b for b in sizes])
+
+
+@settings(max_examples=12, deadline=None)
+@given(name=_HOSTILE_TEXT)
+@example(name='a\\"b')
+@example(name="end\\")
+@example(name="x.y[0]²")
+def test_any_name_draws_in_every_chart_and_is_described_as_given(
+        name: str, regimes: object) -> None:
+    """Wherever a builder puts a name (titles, axis titles, labels, drop-down options and
+    the filters they drive), the chart draws, and Vega-Lite's descriptions read it."""
+    import html as html_module
+
+    import polars as pl
+
+    from curvekit.plotting.builders import (
+        best_chart,
+        metaparameter_chart,
+        scatter_chart,
+        steps_chart,
+    )
+    from curvekit.plotting.static import draw
+
+    sizes = [16.0, 32.0, 64.0, 128.0, 256.0, 512.0]
+    curve = pl.DataFrame({"batch_size": sizes, "step": [6400 / b for b in sizes],
+                          "value": [0.1 * b for b in sizes]})
+    trials = pl.DataFrame({"learning_rate": [0.1, 0.2], "momentum": [0.9, 0.5],
+                           "outcome": ["Goal Achieved", "Infeasible"], "winner": [True, False],
+                           "trial_id": [1, 2], "batch_size": [16, 16]})
+    specs = {
+        "best": best_chart([(name, curve), ("other", curve)], title=name,
+                           y_title=f"Best {name}", goal_line=0.5, goal_label=name),
+        "steps": steps_chart([(name, curve), (f"{name}2", curve)], title=name,
+                             scaling_label=name, select=name, fit=regimes),  # type: ignore[arg-type]
+        "optimal": metaparameter_chart([(name, curve.select("batch_size", "value"))],
+                                       title=name, y_title=name),
+        "scatter": scatter_chart(trials, title=name, select=[16]),
+    }
+    for chart, spec in specs.items():
+        svg = html_module.unescape(draw(json.dumps(spec), "svg").decode())
+        assert svg.startswith("<svg"), chart
+        if chart == "best":
+            assert f"; Best {name}: " in svg and f"curve: {name};" in svg
+
+
+@settings(max_examples=12, deadline=None)
+@given(column=_HOSTILE_TEXT)
+@example(column="a.b[0]")
+@example(column="end\\")
+def test_a_column_name_is_read_as_a_column_never_a_path(column: str) -> None:
+    """A column reaches Vega-Lite through ``channel()``: ``.``, ``[``, ``]`` and ``\\`` in its
+    name are escaped, so the value drawn is the column's own."""
+    import html as html_module
+
+    from curvekit.plotting.static import draw
+    from curvekit.plotting.vegalite import channel, top_level
+
+    spec = top_level({"data": {"values": [{column: 7.25}]}, "mark": "text",
+                      "encoding": {"text": channel(f"{column}:Q")}}, {})
+    svg = html_module.unescape(draw(json.dumps(spec), "svg").decode())
+    assert ">7.25</text>" in svg and f'aria-label="{column}: 7.25"' in svg
