@@ -22,6 +22,7 @@ from curvekit._version import __version__
 from curvekit.errors import CurvekitError
 from curvekit.home import ENV_HOME
 from curvekit.ingest import FORMATS
+from curvekit.outputs import stdout_guard
 from curvekit.progress import Progress
 
 if TYPE_CHECKING:
@@ -118,6 +119,13 @@ def _readable(value: Any) -> str:
     return str(value)
 
 
+def _echo(message: str = "", *, nl: bool = True) -> None:
+    """Print ``message`` on stdout: every write of the CLI to stdout goes through here (or
+    :func:`curvekit.outputs.stdout_guard` itself), so a full disk is an ``Error:`` line."""
+    with stdout_guard():
+        click.echo(message, nl=nl)
+
+
 def emit(frame: pl.DataFrame, fmt: str) -> None:
     """Print a DataFrame as an aligned table, CSV or JSON records.
 
@@ -127,20 +135,20 @@ def emit(frame: pl.DataFrame, fmt: str) -> None:
     import polars as pl
 
     if fmt == "json":
-        click.echo(json.dumps(frame.to_dicts(), indent=1, default=str))
+        _echo(json.dumps(frame.to_dicts(), indent=1, default=str))
         return
     if fmt == "csv":
         flat = frame.with_columns(
             pl.col(c).list.eval(pl.element().cast(pl.String)).list.join(" ")
             for c, t in frame.schema.items() if isinstance(t, pl.List))
-        click.echo(flat.write_csv(), nl=False)
+        _echo(flat.write_csv(), nl=False)
         return
     rows = [frame.columns] + [[_readable(v) for v in r] for r in frame.iter_rows()]
     widths = [max(len(r[i]) for r in rows) for i in range(len(frame.columns))]
     for n, row in enumerate(rows):
-        click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+        _echo("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
         if n == 0:
-            click.echo("  ".join("-" * w for w in widths))
+            _echo("  ".join("-" * w for w in widths))
 
 
 _STAGE_LABELS = {"download": "Downloading", "verify": "Checking sha256",
@@ -204,10 +212,10 @@ def fetch(home: Path | None, url: str | None, archive: Path | None, sha256: str 
     summary = (f"{counts.get('workloads')} workloads, {counts.get('studies')} studies, "
                f"{counts.get('trials')} trials, {counts.get('measurements')} measurements")
     if result.action == "up-to-date":
-        click.echo(f"Nothing to do: the store at {result.store} is up to date ({summary}). "
+        _echo(f"Nothing to do: the store at {result.store} is up to date ({summary}). "
                    "Use --force to convert again.")
     else:
-        click.echo(f"Converted {result.archive} into {result.store} ({summary}).")
+        _echo(f"Converted {result.archive} into {result.store} ({summary}).")
 
 
 @main.command()
@@ -223,9 +231,9 @@ def verify(home: Path | None, manifest: Path | None) -> None:
     report = verify_(store, Manifest.from_file(manifest) if manifest else None)
     checked = ", ".join(f"{v} {k}" for k, v in report.checked.items())
     for problem in report.problems:
-        click.echo(problem)
+        _echo(problem)
     if report.ok:
-        click.echo(f"OK: {checked} match the manifest.")
+        _echo(f"OK: {checked} match the manifest.")
     else:
         click.echo(f"{len(report.problems)} mismatches ({checked} checked).", err=True)
         sys.exit(1)
@@ -284,7 +292,7 @@ def add(source: Path | None, name: str | None, fmt: str, manifest: Path | None,
     from curvekit.ingest.manifest import EXAMPLE
 
     if example_manifest:
-        click.echo(EXAMPLE, nl=False)
+        _echo(EXAMPLE, nl=False)
         return
     if source is None and manifest is None:
         raise click.UsageError("give SOURCE (the logs), --run-manifest, or "
@@ -307,9 +315,9 @@ def add(source: Path | None, name: str | None, fmt: str, manifest: Path | None,
     counts = (f"{result.studies} studies, {result.trials} trials, "
               f"{result.measurements:,} measurements")
     if result.changed:
-        click.echo(f"Added {result.workload} ({counts}) to the store at {result.path}.")
+        _echo(f"Added {result.workload} ({counts}) to the store at {result.path}.")
     else:
-        click.echo(f"Nothing to do: {result.workload} is already in the store with the same "
+        _echo(f"Nothing to do: {result.workload} is already in the store with the same "
                    f"data ({counts}).")
 
 
@@ -344,7 +352,7 @@ def generate_archive(path: Path, workloads: tuple[str, ...], trial_fraction: flo
                         seed=seed, jobs=jobs)
     target = write_manifest(manifest, path.with_name(path.name + ".manifest.json"))
     totals = manifest.totals
-    click.echo(f"Wrote {path} ({path.stat().st_size:,} bytes: {totals['studies']} studies, "
+    _echo(f"Wrote {path} ({path.stat().st_size:,} bytes: {totals['studies']} studies, "
                f"{totals['trials']} trials, {manifest.measurements:,} measurements) and "
                f"{target}.")
 
@@ -561,9 +569,10 @@ def query(sql: str, home: Path | None, fmt: str) -> None:
 
     store = _open(home)
     if fmt != "table":
-        out = sys.stdout.buffer
-        export(store, sql, out, fmt)  # a reader that stops early (`| head`): a quiet 141
-        out.flush()
+        with stdout_guard():  # a full disk behind `>`: Error; a reader gone (`| head`): 141
+            out = sys.stdout.buffer
+            export(store, sql, out, fmt)
+            out.flush()
         return
     frame, total = preview(store, sql, TABLE_ROWS)
     emit(frame, fmt)
@@ -695,7 +704,7 @@ def _save_plot(chart: Any, meta: dict[str, Any], out: Path | None, default: str,
     from curvekit.plotting.output import save
 
     target = save(chart, out or Path(f"{default}.{fmt}"), meta, fmt=fmt, scale=scale)
-    click.echo(f"Wrote {target}")
+    _echo(f"Wrote {target}")
 
 
 def _out_option(default: str) -> Callable[[F], F]:
@@ -774,7 +783,7 @@ def figure_(number: int, out: Path | None, fmt: str, scale: float, home: Path | 
             chart, meta = figure_spec(number, _open(home))
         target = save(chart, out or Path(f"figure-{number:02d}.{fmt}"), meta, fmt=fmt,
                       scale=scale, renderer=renderer)
-    click.echo(f"Wrote {target}")
+    _echo(f"Wrote {target}")
 
 
 @main.command()
@@ -792,7 +801,7 @@ def figures(folder: Path, fmt: str, scale: float, home: Path | None) -> None:
 
     with _figure_notes():
         written = render_all(_open(home), folder, fmt=fmt, scale=scale)
-    click.echo(f"Wrote {len(written)} figures and {folder / 'index.html'}")
+    _echo(f"Wrote {len(written)} figures and {folder / 'index.html'}")
 
 
 @main.command("report")
@@ -814,7 +823,7 @@ def report_(folder: Path, samples: int, no_figures: bool, workloads: tuple[str, 
     with _progress(quiet) as progress:
         site = report(store, folder, bootstrap=samples, figures=not no_figures,
                       workloads=list(workloads) or None, progress=progress)
-    click.echo(f"Wrote {site / 'index.html'} (open it in a browser; no server needed)")
+    _echo(f"Wrote {site / 'index.html'} (open it in a browser; no server needed)")
 
 
 def _int_list(text: str, what: str) -> list[int | str]:
@@ -966,10 +975,10 @@ def run(name: str | None, dataset: str, model: str, optimizers: str, batch_sizes
     with _progress(quiet) as progress, _explained():
         result = run_(name, **options, progress=progress)
     counts = ", ".join(f"{n} {s}" for s, n in sorted(result.statuses.items()))
-    click.echo(f"{result.trials} trials ({result.ran} run now, {result.resumed} from "
+    _echo(f"{result.trials} trials ({result.ran} run now, {result.resumed} from "
                f"{result.work_dir}) in {result.seconds:.0f} s: {counts}.")
     if result.added:
-        click.echo("In the store: " + ", ".join(result.workloads))
+        _echo("In the store: " + ", ".join(result.workloads))
 
 
 @main.command()
@@ -979,7 +988,7 @@ def demo(home: Path | None) -> None:
     from curvekit.runner.demo import demo as demo_
 
     result = demo_(home)
-    click.echo(f"{'Added' if result.changed else 'Already in the store:'} "
+    _echo(f"{'Added' if result.changed else 'Already in the store:'} "
                f"{', '.join(result.workloads)} ({result.trials} trials, "
                f"{result.measurements:,} measurements). Try: curvekit steps-to-result "
                f"{result.workloads[-1]} --metric {result.metric} --goal {result.goal}")

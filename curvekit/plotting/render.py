@@ -23,6 +23,7 @@ import polars as pl
 from curvekit.errors import FigureError, FigureNotesWarning
 from curvekit.goals import paper_goal
 from curvekit.measure import best, steps_to_result, trial_outcomes
+from curvekit.outputs import write_file, writing
 from curvekit.plotting.builders import (
     Title,
     best_chart,
@@ -425,7 +426,8 @@ def render_all(store: Store, folder: str | os.PathLike[str], *, fmt: str = "png"
     from curvekit.plotting.output import save
 
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    with writing("the figures' folder", folder):
+        folder.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     items = []
     for number in sorted(FIGURES):
@@ -443,10 +445,11 @@ def render_all(store: Store, folder: str | os.PathLike[str], *, fmt: str = "png"
     note = synthetic_note(store)
     banner = (f"<p class='synthetic'><strong>{html.escape(note)}</strong>: drawn from an "
               "archive made by <code>curvekit generate-archive</code>.</p>" if note else "")
-    (folder / "index.html").write_text(
+    gallery = (
         "<!doctype html><meta charset='utf-8'><title>curvekit figures</title>"
         "<style>body{font-family:sans-serif;max-width:1100px;margin:auto}"
         "li{list-style:none;margin:2em 0}img{max-width:100%}.synthetic{color:#b00000}</style>"
         "<h1>Figures of Shallue et al. (2019), drawn by curvekit</h1>" + banner + "<ul>"
         + "".join(items) + "</ul>\n")
+    write_file(folder / "index.html", gallery, "the figures' gallery")
     return written

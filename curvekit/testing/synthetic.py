@@ -36,6 +36,7 @@ Examples
 from __future__ import annotations
 
 import bz2
+import contextlib
 import copy
 import hashlib
 import io
@@ -43,6 +44,7 @@ import json
 import math
 import os
 import tarfile
+import uuid
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -57,6 +59,7 @@ import pyarrow.csv as pacsv
 
 from curvekit._processes import fork_pool
 from curvekit.errors import ArchiveError, ManifestError
+from curvekit.outputs import write_file, writing
 from curvekit.records import STATUSES
 from curvekit.release.manifest import Manifest, StudyCounts, load_manifest
 
@@ -663,7 +666,7 @@ def generate_archive(
     ``float_style`` picks the number format (see the module docstring). The bzip2 output
     is one stream per ``chunk_bytes`` of tar data, compressed at level 9 in ``jobs``
     processes (default: every CPU); the bytes depend on the arguments, not on ``jobs``.
-    The file is written to ``path + ".tmp"`` and renamed when complete.
+    The file is written to a work file beside it and renamed when complete.
 
     Examples
     --------
@@ -689,10 +692,11 @@ def generate_archive(
                  float_style=float_style)
     tasks = _chunks(plan, _order(plan, order, seed), chunk_bytes)
     target = Path(path)
-    tmp = target.with_name(target.name + ".tmp")
+    # Short, so that a name near the file system's limit still has a work file beside it.
+    tmp = target.with_name(f".curvekit-{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
     digest, raw_size, rows = hashlib.sha256(), 0, 0
     try:
-        with open(tmp, "wb") as f:
+        with writing("the generated archive", target, tmp), open(tmp, "wb") as f:
             for blob, raw, n in _compressed(tasks, plan, jobs or os.cpu_count() or 1):
                 f.write(blob)
                 digest.update(blob)
@@ -701,9 +705,11 @@ def generate_archive(
             end = b"\0" * (1024 + (-(raw_size + 1024) % tarfile.RECORDSIZE))
             f.write(blob := bz2.compress(end, 9))
             digest.update(blob)
-        os.replace(tmp, target)
+        with writing("the generated archive", target, tmp):
+            os.replace(tmp, target)
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # a name too long for the work file, too
+            tmp.unlink(missing_ok=True)
         raise
     options = {"seed": seed, "trial_fraction": trial_fraction, "order": order,
                "max_trials_per_study": max_trials_per_study, "evals_scale": evals_scale,
@@ -744,11 +750,8 @@ def write_manifest(manifest: Manifest, path: str | os.PathLike[str]) -> Path:
     >>> Manifest.from_file(p).dataset
     'batch_science_synthetic'
     """
-    target = Path(path)
-    tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(json.dumps(manifest.to_dict(), indent=2) + "\n")
-    os.replace(tmp, target)
-    return target
+    return write_file(path, json.dumps(manifest.to_dict(), indent=2) + "\n",
+                      "the manifest")
 
 
 def full_scale_kwargs() -> dict[str, Any]:
