@@ -7,8 +7,9 @@ a file where a folder should be) becomes an :class:`~curvekit.errors.OutputError
 names the path, says what is wrong in words, and how to fix it, never a traceback:
 
 * :func:`writing` translates the errors of a block that writes the paths it names;
-* :func:`write_file` writes one file whole or not at all: into a temporary file beside
-  it, then renamed over it, so a failure leaves an earlier file of that name as it was;
+* :func:`write_file` and :func:`output_stream` write one file whole or not at all: into a
+  work file beside it, then renamed over it, so a failure leaves an earlier file of that
+  name as it was;
 * :func:`stdout_guard` does the same for the standard output, where what was written
   before the failure stays written.
 
@@ -37,10 +38,12 @@ import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from curvekit.errors import OutputError
 
-__all__ = ["name_max", "output_error", "stdout_guard", "write_file", "writing"]
+__all__ = ["name_max", "output_error", "output_stream", "stdout_guard", "write_file",
+           "writing"]
 
 _FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 _DENIED = {errno.EROFS, errno.EACCES, errno.EPERM}
@@ -136,9 +139,9 @@ def output_error(exc: OSError, path: str | os.PathLike[str] | None,
         elif exc.errno == errno.EISDIR or kind == stat.S_IFDIR:
             message = f"{head}: {target} is a folder; give the name of a file to write"
         else:
-            message = f"{head}: {reason} ({target})"
+            message = f"{head}: {reason} ({target}); check that place, or choose another"
     else:
-        message = f"{head}: {reason} ({target})"
+        message = f"{head}: {reason} ({target}); check that place, or choose another"
     return OutputError(message, path=os.fspath(target))
 
 
@@ -168,33 +171,39 @@ def writing(what: str, *paths: str | os.PathLike[str]) -> Iterator[None]:
         raise output_error(exc, paths[0], what) from exc
 
 
-def write_file(path: str | os.PathLike[str], data: bytes | str, what: str) -> Path:
-    """Write ``data`` to ``path`` whole or not at all (its folders made as needed) and
-    return the path; errors as :func:`writing` says.
+@contextlib.contextmanager
+def output_stream(path: str | os.PathLike[str], what: str) -> Iterator[BinaryIO]:
+    """A binary stream that writes ``path`` whole or not at all (its folders made as
+    needed); errors as :func:`writing` says.
 
-    A new or regular file is written beside it and renamed over it: a failure leaves the
-    file it would have replaced. Anything else (``/dev/stdout``, a pipe, a link) is written
-    in place.
+    A new or regular file is written beside it and renamed over it when the block ends
+    without error: a failure leaves the file it would have replaced. Anything else
+    (``/dev/stdout``, a pipe, a link) is written in place.
     """
     path = Path(path)
-    content = data.encode() if isinstance(data, str) else data
     # Short, so that a name near the file system's limit still has a work file beside it.
     work = path.with_name(f".curvekit-{uuid.uuid4().hex[:8]}.tmp")
     with writing(what, path, work):
         path.parent.mkdir(parents=True, exist_ok=True)
-        if path.is_symlink() or (path.exists() and not path.is_file()):
+        if path.is_symlink() or _mode(path) not in (None, stat.S_IFREG):
             with open(path, "wb") as stream:
-                stream.write(content)
-            return path
+                yield stream
+            return
         try:
             with open(work, "xb") as stream:
-                stream.write(content)
+                yield stream
             os.replace(work, path)
         except BaseException:
             with contextlib.suppress(OSError):
                 work.unlink()
             raise
-    return path
+
+
+def write_file(path: str | os.PathLike[str], data: bytes | str, what: str) -> Path:
+    """Write ``data`` to ``path`` through :func:`output_stream` and return the path."""
+    with output_stream(path, what) as stream:
+        stream.write(data.encode() if isinstance(data, str) else data)
+    return Path(path)
 
 
 @contextlib.contextmanager

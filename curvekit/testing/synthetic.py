@@ -36,7 +36,6 @@ Examples
 from __future__ import annotations
 
 import bz2
-import contextlib
 import copy
 import hashlib
 import io
@@ -44,7 +43,6 @@ import json
 import math
 import os
 import tarfile
-import uuid
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -59,7 +57,7 @@ import pyarrow.csv as pacsv
 
 from curvekit._processes import fork_pool
 from curvekit.errors import ArchiveError, ManifestError
-from curvekit.outputs import write_file, writing
+from curvekit.outputs import output_stream, write_file
 from curvekit.records import STATUSES
 from curvekit.release.manifest import Manifest, StudyCounts, load_manifest
 
@@ -692,25 +690,16 @@ def generate_archive(
                  float_style=float_style)
     tasks = _chunks(plan, _order(plan, order, seed), chunk_bytes)
     target = Path(path)
-    # Short, so that a name near the file system's limit still has a work file beside it.
-    tmp = target.with_name(f".curvekit-{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
     digest, raw_size, rows = hashlib.sha256(), 0, 0
-    try:
-        with writing("the generated archive", target, tmp), open(tmp, "wb") as f:
-            for blob, raw, n in _compressed(tasks, plan, jobs or os.cpu_count() or 1):
-                f.write(blob)
-                digest.update(blob)
-                raw_size, rows = raw_size + raw, rows + n
-            # end of archive: two zero blocks, padded to a whole record like tar(1)
-            end = b"\0" * (1024 + (-(raw_size + 1024) % tarfile.RECORDSIZE))
-            f.write(blob := bz2.compress(end, 9))
+    with output_stream(target, "the generated archive") as f:
+        for blob, raw, n in _compressed(tasks, plan, jobs or os.cpu_count() or 1):
+            f.write(blob)
             digest.update(blob)
-        with writing("the generated archive", target, tmp):
-            os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):  # a name too long for the work file, too
-            tmp.unlink(missing_ok=True)
-        raise
+            raw_size, rows = raw_size + raw, rows + n
+        # end of archive: two zero blocks, padded to a whole record like tar(1)
+        end = b"\0" * (1024 + (-(raw_size + 1024) % tarfile.RECORDSIZE))
+        f.write(blob := bz2.compress(end, 9))
+        digest.update(blob)
     options = {"seed": seed, "trial_fraction": trial_fraction, "order": order,
                "max_trials_per_study": max_trials_per_study, "evals_scale": evals_scale,
                "quirks": quirks, "float_style": float_style}
