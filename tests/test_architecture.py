@@ -20,7 +20,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "curvekit"
 
 GROUND = {"curvekit", "curvekit.errors", "curvekit.records", "curvekit.names",
           "curvekit.home", "curvekit.selection", "curvekit._resources", "curvekit._version",
-          "curvekit._exits", "curvekit.progress", "curvekit.noise", "curvekit._processes"}
+          "curvekit._exits", "curvekit.progress", "curvekit.noise", "curvekit._processes",
+          "curvekit.outputs"}
 """The ground floor: what anything may import (``curvekit`` itself is lazy)."""
 RELEASE_READERS = {"curvekit.store.build", "curvekit.ingest.release", "curvekit.store.fetch"}
 """The only modules above ``release/`` that read the archive (the converter, the release

@@ -382,3 +382,24 @@ def test_a_worker_that_dies_or_fails_is_reported(tmp_path: Path,
                                      str(tmp_path), "--work-dir", str(tmp_path / "b")])
     assert died.exit_code == 1
     assert "a worker process died while running trial 1 of" in died.output
+
+
+@pytest.mark.slow
+def test_a_script_without_a_main_guard_is_not_imported_by_the_workers(tmp_path: Path) -> None:
+    """Local workers are fresh processes: the calling script runs once, so
+    ``curvekit.run(workers=N)`` needs no ``if __name__ == "__main__":`` guard."""
+    pytest.importorskip("torch")
+    pytest.importorskip("sklearn")
+    script = tmp_path / "sweep.py"
+    script.write_text(textwrap.dedent(f"""
+        import os, curvekit
+        open(os.path.join({str(tmp_path)!r}, f"ran-{{os.getpid()}}"), "w").close()
+        curvekit.run("s", model="fc_16", optimizers=["sgd"], batch_sizes=[16, 32], trials=1,
+                     steps=10, eval_every=10, device="cpu", workers=2, store=False,
+                     work_dir={str(tmp_path / "work")!r})
+    """))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, check=True,
+                   capture_output=True, timeout=600)
+    assert len(list(tmp_path.glob("ran-*"))) == 1
+    assert len(list((tmp_path / "work").glob("parts/**/*.parquet"))) == 2
