@@ -4,10 +4,12 @@ The rule: **no process curvekit starts imports a module, or runs a program, from
 folder**. A folder of logs or downloads is not code, and a ``json.py`` or ``lbzip2`` that
 someone left in it must never run because a command was typed there.
 
-* **Python helpers** (:data:`PROCESSES` lists them) run ``sys.executable -I -S -c BOOT``.
+* **Python helpers** (:data:`PROCESSES` lists them) run ``sys.executable -I -c BOOT``.
   Isolated mode (``-I``) puts neither the working folder nor a script's folder on the
-  import path and ignores every ``PYTHON*`` variable and the user's site folder; ``-S``
-  runs no ``.pth`` start-up code. The bootstrap then sets the import path explicitly to
+  import path and ignores every ``PYTHON*`` variable and the user's site folder. The
+  runner's workers keep the site module (the environment's ``.pth`` files may install
+  import hooks a user's model needs); the renderer skips it (``-S``), needing only
+  vl-convert. The bootstrap then sets the import path explicitly to
   :func:`child_import_path` (this process's ``sys.path``: absolute entries only, without
   the working folder) and loads ``curvekit`` from the folder this very copy was imported
   from, by its location (an editable install, a wheel and ``PYTHONPATH`` alike), before
@@ -62,8 +64,8 @@ PROCESSES: dict[str, str] = {
 }
 """Every kind of process curvekit starts, and the command that starts it."""
 
-# Runs with the interpreter's own library only (-I -S): sets the import path, loads this
-# copy of curvekit by its location, then calls MODULE.FUNCTION(*args).
+# Runs with the interpreter's own library and site-packages only (-I): sets the import path,
+# loads this copy of curvekit by its location, then calls MODULE.FUNCTION(*args).
 _BOOT = """\
 import importlib, importlib.util, json, sys
 package, module, function, path = sys.argv[1:5]
@@ -110,14 +112,16 @@ def _check(purpose: str) -> None:
                          "the tests that plant modules in the working folder)")
 
 
-def python(module: str, function: str, *args: str, purpose: str,
+def python(module: str, function: str, *args: str, purpose: str, site: bool = False,
            **popen: Any) -> subprocess.Popen[bytes]:
     """Start ``curvekit``'s ``module.function(*args)`` in a new, isolated Python process
-    (see the module docstring); ``popen`` goes to :class:`subprocess.Popen` (pipes)."""
+    (see the module docstring); ``site`` keeps the site module (the environment's ``.pth``
+    files); ``popen`` goes to :class:`subprocess.Popen` (pipes)."""
     _check(purpose)
     if not module.startswith("curvekit."):
         raise ValueError(f"{module!r} is not a module of curvekit")
-    argv = [sys.executable, "-I", "-S", "-c", _BOOT, str(package_dir()), module, function,
+    flags = ["-I"] if site else ["-I", "-S"]
+    argv = [sys.executable, *flags, "-c", _BOOT, str(package_dir()), module, function,
             json.dumps(child_import_path()), *args]
     return subprocess.Popen(argv, **popen)
 

@@ -164,10 +164,10 @@ def test_a_helper_ignores_the_working_folder_its_parent_imports_from(
     assert svg.startswith(b"<svg")
 
 
-def _where(parent_code_cwd: Path, env: dict[str, str]) -> dict[str, object]:
+def _where(parent_code_cwd: Path, env: dict[str, str], site: bool) -> dict[str, object]:
     code = ("import json, subprocess, curvekit\n"
             "from curvekit._processes import python\n"
-            "p = python('curvekit._processes', 'where', purpose='worker',"
+            f"p = python('curvekit._processes', 'where', purpose='worker', site={site},"
             " stdout=subprocess.PIPE)\n"
             "print(json.dumps({'parent': curvekit.__file__,"
             " 'child': json.loads(p.communicate()[0])}))\n")
@@ -182,8 +182,10 @@ def _copy_of_the_package(folder: Path) -> Path:
     return folder / "curvekit" / "__init__.py"
 
 
+@pytest.mark.parametrize("site", [False, True], ids=["renderer", "worker"])
 @pytest.mark.parametrize("install", ["editable", "wheel-like", "pythonpath", "from-its-folder"])
-def test_a_helper_imports_the_curvekit_its_parent_runs(install: str, tmp_path: Path) -> None:
+def test_a_helper_imports_the_curvekit_its_parent_runs(install: str, site: bool,
+                                                       tmp_path: Path) -> None:
     """The helper finds the same curvekit as its parent, however it is installed, although
     it runs isolated (``-I``: no PYTHONPATH, no user site, no working folder)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -191,15 +193,15 @@ def test_a_helper_imports_the_curvekit_its_parent_runs(install: str, tmp_path: P
     cwd.mkdir()
     expected = str(PACKAGE / "__init__.py")  # this checkout, installed in editable mode
     if install == "wheel-like":  # a package folder on the path, as site-packages holds it
-        site = tmp_path / "site"
-        expected = str(_copy_of_the_package(site))
-        env["PYTHONPATH"] = str(site)
+        packages = tmp_path / "site-packages"
+        expected = str(_copy_of_the_package(packages))
+        env["PYTHONPATH"] = str(packages)
     elif install == "pythonpath":
         env["PYTHONPATH"] = str(ROOT)
     elif install == "from-its-folder":  # `python -c` in the folder holding the package
         cwd = tmp_path / "checkout"
         expected = str(_copy_of_the_package(cwd))
-    seen = _where(cwd, env)
+    seen = _where(cwd, env, site)
     child = seen["child"]
     assert isinstance(child, dict)
     assert seen["parent"] == child["curvekit"] == expected

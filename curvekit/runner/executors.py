@@ -183,7 +183,7 @@ class _Worker:
                  replies: queue.SimpleQueue[tuple[Chunk, Any]], batched: bool,
                  folders: Sequence[str]) -> None:
         self.process = python("curvekit.runner.executors", "serve", purpose="worker",
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+                              site=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self._gpu, self._todo, self._replies = gpu, todo, replies
         self._batched, self._folders = batched, tuple(folders)
         self.stop = threading.Event()
