@@ -215,3 +215,49 @@ def _raise(code: int) -> Callable[..., None]:
     def fail(*args: Any, **kwargs: Any) -> None:
         raise OSError(code, os.strerror(code))
     return fail
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="curvekit run needs torch and scikit-learn")
+def test_a_sweep_keeps_the_trials_written_before_a_full_disk(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The second trial's part meets a full disk: an Error line; the first part stays, and
+    the same command resumes from it."""
+    work = tmp_path / "work"
+    argv = commands(work, tmp_path / "home")["run"]
+    argv[argv.index("16")] = "16,32"
+    parts: list[str] = []
+    real = open
+
+    def second_part_fails(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        if "x" in mode and "parts" in os.fspath(file):
+            parts.append(os.fspath(file))
+            if len(parts) == 2:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(file, mode, *args, **kwargs)
+
+    monkeypatch.setattr("curvekit.outputs.open", second_part_fails, raising=False)
+    failed = CliRunner().invoke(main, argv)
+    assert failed.exit_code == 1 and failed.output.startswith("Error: cannot write a finished")
+    kept = sorted(work.glob("parts/**/*.parquet"))
+    assert len(kept) == 1 and not list(work.glob("parts/**/.curvekit-*"))
+    monkeypatch.undo()
+    resumed = CliRunner().invoke(main, argv)
+    assert resumed.exit_code == 0, resumed.output
+    assert "1 run now, 1 from" in resumed.output
+
+
+def test_a_pipe_or_device_is_written_in_place_without_a_sidecar(tmp_path: Path) -> None:
+    """``--out`` a FIFO (or /dev/stdout): written in place, no work file, no sidecar."""
+    import threading
+
+    from curvekit.plotting.output import save
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()))
+    reader.start()  # opening a FIFO blocks until both ends are open: no timing involved
+    save({"data": {"values": [{"x": 1}]}, "mark": "point"}, fifo, {"plot": "t"}, fmt="svg")
+    reader.join()
+    assert received[0].startswith(b"<svg")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"] and fifo.is_fifo()

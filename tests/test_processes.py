@@ -405,3 +405,41 @@ def test_a_script_without_a_main_guard_is_not_imported_by_the_workers(tmp_path: 
                    capture_output=True, timeout=600)
     assert len(list(tmp_path.glob("ran-*"))) == 1
     assert len(list((tmp_path / "work").glob("parts/**/*.parquet"))) == 2
+
+
+def test_lbzip2_asked_for_but_not_on_the_path_is_an_error(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--decompressor lbzip2`` looks only on absolute PATH folders other than the working
+    folder; without one there, the error names the alternatives."""
+    import bz2
+
+    from curvekit.errors import ArchiveError
+    from curvekit.release.archive import open_decompressed
+
+    archive = tmp_path / "a.bz2"
+    archive.write_bytes(bz2.compress(b"x"))
+    plant(tmp_path, tmp_path / "markers")  # an lbzip2 here, on PATH only as "." and ""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", os.pathsep.join(["", "."]))
+    with pytest.raises(ArchiveError, match=r"no lbzip2 program .* indexed_bzip2"), \
+            open_decompressed(archive, decompressor="lbzip2"):
+        pass
+    assert ran(tmp_path / "markers") == []
+
+
+def test_a_relative_data_folder_reaches_ray_as_the_folder_it_names(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ray's workers run in a folder of their own: a relative --data-dir is sent as the
+    absolute folder it names here (the sweep's plan keeps it as given)."""
+    from curvekit.runner.executors import _absolute_data
+    from curvekit.runner.plan import Sweep
+
+    monkeypatch.chdir(tmp_path)
+    sweep = Sweep.create("doc", dataset="digits", model="fc_16", optimizers=["sgd"],
+                         batch_sizes=[16], trials=2, steps=10, eval_every=10,
+                         data_dir="data")
+    chunk = sweep.trial_specs()
+    sent = _absolute_data(chunk)
+    assert {s.data_dir for s in sent} == {str(tmp_path / "data")}
+    assert [s.trial_id for s in sent] == [s.trial_id for s in chunk]
+    assert _absolute_data(sent) == sent
