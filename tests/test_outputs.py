@@ -261,3 +261,22 @@ def test_a_pipe_or_device_is_written_in_place_without_a_sidecar(tmp_path: Path) 
     reader.join()
     assert received[0].startswith(b"<svg")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"] and fifo.is_fifo()
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_folder_that_cannot_be_made_is_an_error_line(
+        command: str, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read-only place refuses the folders a command makes (the report's, the figures',
+    a sweep's work folder) as much as its files."""
+    out = tmp_path / "ro" / "out"
+    real = Path.mkdir
+
+    def refuse(self: Path, *args: Any, **kwargs: Any) -> None:
+        if self.is_relative_to(tmp_path / "ro"):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(self))
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", refuse)
+    output = _refused(commands(out, home)[command], home)
+    assert "cannot be written (Read-only file system)" in output
+    assert os.listdir(tmp_path) == []

@@ -666,7 +666,8 @@ def regimes() -> object:
 def test_any_name_draws_in_every_chart_and_is_described_as_given(
         name: str, regimes: object) -> None:
     """Wherever a builder puts a name (titles, axis titles, labels, drop-down options and
-    the filters they drive), the chart draws, and Vega-Lite's descriptions read it."""
+    the filters they drive, a selector's name keeping only ASCII letters and digits), the
+    chart draws, and Vega-Lite's descriptions read it."""
     import html as html_module
 
     import polars as pl
