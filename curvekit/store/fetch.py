@@ -33,6 +33,7 @@ from curvekit.release.download import (
 )
 from curvekit.release.manifest import Manifest, load_manifest
 from curvekit.store.build import convert
+from curvekit.store.confine import check_home
 from curvekit.store.layout import store_link
 from curvekit.store.metadata import StoreMetadata
 
@@ -116,6 +117,8 @@ def fetch(
     current = None if force else StoreMetadata.read(store_link(home))
     if current is not None and current.current_format and current.source.sha256 == expected:
         return FetchResult("up-to-date", store_link(home), None, current)
+
+    check_home(home)  # a home that would be refused is refused before any download
 
     if archive is not None:
         path = Path(archive).expanduser()
