@@ -166,7 +166,8 @@ def test_inside_the_home_only_a_copied_store_folder_linked_as_the_store_is_kept(
     assert tree(tmp_path, skip=home) == before
 
 
-@pytest.mark.parametrize("link", ["dangling", "file", "folder", "loop", "inside"])
+@pytest.mark.parametrize("link", ["dangling", "file", "folder", "loop", "inside",
+                                  "a real folder"])
 def test_inside_the_home_only_a_lock_link_is_refused_and_nothing_is_created(
         template: Path, tmp_path: Path, link: str) -> None:
     """Claim: ``.lock`` is a plain file, never opened or created through a link (before, a
@@ -175,9 +176,13 @@ def test_inside_the_home_only_a_lock_link_is_refused_and_nothing_is_created(
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "user-file.txt").write_text("mine")
-    target = {"dangling": outside / "created-by-curvekit", "file": outside / "user-file.txt",
-              "folder": outside, "loop": home / ".lock", "inside": home / "stores"}[link]
-    (home / ".lock").symlink_to(target)
+    if link == "a real folder":
+        (home / ".lock").mkdir()
+    else:
+        target = {"dangling": outside / "created-by-curvekit",
+                  "file": outside / "user-file.txt", "folder": outside,
+                  "loop": home / ".lock", "inside": home / "stores"}[link]
+        (home / ".lock").symlink_to(target)
     before, inside = tree(tmp_path, skip=home), snapshot(home)
     for writer in WRITERS.values():
         with pytest.raises(StoreError, match=str(home / ".lock")):
@@ -214,6 +219,35 @@ def test_inside_the_home_only_a_downloads_link_leading_outside_is_refused(
     with pytest.raises(StoreError, match=str(home / "downloads")):
         fetch(home=home, url=archive.as_uri(), sha256=file_sha256(archive), force=True)
     assert tree(tmp_path, skip=home) == before
+
+
+def test_inside_the_home_only_reading_through_an_outside_store_link_changes_nothing(
+        two_homes: tuple[Path, Path]) -> None:
+    """Claim: reading through a ``store`` link that leads outside the home is allowed, and
+    creates or changes nothing there."""
+    a, b = two_homes
+    before = tree(a)
+    with Store.open(b) as store:
+        assert NAME in store.workloads()
+    assert verify(Store.open(b)).ok
+    assert tree(a) == before
+
+
+def test_inside_the_home_only_the_runners_work_folder(tmp_path: Path) -> None:
+    """Claim: the runner's default work folder (``<home>/runs/…``) stays in the home: a
+    ``runs`` link leading outside is refused before anything is trained or written."""
+    pytest.importorskip("torch")
+    import curvekit
+
+    home, outside = tmp_path / "home", tmp_path / "outside"
+    home.mkdir()
+    outside.mkdir()
+    (home / "runs").symlink_to(outside)
+    with pytest.raises(StoreError, match=str(home / "runs")):
+        curvekit.run("tiny", dataset="digits", model="fc_32", optimizers=["sgd"],
+                     batch_sizes=[16], trials=1, steps=2, eval_every=1, device="cpu",
+                     home=home)
+    assert not list(outside.iterdir())
 
 
 def test_inside_the_home_only_the_cli_says_error_and_the_fix(two_homes: tuple[Path, Path],
@@ -275,6 +309,37 @@ def test_only_what_curvekit_made_a_copy_under_a_snapshot_name_is_kept(
     before = tree(copy)
     add_workload(home, workload(OTHER))
     assert tree(copy) == before
+
+
+@pytest.mark.parametrize("change", ["no marker", "no lease", "a link in it"])
+def test_only_what_curvekit_made_a_snapshot_without_its_marker_or_lease_is_kept(
+        template: Path, tmp_path: Path, change: str) -> None:
+    """Claim: a snapshot without the marker (written by an earlier curvekit), without its
+    lease file (a reader may hold it without one) or with a link in it is never removed."""
+    home = make_home(template, tmp_path)
+    old = current(home)
+    if change == "a link in it":
+        (old / "studies" / "extra.parquet").symlink_to(tmp_path)
+    else:
+        (old / (".curvekit-snapshot" if change == "no marker" else ".lease")).unlink()
+    add_workload(home, workload(OTHER))
+    add_workload(home, workload(OTHER, scale=0.5), replace=True)
+    assert old.is_dir() and (old / "_store.json").is_file()
+
+
+def test_only_what_curvekit_made_a_snapshot_with_a_damaged_record_is_kept(
+        template: Path, tmp_path: Path) -> None:
+    """Claim: an old snapshot whose ``_files.json`` is damaged vouches for nothing, so
+    cleanup keeps it."""
+    home = make_home(template, tmp_path)
+    old = current(home)
+    reader = Store.open(home)  # holds the old snapshot while the store moves on
+    add_workload(home, workload(OTHER))
+    (old / "_files.json").write_text(DEEP)
+    reader.close()
+    add_workload(home, workload(OTHER, scale=0.5), replace=True)
+    assert old.is_dir() and (old / "_files.json").read_text() == DEEP
+    assert verify(Store.open(home)).ok
 
 
 def test_only_what_curvekit_made_work_folders_without_the_marker_are_kept(
