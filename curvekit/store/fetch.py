@@ -113,12 +113,12 @@ def fetch(
     elif not isinstance(manifest, Manifest):
         manifest = Manifest.from_file(Path(manifest))
     expected = (sha256 or manifest.archive.sha256).strip().lower()
+    # links leading out of the home are refused before anything is read or downloaded
+    check_home(home)
     # a damaged _store.json is an error naming it (not a reason to convert over it)
     current = None if force else StoreMetadata.read(store_link(home))
     if current is not None and current.current_format and current.source.sha256 == expected:
         return FetchResult("up-to-date", store_link(home), None, current)
-
-    check_home(home)  # a home that would be refused is refused before any download
 
     if archive is not None:
         path = Path(archive).expanduser()
