@@ -170,19 +170,18 @@ def _accounted(snapshot: Path) -> bool:
         return False  # a damaged record vouches for nothing
     if records is None:
         return False
-    for folder, dirs, files in os.walk(snapshot):
-        here = Path(folder)
-        rel = here.relative_to(snapshot)
-        for name in dirs:
-            if (here / name).is_symlink():
-                return False
-        for name in files:
-            path = here / name
-            if not stat.S_ISREG(path.lstat().st_mode):
-                return False
-            key = (rel / name).as_posix()
-            if key not in records and not (rel == Path(".") and name in _ROOT_FILES):
-                return False
+    folders = [(snapshot, "")]
+    while folders:
+        folder, prefix = folders.pop()
+        with os.scandir(folder) as entries:  # the kind of each entry without a stat call
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    folders.append((Path(entry.path), f"{prefix}{entry.name}/"))
+                elif not entry.is_file(follow_symlinks=False):
+                    return False  # a link, a fifo, ...: not something curvekit writes
+                elif f"{prefix}{entry.name}" not in records and not (
+                        prefix == "" and entry.name in _ROOT_FILES):
+                    return False
     return True
 
 
