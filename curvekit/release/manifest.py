@@ -11,7 +11,6 @@ files, so further datasets can be added beside the first.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 
 from curvekit._resources import manifest_dir, manifest_path
 from curvekit.errors import ManifestError
+from curvekit.home import read_json
 from curvekit.records import STATUSES
 
 __all__ = [
@@ -182,9 +182,10 @@ class Manifest:
     def from_file(cls, path: str | Path) -> Manifest:
         """Read a manifest JSON file."""
         path = Path(path)
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        try:  # read_json: a file nested 100,000 deep is an error naming it, not a crash
+            data = read_json(path, lambda problem: ManifestError(
+                f"cannot read manifest {path}: {problem}"))
+        except FileNotFoundError as exc:
             raise ManifestError(f"cannot read manifest {path}: {exc}") from exc
         try:
             return cls.from_dict(data)

@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from curvekit.errors import RunError
+from curvekit.home import parse_json, read_json
 from curvekit.runner.plan import Sweep, TrialResult, TrialSpec
 
 __all__ = ["PLAN_FILE", "FinishedTrial", "finished_trials", "open_work_dir", "part_path",
@@ -44,11 +45,14 @@ def open_work_dir(work_dir: Path, sweep: Sweep) -> Sweep:
     """
     plan = work_dir / PLAN_FILE
     if plan.is_file():
+        def damaged(problem: str) -> RunError:
+            return RunError(f"{plan} is not a curvekit sweep plan ({problem}); use another "
+                            "--work-dir, or move that folder away")
+
         try:
-            previous = Sweep.from_json(json.loads(plan.read_text()))
-        except (ValueError, TypeError, KeyError) as exc:
-            raise RunError(f"{plan} is not a curvekit sweep plan ({exc}); use another "
-                           "--work-dir or delete that folder") from exc
+            previous = Sweep.from_json(read_json(plan, damaged))
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise damaged(str(exc)) from exc
         diff = previous.differences(sweep)
         if diff:
             raise RunError(f"{work_dir} holds another sweep (it differs in {', '.join(diff)}); "
@@ -109,8 +113,8 @@ def finished_trials(work_dir: Path, specs: list[TrialSpec]) -> dict[int, Finishe
             continue
         try:
             table = pq.read_table(path)
-            meta = json.loads((table.schema.metadata or {})[TRIAL_KEY])
-        except (OSError, pa.ArrowException, KeyError, ValueError):
+            meta = parse_json((table.schema.metadata or {})[TRIAL_KEY].decode(), RunError)
+        except (OSError, pa.ArrowException, KeyError, ValueError, RunError):
             continue
         if meta.get("spec") != json.loads(json.dumps(_metadata(spec))):
             raise RunError(f"{path} holds a trial that differs from this sweep's plan; "

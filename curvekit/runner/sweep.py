@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from curvekit.errors import RunError
-from curvekit.home import resolve_home
+from curvekit.home import confined, resolve_home
 from curvekit.progress import Progress
 from curvekit.records import release_workloads
 from curvekit.runner.executors import EXECUTORS, execute
@@ -292,8 +292,9 @@ def run(
                          n_train=n_train, noise_micro_batches=noise_micro_batches)
     _check_names(sweep.workloads())
     folder_name = model_directory(sweep.model) + ("" if chosen is None else f"+{chosen.name}")
+    # the default folder is in the home, so it stays there: a link out of it is refused
     folder = (Path(work_dir).expanduser() if work_dir is not None
-              else home_path / "runs" / sweep.base_dir / folder_name)
+              else confined(home_path, home_path / "runs" / sweep.base_dir / folder_name))
     if executor == "ray":
         resolved = device  # resolved on the worker that runs the trial
         gpus = 0

@@ -34,6 +34,7 @@ from typing import Any, NamedTuple
 
 from curvekit._version import __version__
 from curvekit.errors import StoreError
+from curvekit.home import read_json
 from curvekit.store.layout import METADATA_FILE, STORE_FORMAT, store_link
 
 __all__ = ["ADDED_KEY", "METADATA_FILE", "TABLE_COLUMNS_KEY", "Source", "StoreMetadata"]
@@ -217,15 +218,9 @@ class StoreMetadata(Mapping[str, Any]):
         """The metadata of the snapshot (or store link) ``folder``; None when it has none."""
         path = folder / METADATA_FILE
         try:
-            text = path.read_text(encoding="utf-8")
+            data = read_json(path, lambda problem: damaged(path, problem))
         except FileNotFoundError:
             return None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise damaged(path, f"it cannot be read ({exc})") from exc
-        try:
-            data = json.loads(text)
-        except (ValueError, RecursionError) as exc:
-            raise damaged(path, f"it is not JSON ({exc})") from None
         if not isinstance(data, dict):
             raise damaged(path, f"it holds {type(data).__name__}, not a JSON object")
         if "store_format" not in data:
