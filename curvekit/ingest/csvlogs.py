@@ -236,8 +236,9 @@ def _warn_overflow(table: pa.Table, data: bytes, names: list[str], path: str) ->
     """Warn once for the file when a cell such as ``1e400`` became infinity silently.
 
     ``names`` are the file's columns, all of them (the table may hold fewer)."""
-    infinite = [names.index(name) for name, column in zip(table.column_names, table.columns,
-                                                          strict=True)
+    position = {name: i for i, name in enumerate(names)}  # not names.index: linear
+    infinite = [position[name] for name, column in zip(table.column_names, table.columns,
+                                                       strict=True)
                 if pa.types.is_floating(column.type) and pc.any(pc.is_inf(column)).as_py()]
     if not infinite:
         return  # the common case: no infinity at all, no second look at the text

@@ -104,16 +104,12 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
             raise ValueError("a varint longer than 10 bytes")
 
 
-class _StepError(ValueError):
-    """An Event whose step is not in 0 ... 2**63 - 1."""
-
-
 def _step(value: int) -> int:
     """An Event's step (an int64 sent as its 64-bit two's complement), checked."""
     if value >> 63:
-        raise _StepError(f"has step {value - (1 << 64)} (as an int64; {value} as written): "
-                         "steps are 0 ... 2**63 - 1; the file is damaged or was not written "
-                         "by a training run")
+        raise ValueError(f"its step is {value - (1 << 64)} (an int64; {value} as written), "
+                         "and steps are 0 ... 2**63 - 1: the file is damaged, or a step "
+                         "counter went wrong")
     return value
 
 
@@ -356,11 +352,17 @@ def _fast_event(buf: bytes, series: _Series) -> bool:
     return True
 
 
+_EVENT_WIRES = {2: 0, 5: 2, 7: 2}  # step (varint), summary and session_log (messages)
+
+
 def _event(buf: bytes, series: _Series) -> None:
     if _fast_event(buf, series):
         return
     step, summary, session = 0, None, None
-    for number, _, value in _fields(buf):
+    for number, wire, value in _fields(buf):
+        if number in _EVENT_WIRES and wire != _EVENT_WIRES[number]:
+            raise ValueError(f"its field {number} has wire type {wire}, not "
+                             f"{_EVENT_WIRES[number]}")
         if number == 2:
             step = _step(value)
         elif number == 5:
@@ -414,11 +416,12 @@ def read_event_file(path: Path, series: _Series | None = None, *,
         for n, offset, body in read_records(fh, str(path)):
             try:
                 _event(body, series)
-            except _StepError as exc:
-                raise IngestError(f"record {n} (byte {offset}) {exc}", path=str(path),
-                                  line=n) from None
-            except (ValueError, IndexError, struct.error) as exc:
-                raise IngestError(f"record {n} (byte {offset}) is not a valid Event: {exc}",
+            except (ValueError, IndexError, TypeError, struct.error) as exc:
+                # IndexError: a field runs past the record; TypeError: a nested field of
+                # another wire type than its message says (bytes where a number belongs)
+                what = "a field of the wrong type" if isinstance(exc, TypeError) else exc \
+                    if isinstance(exc, ValueError) else "it ends inside a field"
+                raise IngestError(f"record {n} (byte {offset}) is not a valid Event: {what}",
                                   path=str(path), line=n) from exc
     series.settle()
     return series

@@ -103,7 +103,9 @@ def _mask(crc: int) -> int:
 
 
 def masked_crc32c(data: bytes) -> int:
-    """TFRecord's masked CRC-32C of ``data``."""
+    """TFRecord's masked CRC-32C of ``data`` (one piece: byte by byte when it is short)."""
+    if len(data) < 256:
+        return _mask(crc32c(data))
     return int(masked_crc32c_many(data, np.array([0]), np.array([len(data)]))[0])
 
 
@@ -240,16 +242,22 @@ def _damaged(path: str, number: int, offset: int, what: str) -> IngestError:
     return IngestError(f"record {number} (byte {offset}) {what}", path=path, line=number)
 
 
+_CORRUPT_LENGTH = ("has a corrupt length; this is not a TensorBoard event file, or it is "
+                   "damaged: leave it out")
+
+
 def _length_ok(buf: bytes, pos: int) -> bool:
     crc: int = struct.unpack_from("<I", buf, pos + 8)[0]
     return crc == _mask(crc32c(buf[pos:pos + 8]))
 
 
-def _frames(buf: bytes, path: str, base: int, number: int) -> tuple[list[tuple[int, int]], int]:
-    """The complete records at the start of ``buf`` as (start, length), and where the
-    first incomplete one starts. A record that the buffer does not complete has its length
-    checked at once, so that a damaged length never makes the reader wait for, or hold,
-    bytes it claims."""
+def _frames(buf: bytes, path: str, base: int, number: int
+            ) -> tuple[list[tuple[int, int]], int, IngestError | None]:
+    """The complete records at the start of ``buf`` as (start, length), where the first
+    incomplete one starts, and the error of that one if its length is damaged or too
+    large. A record the buffer does not complete has its length checked at once, so that
+    a damaged length never makes the reader wait for, or hold, the bytes it claims; its
+    error is raised after the records before it are checked (the first damage is named)."""
     pos, size = 0, len(buf)
     out: list[tuple[int, int]] = []
     while size - pos >= 12:
@@ -257,17 +265,17 @@ def _frames(buf: bytes, path: str, base: int, number: int) -> tuple[list[tuple[i
         if length > MAX_RECORD or pos + 16 + length > size:
             n = number + len(out) + 1
             if not _length_ok(buf, pos):
-                raise _damaged(path, n, base + pos, "has a corrupt length; this is not a "
-                               "TensorBoard event file, or it is damaged: leave it out")
+                return out, pos, _damaged(path, n, base + pos, _CORRUPT_LENGTH)
             if length > MAX_RECORD:
-                raise _damaged(path, n, base + pos, f"claims {length:,} bytes, more than the "
-                               f"{MAX_RECORD:,} a record may hold here (scalar events are "
-                               "tens of bytes); the file is damaged or holds no training "
-                               "curve: leave it out with --exclude")
+                return out, pos, _damaged(
+                    path, n, base + pos, f"claims {length:,} bytes, more than the "
+                    f"{MAX_RECORD:,} a record may hold here (scalar events are tens of "
+                    "bytes); the file is damaged or holds no training curve: leave it out "
+                    "with --exclude")
             break
         out.append((pos, length))
         pos += 16 + length
-    return out, pos
+    return out, pos, None
 
 
 def _check(buf: bytes, frames: list[tuple[int, int]], path: str, base: int,
@@ -292,8 +300,7 @@ def _check(buf: bytes, frames: list[tuple[int, int]], path: str, base: int,
     first = int(min(i % k for i in np.flatnonzero(bad)))
     n, offset = number + first + 1, base + frames[first][0]
     if bad[first]:
-        raise _damaged(path, n, offset, "has a corrupt length; this is not a TensorBoard "
-                       "event file, or it is damaged: leave it out")
+        raise _damaged(path, n, offset, _CORRUPT_LENGTH)
     raise _damaged(path, n, offset, "fails its checksum; the file is damaged: leave it out")
 
 
@@ -308,8 +315,10 @@ def read_records(fh: BinaryIO, path: str, *, block: int = BLOCK
         except OSError as exc:
             raise IngestError(f"cannot read: {exc.strerror or exc}", path=path) from exc
         buf += chunk
-        frames, pos = _frames(buf, path, base, number)
+        frames, pos, damaged = _frames(buf, path, base, number)
         _check(buf, frames, path, base, number)
+        if damaged is not None:
+            raise damaged
         for start, length in frames:
             number += 1
             yield number, base + start, buf[start + 12:start + 12 + length]
