@@ -75,6 +75,7 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 
 from curvekit.errors import IngestError
 from curvekit.ingest.csvlogs import skip_folder
@@ -428,16 +429,25 @@ def read_event_file(path: Path, series: _Series | None = None, *,
 
 
 def _frame(series: _Series) -> pl.DataFrame:
+    """One row per step that any tag logged, one column per tag (missing: null). Built
+    column by column on the sorted steps (a pivot's cost grows with the square of the
+    number of tags)."""
     tags = sorted(series.tags)
     if not tags:
         return pl.DataFrame({"step": pl.Series([], dtype=pl.Int64)})
-    long = pl.DataFrame({
-        "tag": pl.Series([t for t in tags for _ in series.tags[t][0]], dtype=pl.String),
-        "step": pl.Series([s for t in tags for s in series.tags[t][0]], dtype=pl.Int64),
-        "value": pl.Series([v for t in tags for v in series.tags[t][1]], dtype=pl.Float64),
-    })
-    wide = long.pivot(on="tag", index="step", values="value", aggregate_function="last")
-    return wide.sort("step").select("step", *tags)
+    steps = np.unique(np.concatenate([np.asarray(series.tags[t][0], np.int64) for t in tags]))
+    columns = {"step": pa.array(steps)}
+    for tag in tags:
+        at, values = series.tags[tag]
+        index = np.searchsorted(steps, np.asarray(at, np.int64))
+        column = np.zeros(len(steps))
+        missing = np.ones(len(steps), bool)
+        column[index] = values
+        missing[index] = False
+        columns[tag] = pa.array(column, mask=missing)
+    frame = pl.from_arrow(pa.table(columns))
+    assert isinstance(frame, pl.DataFrame)
+    return frame
 
 
 def read_tensorboard_runs(source: Path, *, select: FileFilter = ALL,
