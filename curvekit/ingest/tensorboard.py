@@ -83,7 +83,7 @@ from curvekit.ingest.files import SourceFiles, files_of
 from curvekit.ingest.metrics import SPLITS
 from curvekit.ingest.runs import MAX_COLUMNS, IngestWarning, RunLog
 from curvekit.ingest.select import ALL, FileFilter
-from curvekit.ingest.tfrecord import masked_crc32c, read_records, record
+from curvekit.ingest.tfrecord import masked_crc32c, read_blocks, record
 from curvekit.ingest.yamlish import param_value, read_flat_yaml
 
 __all__ = ["masked_crc32c", "read_event_file", "read_tensorboard_runs", "record"]
@@ -250,7 +250,8 @@ class _Series:
             points = self.tags[tag] = ([], [])
             self._synced[tag] = self._restarts
         steps, values = points
-        self._sync(tag, steps, values)
+        if self._restarts:
+            self._sync(tag, steps, values)
         if steps and step <= steps[-1]:
             keep = bisect_left(steps, step)
             del steps[keep:], values[keep:]
@@ -414,16 +415,17 @@ def read_event_file(path: Path, series: _Series | None = None, *,
     (:func:`~curvekit.ingest.tfrecord.read_records`)."""
     series = series if series is not None else _Series()
     with files_of(path, files).open(path) as fh:
-        for n, offset, body in read_records(fh, str(path)):
-            try:
-                _event(body, series)
-            except (ValueError, IndexError, TypeError, struct.error) as exc:
-                # IndexError: a field runs past the record; TypeError: a nested field of
-                # another wire type than its message says (bytes where a number belongs)
-                what = "a field of the wrong type" if isinstance(exc, TypeError) else exc \
-                    if isinstance(exc, ValueError) else "it ends inside a field"
-                raise IngestError(f"record {n} (byte {offset}) is not a valid Event: {what}",
-                                  path=str(path), line=n) from exc
+        for first, records in read_blocks(fh, str(path)):
+            for n, (offset, body) in enumerate(records, first):
+                try:
+                    _event(body, series)
+                except (ValueError, IndexError, TypeError, struct.error) as exc:
+                    # IndexError: a field runs past the record; TypeError: a nested field
+                    # of another wire type than its message says (bytes for a number)
+                    what = "a field of the wrong type" if isinstance(exc, TypeError) \
+                        else exc if isinstance(exc, ValueError) else "it ends inside a field"
+                    raise IngestError(f"record {n} (byte {offset}) is not a valid Event: "
+                                      f"{what}", path=str(path), line=n) from exc
     series.settle()
     return series
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 import struct
 import warnings
 from collections.abc import Iterator
-from functools import cache
+from functools import cache, lru_cache
 from typing import BinaryIO
 
 import numpy as np
@@ -42,7 +42,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from curvekit.errors import IngestError, IngestWarning
 
 __all__ = ["BLOCK", "MAX_RECORD", "crc32c", "masked_crc32c", "masked_crc32c_many",
-           "read_records", "record"]
+           "read_blocks", "read_records", "record"]
 
 BLOCK = 1 << 20
 """Bytes read at a time."""
@@ -242,6 +242,15 @@ def _damaged(path: str, number: int, offset: int, what: str) -> IngestError:
     return IngestError(f"record {number} (byte {offset}) {what}", path=path, line=number)
 
 
+_U64 = struct.Struct("<Q")
+
+
+@lru_cache(maxsize=4096)
+def _length_crc(length: int) -> int:
+    """The masked checksum of a record's length field (lengths repeat: once each)."""
+    return _mask(crc32c(_U64.pack(length)))
+
+
 _CORRUPT_LENGTH = ("has a corrupt length; this is not a TensorBoard event file, or it is "
                    "damaged: leave it out")
 
@@ -260,8 +269,9 @@ def _frames(buf: bytes, path: str, base: int, number: int
     error is raised after the records before it are checked (the first damage is named)."""
     pos, size = 0, len(buf)
     out: list[tuple[int, int]] = []
+    unpack, add = _U64.unpack_from, out.append
     while size - pos >= 12:
-        (length,) = struct.unpack_from("<Q", buf, pos)
+        (length,) = unpack(buf, pos)
         if length > MAX_RECORD or pos + 16 + length > size:
             n = number + len(out) + 1
             if not _length_ok(buf, pos):
@@ -273,7 +283,7 @@ def _frames(buf: bytes, path: str, base: int, number: int
                     "bytes); the file is damaged or holds no training curve: leave it out "
                     "with --exclude")
             break
-        out.append((pos, length))
+        add((pos, length))
         pos += 16 + length
     return out, pos, None
 
@@ -283,11 +293,11 @@ def _check(buf: bytes, frames: list[tuple[int, int]], path: str, base: int,
     """Every record's length and data checksums, at once; the first failure is an error."""
     if not frames:
         return
-    at = np.array([s for s, _ in frames], np.int64)
-    size = np.array([n for _, n in frames], np.int64)
-    starts = np.concatenate([at, at + 12])
-    lengths = np.concatenate([np.full(len(at), 8), size])
-    crcs = masked_crc32c_many(buf, starts, lengths)
+    at, size = np.array(frames, np.int64).T
+    uniq, inverse = np.unique(size, return_inverse=True)
+    crcs = np.concatenate([
+        np.array([_length_crc(int(n)) for n in uniq], np.uint32)[inverse],
+        masked_crc32c_many(buf, at + 12, size)])
     arr = np.frombuffer(buf, np.uint8)
     where = np.concatenate([at + 8, at + 12 + size])
     stored = arr[where].astype(np.uint32)
@@ -304,10 +314,11 @@ def _check(buf: bytes, frames: list[tuple[int, int]], path: str, base: int,
     raise _damaged(path, n, offset, "fails its checksum; the file is damaged: leave it out")
 
 
-def read_records(fh: BinaryIO, path: str, *, block: int = BLOCK
-                 ) -> Iterator[tuple[int, int, bytes]]:
-    """(record number from 1, byte offset, data) of every record of the open file ``fh``
-    (``path`` names it in errors and warnings), by the rules of the module docs."""
+def read_blocks(fh: BinaryIO, path: str, *, block: int = BLOCK
+                ) -> Iterator[tuple[int, list[tuple[int, bytes]]]]:
+    """The records of the open file ``fh`` a block at a time: (number of the block's first
+    record, counting from 1, and its records as (byte offset, data)), every one checked by
+    the rules of the module docs; ``path`` names the file in errors and warnings."""
     buf, base, number, want = b"", 0, 0, block
     while True:
         try:
@@ -319,19 +330,27 @@ def read_records(fh: BinaryIO, path: str, *, block: int = BLOCK
         _check(buf, frames, path, base, number)
         if damaged is not None:
             raise damaged
-        for start, length in frames:
-            number += 1
-            yield number, base + start, buf[start + 12:start + 12 + length]
+        if frames:
+            yield number + 1, [(base + s, buf[s + 12:s + 12 + n]) for s, n in frames]
+            number += len(frames)
         buf, base = buf[pos:], base + pos
         if not chunk:
             break
         # the rest of a record the block cut, in one read
-        want = block if len(buf) < 12 else max(
-            block, 16 + struct.unpack_from("<Q", buf)[0] - len(buf))
+        want = block if len(buf) < 12 else max(block, 16 + _U64.unpack_from(buf)[0] - len(buf))
     if buf:
-        whole = f" of its {16 + struct.unpack_from('<Q', buf)[0]:,}" if len(buf) >= 12 else ""
+        whole = f" of its {16 + _U64.unpack_from(buf)[0]:,}" if len(buf) >= 12 else ""
         warnings.warn(
             f"{path}: the file ends inside record {number + 1} (byte {base}): it holds "
             f"{len(buf):,}{whole} bytes; read the {number:,} records before it and left "
             "those bytes out (a run still writing, or killed while writing; or a damaged "
             "length)", IngestWarning, stacklevel=3)
+
+
+def read_records(fh: BinaryIO, path: str, *, block: int = BLOCK
+                 ) -> Iterator[tuple[int, int, bytes]]:
+    """(record number from 1, byte offset, data) of every record of the open file ``fh``
+    (:func:`read_blocks`, one record at a time)."""
+    for first, records in read_blocks(fh, path, block=block):
+        for k, (offset, data) in enumerate(records):
+            yield first + k, offset, data
