@@ -25,9 +25,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from curvekit.errors import IngestError, IngestWarning
+from curvekit.ingest import files as files_module
 from curvekit.ingest.add import add, build
-from curvekit.ingest.files import MAX_DEPTH, SourceFiles
-from curvekit.ingest.manifest import load_run_manifest
+from curvekit.ingest.files import MAX_DEPTH, MAX_SIDE_FILE, SourceFiles
+from curvekit.ingest.manifest import MAX_MANIFEST, load_run_manifest
 from curvekit.ingest.tensorboard import record
 from tests.conftest import ROOT, small_members, snapshot
 from tests.deadline import deadline
@@ -269,8 +270,9 @@ def test_a_linked_folder_on_the_way_is_refused(tmp_path: Path) -> None:
     (secrets / "batch_size").write_text("32")
     shutil.rmtree(run / "params")
     (run / "params").symlink_to(secrets)
-    with pytest.raises(IngestError, match=r"params: a link \(to") as info:
-        build(run.parent, name=NAME)
+    with pytest.raises(IngestError, match=r"params: a link \(to") as info, \
+            pytest.warns(IngestWarning, match="params: not read: a link to the folder"):
+        build(run.parent, name=NAME)  # detection walks past it; the reader refuses it
     assert "s3cr3t" not in str(info.value)
     data = build(run.parent, name=NAME, follow_links=True)
     assert data.trials[0].parameters == {"token": "s3cr3t"}
@@ -341,6 +343,61 @@ def test_folders_nested_too_deep_are_refused(tmp_path: Path) -> None:
     (deep / "/".join(["d"] * (MAX_DEPTH + 1))).mkdir(parents=True)
     with pytest.raises(IngestError, match=f"folders nested more than {MAX_DEPTH} deep"):
         build(tmp_path / "logs", name=NAME, **_manifest(tmp_path / "logs"))
+
+
+def test_exclude_leaves_out_the_files_read_beside_a_log(tmp_path: Path) -> None:
+    """security.md: ``--exclude`` leaves out the files read beside a log too (a Lightning
+    ``hparams.yaml``, MLflow's params), so the fix a refusal gives works."""
+    source, target, _ = _lightning_hparams(tmp_path / "a")
+    _replace(source, target, "link-out", tmp_path / "outside-a")
+    (source / "runs.toml").write_text(RUNS_TOML)
+    data = build(source, name=NAME, manifest=source / "runs.toml",
+                 exclude=["version_0/hparams.yaml", "runs.toml"])
+    assert [t.parameters for t in data.trials] == [{}]
+    attack, target, _ = _mlflow("params/lr")(tmp_path / "b")
+    _replace(attack, target, "link-out", tmp_path / "outside-b")
+    data = build(attack, name=NAME, exclude=["abc/params/lr"])
+    assert [t.parameters for t in data.trials] == [{}]
+
+
+def test_files_larger_than_their_kind_allows_are_refused_unread(tmp_path: Path) -> None:
+    """security.md: a side file above 16 MiB and a run manifest above 64 MiB are refused
+    before they are read (sparse files here: nothing is written)."""
+    source, target, _ = _lightning_hparams(tmp_path)
+    with open(target, "r+b") as fh:
+        fh.truncate(MAX_SIDE_FILE + 1)
+    with pytest.raises(IngestError, match=f"{MAX_SIDE_FILE + 1:,} bytes, more than the "
+                       f"{MAX_SIDE_FILE:,} read from such a file"):
+        build(source, name=NAME)
+    manifest = tmp_path / "runs.toml"
+    with open(manifest, "wb") as fh:
+        fh.truncate(MAX_MANIFEST + 1)
+    with pytest.raises(IngestError, match="a run manifest is a few kilobytes"):
+        load_run_manifest(manifest)
+
+
+@pytest.mark.parametrize("kind", ["link", "fifo"])
+def test_a_file_swapped_after_its_check_is_still_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    """security.md: the kind of a file is checked again on the open descriptor, and the
+    file is opened with ``O_NOFOLLOW`` and ``O_NONBLOCK``: a file swapped for a link or a
+    FIFO after ``lstat`` said "regular file" is still refused, and the open does not block.
+    (The swap is played by making ``lstat`` answer for the file it saw first.)"""
+    source, target, _ = _csv(tmp_path)
+    regular = os.stat(target)
+    _replace(source, target, "link-out" if kind == "link" else "fifo", tmp_path / "outside")
+    real_stat = os.stat
+
+    def stale(path: object, *args: object, **kwargs: object) -> os.stat_result:
+        if path == target.name and kwargs.get("dir_fd") is not None:
+            return regular  # what the file was when it was checked
+        return real_stat(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(files_module.os, "stat", stale)
+    expected = r"a link \(to" if kind == "link" else "a FIFO"
+    with deadline(60), pytest.raises(IngestError, match=expected) as info:
+        SourceFiles.of(source).read_bytes(target)
+    assert str(info.value).startswith(str(target))
 
 
 # -- the rule, on generated trees ------------------------------------------------------------

@@ -38,6 +38,7 @@ b'step,loss\\n'
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import warnings
@@ -155,7 +156,10 @@ class SourceFiles:
             if not stat.S_ISDIR(info.st_mode):
                 raise _not_regular(path, info.st_mode, self._rel(path))
         flags = _DIR_FLAGS | (0 if self.follow_links else os.O_NOFOLLOW)
-        return os.open(name, flags, dir_fd=parent)
+        try:
+            return os.open(name, flags, dir_fd=parent)
+        except OSError as exc:  # made a link since it was checked
+            raise self._swapped(exc, parent, name, path) from None
 
     # -------------------------------------------------------------- reading
     def _open_fd(self, path: Path) -> int:
@@ -175,9 +179,22 @@ class SourceFiles:
             if not stat.S_ISREG(info.st_mode):
                 raise _not_regular(path, info.st_mode, self._rel(path))
             flags = _FILE_FLAGS | (0 if self.follow_links else os.O_NOFOLLOW)
-            return self._regular(os.open(name, flags, dir_fd=parent), path)
+            try:
+                fd = os.open(name, flags, dir_fd=parent)
+            except OSError as exc:  # made a link since it was checked
+                raise self._swapped(exc, parent, name, path) from None
+            return self._regular(fd, path)
         finally:
             os.close(parent)
+
+    def _swapped(self, exc: OSError, parent: int, name: str, path: Path) -> Exception:
+        """The error for an open that ``O_NOFOLLOW`` stopped: the link, named."""
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR) and not self.follow_links:
+            try:
+                return self._link(path, os.readlink(name, dir_fd=parent))
+            except OSError:
+                pass
+        return exc
 
     def _regular(self, fd: int, path: Path) -> int:
         """``fd`` if it is a regular file (checked on the descriptor: no race), else
