@@ -21,9 +21,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from curvekit.cli import main
 from curvekit.errors import IngestError, IngestWarning
 from curvekit.ingest import files as files_module
 from curvekit.ingest.add import add, build
@@ -308,6 +310,23 @@ def test_the_source_named_may_be_a_link(tmp_path: Path) -> None:
     assert len(build(tmp_path / "named", name=NAME, **options).trials) == 1
     (tmp_path / "one.csv").symlink_to(target)
     assert len(build(tmp_path / "one.csv", name=NAME, **options).trials) == 1
+
+
+def test_the_command_line_refuses_a_link_and_follows_it_when_asked(tmp_path: Path) -> None:
+    """security.md: ``curvekit add`` prints ``Error:`` naming the link (exit 1, no store);
+    ``--follow-links`` reads through it."""
+    source, target, options = _csv(tmp_path)
+    _replace(source, target, "link-out", tmp_path / "outside")
+    home = tmp_path / "home"
+    args = ["add", str(source), "--name", NAME, "--run-manifest", str(options["manifest"]),
+            "--home", str(home)]
+    refused = CliRunner().invoke(main, args)
+    assert refused.exit_code == 1
+    assert refused.output.startswith(f"Error: {target}: a link (to "), refused.output
+    assert not (home / "store").exists()
+    followed = CliRunner().invoke(main, [*args, "--follow-links"])
+    assert followed.exit_code == 0, followed.output
+    assert (home / "store").exists()
 
 
 def test_a_named_fifo_source_and_manifest_are_refused(tmp_path: Path) -> None:
