@@ -267,13 +267,16 @@ def info(home: Path | None, fmt: str) -> None:
               help="Leave out files or folders matching this glob (e.g. 'measurements.csv', "
               "'trial_3/*'); repeatable.")
 @click.option("--replace", is_flag=True, help="Overwrite a workload added before under NAME.")
+@click.option("--follow-links", is_flag=True,
+              help="Read through symbolic links, wherever they point (by default a link "
+              "inside SOURCE is refused): for a folder of links you made yourself.")
 @click.option("--example-run-manifest", "--example-manifest", "example_manifest",
               cls=AliasedOption, hidden_aliases=("--example-manifest",), is_flag=True,
               help="Print a documented run-manifest template and exit.")
 @home_option
 def add(source: Path | None, name: str | None, fmt: str, manifest: Path | None,
         mapping: tuple[str, ...], include: tuple[str, ...], exclude: tuple[str, ...],
-        replace: bool, example_manifest: bool, home: Path | None) -> None:
+        replace: bool, follow_links: bool, example_manifest: bool, home: Path | None) -> None:
     """Add training runs of your own as a workload: release layout, CSV, TensorBoard, MLflow,
     Weights & Biases or AlgoPerf logs.
 
@@ -296,7 +299,7 @@ def add(source: Path | None, name: str | None, fmt: str, manifest: Path | None,
         try:
             result = add_(source, name=name, format=fmt, manifest=manifest,
                           metric_map=list(mapping), replace=replace, home=home,
-                          include=include, exclude=exclude)
+                          include=include, exclude=exclude, follow_links=follow_links)
         finally:  # what the logs hold is worth knowing even when the import is refused
             for warning in caught:
                 if issubclass(warning.category, IngestWarning):

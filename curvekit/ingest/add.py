@@ -38,6 +38,7 @@ from curvekit.errors import IngestError
 from curvekit.ingest import FORMATS, csvlogs
 from curvekit.ingest import manifest as manifest_
 from curvekit.ingest.algoperf import is_trial_folder
+from curvekit.ingest.files import SourceFiles, files_of
 from curvekit.ingest.metrics import RESERVED, apply_map, fold, is_reserved, parse_overrides
 from curvekit.ingest.runs import (
     INT64_MAX,
@@ -76,24 +77,23 @@ def _readers() -> dict[str, Reader]:
     from curvekit.ingest import algoperf, hf, mlflow, tensorboard, wandb
 
     return {
-        "hf": lambda s, o: hf.read_hf_runs(s, select=o.select),
+        "hf": lambda s, o: hf.read_hf_runs(s, select=o.select, files=o.files),
         "csv": csvlogs.read_csv_runs,
         "wandb": wandb.read_wandb_runs,
         "algoperf": algoperf.read_algoperf_runs,
-        "tensorboard": lambda s, o: tensorboard.read_tensorboard_runs(s, select=o.select),
-        "mlflow": lambda s, o: mlflow.read_mlflow_runs(s, select=o.select),
+        "tensorboard": lambda s, o: tensorboard.read_tensorboard_runs(s, select=o.select,
+                                                                      files=o.files),
+        "mlflow": lambda s, o: mlflow.read_mlflow_runs(s, select=o.select, files=o.files),
     }
 
 
 # ---------------------------------------------------------------------- format detection
-def _csv_kind(path: Path, key: str) -> str:
+def _csv_kind(path: Path, key: str, files: SourceFiles) -> str:
     """``wandb`` for a W&B history (``_step``) or chart export; else ``csv``. A W&B runs
     table is refused here: it is no history of any format."""
-    try:
-        with open(path, "rb") as fh:  # bounded: a header of a million columns is no reason
-            line = fh.readline(csvlogs.MAX_HEADER_BYTES).decode("utf-8-sig", errors="replace")
-    except OSError:
-        return "csv"
+    # bounded: a header of a million columns is no reason to read on
+    line = files.read_line(path, csvlogs.MAX_HEADER_BYTES).decode("utf-8-sig",
+                                                                  errors="replace")
     names = [n.strip() for n in next(csv.reader([line]), [])]
     csvlogs.refuse_runs_table(names, str(path), key)
     if "_step" in names or csvlogs.chart_export_runs(names) is not None:
@@ -101,26 +101,28 @@ def _csv_kind(path: Path, key: str) -> str:
     return "csv"
 
 
-def _under_mlflow_artifacts(folder: Path, source: Path) -> bool:
+def _under_mlflow_artifacts(folder: Path, source: Path, files: SourceFiles) -> bool:
     """True for a folder inside an MLflow run's ``artifacts/`` (autolog copies TensorBoard
     logs there: a by-product of the run, whose metrics MLflow holds itself)."""
     rel = folder.relative_to(source).parts
     here = source
     for part in rel:
-        if part == "artifacts" and (here / "meta.yaml").is_file():
+        if part == "artifacts" and files.exists(here / "meta.yaml"):
             return True
         here = here / part
     return False
 
 
-def detect_format(source: Path, select: FileFilter = ALL) -> str:
+def detect_format(source: Path, select: FileFilter = ALL, *,
+                  files: SourceFiles | None = None) -> str:
     """Which format ``source`` holds (a file or folder); :class:`IngestError` if unclear.
 
     Files a second format writes as a by-product of the first are not a second format:
     TensorBoard event files inside an MLflow run's ``artifacts/``, and the event files and
     ``measurements.csv`` in an AlgoPerf trial folder. The primary format is picked, and an
     :class:`~curvekit.ingest.runs.IngestWarning` says so. ``select`` leaves files out
-    (``--include``/``--exclude``).
+    (``--include``/``--exclude``); ``files`` walks the folders and reads what detection
+    needs (:mod:`curvekit.ingest.files`: no link is followed unless asked).
 
     >>> import pathlib, tempfile
     >>> d = pathlib.Path(tempfile.mkdtemp()); _ = (d / "run.csv").write_text("step,loss\\n")
@@ -140,22 +142,23 @@ def detect_format(source: Path, select: FileFilter = ALL) -> str:
         if source.name == csvlogs.ALGOPERF_CURVE:
             return "algoperf"
         if name.endswith(".csv"):
-            return _csv_kind(source, source.name)
+            return _csv_kind(source, source.name, files_of(source, files))
         raise IngestError("unknown format: not a .tar.* archive, an event file, a .csv or a "
                           ".parquet file; pass --format", path=str(source))
+    files = files_of(source, files)
     found: set[str] = set()
     byproducts: dict[str, set[str]] = {}  # primary format -> what it made that was not read
-    for folder, dirs, files in os.walk(source):
-        here = Path(folder)
+    for here, dirs, listed in files.walk(source):
         rel = here.relative_to(source).as_posix()
         dirs[:] = [d for d in dirs if not csvlogs.skip_folder(here / d)
                    and select.keeps_folder(f"{rel}/{d}".removeprefix("./"))]
-        names = {f for f in files if select.keeps(f"{rel}/{f}".removeprefix("./"))}
+        names = {f for f in listed if select.keeps(f"{rel}/{f}".removeprefix("./"))}
         if "study.json" in names:
             found.add("release")
         if "trainer_state.json" in names:
             found.add("hf")
-        if "meta.yaml" in names and ("metrics" in dirs or "experiment_id" in _peek(folder)):
+        if "meta.yaml" in names and ("metrics" in dirs
+                                     or "experiment_id" in _peek(here, files)):
             found.add("mlflow")
         if is_trial_folder(names):
             found.add("algoperf")
@@ -167,7 +170,7 @@ def detect_format(source: Path, select: FileFilter = ALL) -> str:
         for f in sorted(names):
             low = f.lower()
             if ".tfevents." in low:
-                if _under_mlflow_artifacts(here, source):
+                if _under_mlflow_artifacts(here, source, files):
                     byproducts.setdefault("mlflow", set()).add(
                         "TensorBoard event files under its runs' artifacts/")
                 else:
@@ -175,7 +178,7 @@ def detect_format(source: Path, select: FileFilter = ALL) -> str:
             elif low.endswith(".parquet"):
                 found.add("wandb")
             elif low.endswith(".csv") and "mlflow" not in found:
-                found.add(_csv_kind(here / f, f"{rel}/{f}".removeprefix("./")))
+                found.add(_csv_kind(here / f, f"{rel}/{f}".removeprefix("./"), files))
     if "mlflow" in found or "release" in found:
         found.discard("csv")  # MLflow artifacts may be CSV files; the release's measurements are
     if "hf" in found:  # the Trainer's TensorBoard callback writes the same scalars (runs/)
@@ -200,11 +203,8 @@ def detect_format(source: Path, select: FileFilter = ALL) -> str:
                       path=str(source))
 
 
-def _peek(folder: str) -> str:
-    try:
-        return (Path(folder) / "meta.yaml").read_text(errors="replace")[:4096]
-    except OSError:
-        return ""
+def _peek(folder: Path, files: SourceFiles) -> str:
+    return files.read_head(folder / "meta.yaml", 4096).decode(errors="replace")
 
 
 # ---------------------------------------------------------------------- assembly
@@ -506,7 +506,8 @@ def _trial_ids(runs: Sequence[RunLog], explicit: Mapping[str, int | None], where
 def build(source: str | os.PathLike[str] | None = None, *, name: str | None = None,
           format: Format | str = "auto", manifest: str | os.PathLike[str] | None = None,
           metric_map: Mapping[str, str] | Sequence[str] | None = None,
-          include: Sequence[str] = (), exclude: Sequence[str] = ()) -> WorkloadData:
+          include: Sequence[str] = (), exclude: Sequence[str] = (),
+          follow_links: bool = False) -> WorkloadData:
     """Read and check every run; return the workload, ready to be written (nothing is).
 
     Arguments as for :func:`add`.
@@ -527,7 +528,9 @@ def build(source: str | os.PathLike[str] | None = None, *, name: str | None = No
     if format not in FORMATS:
         raise IngestError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
     select = man.select.merged(FileFilter.of(include, exclude))
-    fmt = detect_format(src, select) if format == "auto" else format
+    # every file of the source is found and read through this one door
+    files = SourceFiles.of(src, follow_links=follow_links, select=select)
+    fmt = detect_format(src, select, files=files) if format == "auto" else format
     overrides = dict(man.metrics)
     overrides.update(metric_map if isinstance(metric_map, Mapping)
                      else parse_overrides(list(metric_map or [])))
@@ -542,11 +545,11 @@ def build(source: str | os.PathLike[str] | None = None, *, name: str | None = No
         from curvekit.ingest.release import build_release
 
         return check_names(build_release(src, name=name or man.name, overrides=overrides,
-                                         manifest=man))
+                                         manifest=man, files=files))
     wl_name = _check_name(name or man.name, src)
     renames = tuple(old for old, new in overrides.items() if new == "step")
     drop = frozenset(old for old, new in overrides.items() if not new)
-    runs = _readers()[fmt](src, ReadOptions(renames, drop, select))
+    runs = _readers()[fmt](src, ReadOptions(renames, drop, select, files))
     if not runs:
         left_out = " (or --include/--exclude left every file out)" if select else ""
         raise IngestError(f"no {fmt} runs found here{left_out}; check the path, or pass "
@@ -636,7 +639,7 @@ def add(source: str | os.PathLike[str] | None = None, *, name: str | None = None
         format: Format | str = "auto", manifest: str | os.PathLike[str] | None = None,
         metric_map: Mapping[str, str] | Sequence[str] | None = None, replace: bool = False,
         home: str | os.PathLike[str] | None = None, include: Sequence[str] = (),
-        exclude: Sequence[str] = ()) -> AddResult:
+        exclude: Sequence[str] = (), follow_links: bool = False) -> AddResult:
     """Import the training runs at ``source`` as the workload ``name`` of the store.
 
     ``format`` is one of :data:`FORMATS` (``auto`` detects it). ``manifest`` is a run
@@ -647,7 +650,9 @@ def add(source: str | os.PathLike[str] | None = None, *, name: str | None = None
     ``replace`` overwrites a workload added before under the same name. ``include`` and
     ``exclude`` are glob patterns relative to ``source`` choosing the files read (see
     :mod:`curvekit.ingest.select`; the manifest's ``[workload]`` ``include``/``exclude``
-    add to them).
+    add to them). Only regular files inside ``source`` are read, never through a symbolic
+    link (see :mod:`curvekit.ingest.files`); ``follow_links`` follows links wherever they
+    point (still to regular files only): use it for a folder of links you made yourself.
 
     Raises :class:`~curvekit.errors.IngestError` naming the file, line and problem when an
     input is bad, and :class:`~curvekit.errors.StoreError` when the name is taken; the store
@@ -664,5 +669,5 @@ def add(source: str | os.PathLike[str] | None = None, *, name: str | None = None
     ``docs/adding-workloads.md``.
     """
     data = build(source, name=name, format=format, manifest=manifest, metric_map=metric_map,
-                 include=include, exclude=exclude)
+                 include=include, exclude=exclude, follow_links=follow_links)
     return add_workload(home, data, replace=replace)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from curvekit.errors import IngestError
+from curvekit.ingest.files import read_named
 from curvekit.ingest.select import ALL, FileFilter
 from curvekit.names import check_name
 from curvekit.records import STATUSES, Workload
@@ -76,6 +77,8 @@ batch_size = 256
 parameters = { learning_rate = 0.2, momentum = 0.9 }
 '''
 
+MAX_MANIFEST = 64 << 20
+"""The largest run manifest read: one of a hundred thousand runs is a few megabytes."""
 _WORKLOAD_KEYS = {"name", "dataset", "train_steps", "early_stopping", "source",
                   "steps_per_epoch", "train_examples", "include", "exclude"}
 _RUN_KEYS = {"run", "batch_size", "parameters", "status", "trial_id", "steps_per_epoch"}
@@ -240,9 +243,9 @@ def parse_manifest(obj: Any, path: str) -> RunManifest:
 def load_run_manifest(path: str | Path) -> RunManifest:
     """Read a run manifest from a ``.toml``, ``.yaml``/``.yml`` or ``.json`` file."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+    try:  # a regular file only (a FIFO would block), of sane size
+        text = read_named(path, limit=MAX_MANIFEST, what="run manifest").decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise IngestError(f"cannot read the run manifest: {exc}", path=str(path)) from exc
     suffix = path.suffix.lower()
     try:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from curvekit.errors import IngestError
+from curvekit.ingest.files import SourceFiles, files_of
 
 __all__ = ["param_value", "parse_flat", "read_flat_yaml", "scalar"]
 
@@ -92,12 +93,10 @@ def parse_flat(text: str) -> dict[str, Any]:
     return out
 
 
-def read_flat_yaml(path: Path) -> dict[str, Any]:
-    """Read a small YAML mapping; PyYAML if installed, else :func:`parse_flat`."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise IngestError(f"cannot read: {exc}", path=str(path)) from exc
+def read_flat_yaml(path: Path, *, files: SourceFiles | None = None) -> dict[str, Any]:
+    """Read a small YAML mapping (through ``files``, the source's files: see
+    :mod:`curvekit.ingest.files`); PyYAML if installed, else :func:`parse_flat`."""
+    text = files_of(path, files).read_text(path)
     try:
         import yaml
     except ImportError:

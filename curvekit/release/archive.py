@@ -45,7 +45,7 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Literal, cast
+from typing import IO, Any, Literal, Protocol, cast
 
 from curvekit.errors import ArchiveError
 from curvekit.records import STATUSES, StudyKey, StudyRecord, TrialRecord
@@ -56,6 +56,7 @@ __all__ = [
     "CsvRecord",
     "Decompressor",
     "Record",
+    "SourceReader",
     "member_limit",
     "open_decompressed",
     "parse_member_name",
@@ -262,13 +263,14 @@ def parse_trial(data: bytes, key: StudyKey, trial_id: int, member: str) -> Trial
 
 
 class _ProcessStream(io.RawIOBase):
-    """stdout of a decompressor process; its failure surfaces as an ArchiveError."""
+    """stdout of a decompressor process; its failure surfaces as an ArchiveError. It reads
+    the file named in ``argv``, or ``stdin``, a file already opened."""
 
-    def __init__(self, argv: list[str], path: Path) -> None:
+    def __init__(self, argv: list[str], path: Path, stdin: IO[bytes] | None = None) -> None:
         super().__init__()
         self._path = path
-        self._proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      bufsize=1 << 20)
+        self._proc = subprocess.Popen(argv, stdin=stdin, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, bufsize=1 << 20)
         self._out = cast(io.BufferedReader, self._proc.stdout)
 
     def readable(self) -> bool:
@@ -460,26 +462,42 @@ def read_archive(path: str | os.PathLike[str], *, decompressor: Decompressor = "
 
 # -- the release's layout, as a folder or any tar ------------------------------------------
 
+class SourceReader(Protocol):
+    """How :func:`read_release` reaches a source that is not curvekit's own download: the
+    folders it walks and the files it opens (``curvekit add`` passes its
+    :class:`curvekit.ingest.files.SourceFiles`: regular files only, no links followed)."""
+
+    def walk(self, top: Path | None = None) -> Iterator[tuple[Path, list[str], list[str]]]:
+        """(folder, its folders, its other entries) for ``top`` and every folder below."""
+        ...
+
+    def open(self, path: Path) -> IO[bytes]:
+        """``path`` opened for reading, or an error naming it."""
+        ...
+
+
 @contextlib.contextmanager
-def _open_tar(path: Path) -> Iterator[IO[bytes]]:
-    with open(path, "rb") as fh:
-        magic = fh.read(6)
-    if magic.startswith(b"BZh"):
-        with open_decompressed(path) as stream:
-            yield stream
-        return
-    opener = gzip.open if magic.startswith(b"\x1f\x8b") else \
-        lzma.open if magic.startswith(b"\xfd7zXZ") else None
-    if opener is None:
-        with open(path, "rb") as stream:
-            yield stream
-        return
-    with opener(path, "rb") as stream:
-        yield stream  # type: ignore[misc]
+def _open_tar(path: Path, files: SourceReader) -> Iterator[IO[bytes]]:
+    with contextlib.ExitStack() as stack:
+        fh = stack.enter_context(files.open(path))
+        magic = os.pread(fh.fileno(), 6, 0)  # fh stays at 0 for a decompressor to read
+        if magic.startswith(b"BZh") and shutil.which("lbzip2"):
+            argv = ["lbzip2", "-dc", "-n", str(os.cpu_count() or 1)]
+            yield stack.enter_context(contextlib.closing(
+                cast(IO[bytes], _ProcessStream(argv, path, stdin=fh))))
+        elif magic.startswith(b"BZh"):
+            yield stack.enter_context(bz2.open(fh, "rb"))
+        elif magic.startswith(b"\x1f\x8b"):
+            yield cast(IO[bytes], stack.enter_context(gzip.open(fh, "rb")))
+        elif magic.startswith(b"\xfd7zXZ"):
+            yield stack.enter_context(lzma.open(fh, "rb"))
+        else:
+            yield fh
 
 
-def _folder_records(source: Path) -> Iterator[Record]:
-    files = sorted(p for p in source.rglob("*") if p.is_file() and p.name in _FILES)
+def _folder_records(source: Path, reader: SourceReader) -> Iterator[Record]:
+    files = sorted(here / name for here, _, names in reader.walk(source)
+                   for name in names if name in _FILES)
     studies = [p.relative_to(source) for p in files if p.name == "study.json"]
     depth = min((len(p.parts) for p in studies), default=0)
     if depth == 2:  # a workload's folder: <batch_size>/study.json
@@ -499,12 +517,14 @@ def _folder_records(source: Path) -> Iterator[Record]:
         if parsed is None:
             continue
         kind, key, trial = parsed
-        limit, size = member_limit(member), path.stat().st_size
-        if limit is not None and size > limit:  # the archive reader's limits, for folders too
-            raise ArchiveError(f"{path}: {size:,} bytes, more than the {limit:,} bytes allowed "
-                               f"for a {kind}; this is not the release's file",
-                               member=str(path))
-        data = path.read_bytes()
+        limit = member_limit(member) or MEMBER_LIMITS[kind]
+        with reader.open(path) as fh:  # the archive reader's limits, for folders too
+            size = os.fstat(fh.fileno()).st_size
+            data = fh.read(limit + 1) if size <= limit else b""
+        if size > limit or len(data) > limit:
+            raise ArchiveError(f"{path}: {max(size, len(data)):,} bytes, more than the "
+                               f"{limit:,} bytes allowed for a {kind}; this is not the "
+                               "release's file", member=str(path))
         if kind == "study.json":
             yield parse_study(data, key, str(path))
         elif kind == "metadata.json":
@@ -515,9 +535,10 @@ def _folder_records(source: Path) -> Iterator[Record]:
             yield CsvRecord(key, trial, data, str(path))
 
 
-def read_release(source: str | os.PathLike[str]) -> Iterator[Record]:
+def read_release(source: str | os.PathLike[str], *, files: SourceReader) -> Iterator[Record]:
     """Yield the records of the release's layout in a folder or a ``.tar`` (plain, ``.bz2``,
-    ``.gz`` or ``.xz``), with the checks of :func:`read_archive`.
+    ``.gz`` or ``.xz``), with the checks of :func:`read_archive`; every folder and file of
+    the source is reached through ``files``.
 
     ``source`` is the release root (the folder holding ``<base_dir>/<model>/<optimizer>/
     <batch_size>/``, like ``batch_science/``), a folder holding that root, an archive of
@@ -526,17 +547,19 @@ def read_release(source: str | os.PathLike[str]) -> Iterator[Record]:
     ``source`` and the file at fault.
 
     >>> from curvekit.testing import tiny_archive
+    >>> from curvekit.ingest.files import SourceFiles
     >>> import tempfile, pathlib
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "tiny.tar.bz2"; m = tiny_archive(p)
-    >>> len({r.key.workload for r in read_release(p)}) == m.totals["workloads"]
+    >>> records = read_release(p, files=SourceFiles.of(p))
+    >>> len({r.key.workload for r in records}) == m.totals["workloads"]
     True
     """
     source = Path(source)
     try:
         if source.is_dir():
-            yield from _checked(_folder_records(source))
+            yield from _checked(_folder_records(source, files))
             return
-        with _open_tar(source) as stream:
+        with _open_tar(source, files) as stream:
             yield from _checked(_records(stream))
     except ArchiveError:
         raise

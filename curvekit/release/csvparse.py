@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import csv
 import re
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -42,8 +43,11 @@ from curvekit.errors import ArchiveError
 from curvekit.records import StudyKey
 from curvekit.release.archive import CsvRecord
 
-__all__ = ["CsvBatcher", "normalize", "parse_header"]
+__all__ = ["MAX_COLUMNS", "CsvBatcher", "normalize", "parse_header"]
 
+MAX_COLUMNS = 10_000
+"""The most columns a ``measurements.csv`` header may have (the release's have a few; the
+importers of ``curvekit add`` take at most as many per log)."""
 _BOM = b"\xef\xbb\xbf"
 _BLANK_LINES = re.compile(rb"\n{2,}")
 Sink = Callable[[StudyKey, pa.Table], None]
@@ -52,19 +56,30 @@ _Parsed = tuple[list[tuple[StudyKey, pa.Table]], dict[tuple[StudyKey, int], int]
 
 
 def parse_header(line: bytes, member: str) -> list[str]:
-    """The column names of a CSV header line, checked for a ``step`` column and duplicates."""
+    """The column names of a CSV header line, checked for a ``step`` column, duplicates and
+    at most :data:`MAX_COLUMNS` columns, in time linear in the line's length.
+
+    >>> parse_header(b"step,val/error", "m.csv")
+    ['step', 'val/error']
+    """
     try:
         names = next(csv.reader([line.decode("utf-8")]))
     except (UnicodeDecodeError, StopIteration, csv.Error) as exc:
         raise ArchiveError(f"{member}: unreadable CSV header: {exc}", member=member) from exc
-    if "step" not in names:
+    if len(names) > MAX_COLUMNS:
         raise ArchiveError(
-            f"{member}: no 'step' column in the header {names!r}; measurements.csv must have "
+            f"{member}: the header has {len(names):,} columns; a measurements.csv has a step "
+            f"column and one per metric, at most {MAX_COLUMNS:,} in all: this is not the "
+            "release's file", member=member)
+    if "step" not in names:
+        shown = names if len(names) <= 30 else [*names[:30], "..."]
+        raise ArchiveError(
+            f"{member}: no 'step' column in the header {shown!r}; measurements.csv must have "
             "a step column and one column per metric", member=member)
-    dupes = sorted({n for n in names if names.count(n) > 1})
+    dupes = sorted(n for n, count in Counter(names).items() if count > 1)
     if dupes or "" in names or "trial_id" in names:
-        raise ArchiveError(f"{member}: bad column names {dupes or names!r} in the header",
-                           member=member)
+        raise ArchiveError(f"{member}: bad column names {(dupes or names)[:30]!r} in the "
+                           "header", member=member)
     return names
 
 
