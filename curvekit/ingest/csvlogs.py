@@ -64,6 +64,7 @@ from curvekit.ingest.runs import (
 )
 from curvekit.ingest.select import ALL, FileFilter
 from curvekit.ingest.yamlish import read_flat_yaml
+from curvekit.names import name_problem
 
 __all__ = ["ALGOPERF_CURVE", "ALGOPERF_STEPS", "AXIS_COLUMNS", "CHART_COMPANIONS", "INDEX_COLUMN",
            "LIGHTNING_STEP_OFFSET", "MAX_HEADER_BYTES", "RUNS_TABLE_COLUMNS", "STEP_COLUMNS",
@@ -117,6 +118,11 @@ def _header(data: bytes, path: str) -> list[str]:
         names = next(csv.reader([first.decode("utf-8-sig")]))
     except (UnicodeDecodeError, csv.Error) as exc:
         raise IngestError(f"unreadable header: {exc}", path=path, line=1) from exc
+    for raw in names:  # the one name rule, before spaces are stripped (a tab would be)
+        problem = name_problem(raw) if raw else None
+        if problem is not None:
+            raise IngestError(f"column name {raw!r} {problem}; rename the column in the file",
+                              path=path, line=1)
     names = [n.strip() for n in names]
     dupes = sorted(n for n, count in Counter(names).items() if count > 1)
     # A nameless first column is the row index pandas' to_csv writes (read_csv_run checks
