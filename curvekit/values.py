@@ -17,7 +17,7 @@ writer check values with these functions, so a value one door refuses, every doo
 >>> exact_integer("9007199254740993"), exact_integer("1e3"), exact_integer("1.5")
 (9007199254740993, 1000, None)
 >>> parameter_problem({"lr": float("nan")})
-"'lr' is nan, not a finite number"
+"'lr' = nan is not a finite number"
 >>> flag_problem("false")
 "is the text 'false', not true or false; write it without quotes"
 """
@@ -76,14 +76,14 @@ def integer_problem(value: object, *, minimum: int = 0, maximum: int = INT64_MAX
     NaN, an infinity, a fraction or text is not.
 
     >>> integer_problem(2**63), integer_problem(True), integer_problem(100.0)
-    ('is beyond 2**63 - 1 = 9223372036854775807', 'is true/false, not a whole number', None)
+    ('is beyond 2**63 - 1 = 9223372036854775807', 'is true/false, not an integer', None)
     """
     if isinstance(value, bool):
-        return "is true/false, not a whole number"
+        return "is true/false, not an integer"
     if not isinstance(value, int | float):
-        return f"is {type(value).__name__}, not a whole number"
+        return f"is {type(value).__name__}, not an integer"
     if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
-        return "is not a whole number"
+        return "is not an integer"
     if value > maximum:
         return (f"is beyond 2**63 - 1 = {INT64_MAX}" if maximum == INT64_MAX
                 else f"is more than {maximum}")
@@ -101,7 +101,7 @@ def parameter_problem(value: object, name: str = "") -> str | None:
     >>> parameter_problem([1, 2.5, "x", None, True], "shape") is None
     True
     >>> parameter_problem(2**70, "seed")
-    "'seed' is 1180591620717411303424, beyond a 64-bit integer (-2**63 ... 2**63 - 1)"
+    "'seed' = 1180591620717411303424 does not fit in a 64-bit integer (-2**63 ... 2**63 - 1)"
     """
     todo: list[tuple[str, object]] = [(name, value)]
     while todo:
@@ -111,10 +111,10 @@ def parameter_problem(value: object, name: str = "") -> str | None:
             continue
         if isinstance(item, int):
             if not INT64_MIN <= item <= INT64_MAX:
-                return f"{shown} is {item}, beyond a 64-bit integer (-2**63 ... 2**63 - 1)"
+                return f"{shown} = {item} does not fit in a 64-bit integer (-2**63 ... 2**63 - 1)"
         elif isinstance(item, float):
             if not math.isfinite(item):
-                return f"{shown} is {item!r}, not a finite number"
+                return f"{shown} = {item!r} is not a finite number"
         elif isinstance(item, dict):
             for key, sub in item.items():
                 if not isinstance(key, str):
@@ -123,7 +123,7 @@ def parameter_problem(value: object, name: str = "") -> str | None:
         elif isinstance(item, list | tuple):
             todo.extend((f"{where}[{i}]", sub) for i, sub in enumerate(item))
         else:
-            return (f"{shown} is {type(item).__name__} {item!r}, not a number, text, "
+            return (f"{shown} = {item!r} is {type(item).__name__}, not a number, text, "
                     "true/false or a list of them")
     return None
 

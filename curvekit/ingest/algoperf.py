@@ -30,11 +30,11 @@ its trial folder (``trial_1``), or also by its file (``trial_1/eval_measurements
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
+from curvekit import structured
 from curvekit.errors import IngestError
 from curvekit.ingest.csvlogs import (
     ALGOPERF_CURVE,
@@ -71,18 +71,17 @@ def _hparams(path: Path) -> dict[str, Any]:
             raise IngestError(f"larger than {MAX_HPARAMS_BYTES >> 20} MiB; an AlgoPerf "
                               f"{HPARAMS} holds a few hyperparameters: check the file",
                               path=str(path))
-        obj = json.loads(path.read_text(encoding="utf-8"))
+        data = path.read_bytes()
     except FileNotFoundError:
         return {}
     except OSError as exc:
         raise IngestError(f"cannot read: {exc.strerror}", path=str(path)) from exc
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise IngestError(f"not valid JSON ({exc}); fix the file, or give the trial's "
-                          "parameters in a run manifest and leave it out with --exclude "
-                          f"'{HPARAMS}'", path=str(path)) from exc
-    if not isinstance(obj, dict):
-        raise IngestError(f"expected a JSON object of hyperparameters, got "
-                          f"{type(obj).__name__}", path=str(path))
+    obj = structured.loads(
+        data, "json", where=str(path), expect=dict,
+        error=lambda message, line: IngestError(
+            f"{message.removeprefix(f'{path}: ')} (a JSON object of hyperparameters); fix the "
+            "file, or give the trial's parameters in a run manifest and leave it out with "
+            f"--exclude '{HPARAMS}'", path=str(path), line=line))
     return {k: v for k, v in obj.items()
             if isinstance(v, bool | int | float | str) and not (isinstance(v, str) and not v)}
 

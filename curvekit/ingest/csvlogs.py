@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import os
 import re
 import warnings
@@ -49,6 +48,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
+from curvekit import structured
 from curvekit.errors import IngestError
 from curvekit.ingest.runs import (
     MAX_COLUMNS,
@@ -211,7 +211,7 @@ def _cut(cell: str) -> str:
 
 def _toml_key(name: str) -> str:
     """``name`` as a TOML key: bare when it can be, quoted otherwise."""
-    return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else json.dumps(name)
+    return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else structured.dumps(name)
 
 
 def read_table_bytes(data: bytes, path: str, names: list[str] | None = None, *,

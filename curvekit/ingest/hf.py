@@ -34,7 +34,7 @@ hyperparameter search, ``trial_name`` and ``trial_params``.
 ...             "eval_runtime": 0.5}]
 >>> state = {"global_step": 20, "max_steps": 20, "train_batch_size": 32,
 ...          "num_train_epochs": 1, "log_history": history}
->>> _ = (out / "checkpoint-20" / "trainer_state.json").write_text(json.dumps(state))
+>>> _ = (out / "checkpoint-20" / "trainer_state.json").write_text(structured.dumps(state))
 >>> [(r.key, r.params, r.frame.rows()) for r in read_hf_runs(out.parent)]
 [('bs32', {'max_steps': 20, 'num_train_epochs': 1, 'train_batch_size': 32}, \
 [(10, None, None, 0.0001, 2.0), (20, 0.4, 1.8, None, None)])]
@@ -42,7 +42,6 @@ hyperparameter search, ``trial_name`` and ``trial_params``.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -51,6 +50,7 @@ from typing import Any
 
 import polars as pl
 
+from curvekit import structured
 from curvekit.errors import IngestError
 from curvekit.ingest.csvlogs import skip_folder
 from curvekit.ingest.runs import INT64_MAX, MAX_COLUMNS, RunLog, merge_rows
@@ -77,13 +77,15 @@ def _load(path: Path) -> dict[str, Any]:
         if path.stat().st_size > MAX_STATE_BYTES:
             raise IngestError(f"larger than {MAX_STATE_BYTES >> 20} MiB; a trainer_state.json "
                               "is a few MB at most: is this the right file?", path=str(path))
-        state = json.loads(path.read_bytes())
+        data = path.read_bytes()
     except OSError as exc:
         raise IngestError(f"cannot read: {exc.strerror}", path=str(path)) from exc
-    except (ValueError, RecursionError) as exc:
-        raise IngestError(f"not valid JSON ({exc}); a Trainer writes trainer_state.json as "
-                          "JSON: leave a damaged copy out", path=str(path)) from exc
-    if not isinstance(state, dict) or not isinstance(state.get("log_history"), list):
+    state: dict[str, Any] = structured.loads(
+        data, "json", where=str(path), expect=dict,
+        error=lambda message, line: IngestError(
+            f"{message.removeprefix(f'{path}: ')}; a Trainer writes trainer_state.json as a "
+            "JSON object: leave a damaged copy out", path=str(path), line=line))
+    if not isinstance(state.get("log_history"), list):
         raise IngestError("not a Hugging Face trainer state: expected a JSON object with a "
                           "log_history list", path=str(path))
     return state
@@ -147,7 +149,7 @@ def _params(state: dict[str, Any], path: Path) -> dict[str, Any]:
             if isinstance(value, str | int | float | bool) or value is None:
                 params[str(key)] = param_value(value)
             else:
-                params[str(key)] = json.dumps(value, sort_keys=True)
+                params[str(key)] = structured.dumps(value, sort_keys=True)
     return dict(sorted(params.items()))
 
 

@@ -13,20 +13,19 @@ several entries takes the keys of each, later entries winning.
 
 from __future__ import annotations
 
-import json
 import math
-import re
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
+from curvekit import structured
 from curvekit.errors import IngestError
 from curvekit.ingest.select import ALL, FileFilter
 from curvekit.names import check_name
 from curvekit.records import STATUSES, Workload
+from curvekit.values import flag_problem, parameter_problem
 
 __all__ = ["EXAMPLE", "RunManifest", "RunSpec", "load_run_manifest", "parse_manifest"]
 
@@ -143,6 +142,21 @@ def _int(value: Any, path: str, where: str, *, minimum: int = 0) -> int:
     return int(value)
 
 
+def _flag(value: Any, path: str, where: str) -> bool:
+    problem = flag_problem(value)
+    if problem is not None:
+        raise _fail(path, where, f"{value!r} {problem}")
+    return bool(value)
+
+
+def _value(value: Any, name: str, path: str, where: str) -> Any:
+    """``value`` if the store can hold it as a metaparameter (or search-space) value."""
+    problem = parameter_problem(value, name)
+    if problem is not None:
+        raise _fail(path, where, f"{problem}; give a finite number, text or true/false")
+    return value
+
+
 def _key(key: Any) -> Any:
     # TOML and JSON table keys are strings; a batch size is written as one.
     return int(key) if isinstance(key, str) and key.isdigit() else key
@@ -168,9 +182,10 @@ def _run(entry: Any, path: str, where: str) -> RunSpec:
         raise _fail(path, f"{where}.status",
                     f"{status!r} is not one of {', '.join(STATUSES)}")
     params = _table(entry.get("parameters", {}), path, f"{where}.parameters")
-    for key in params:
+    for key, value in params.items():
         check_name(key, "metaparameter", fix="rename it in the manifest",
                    error=_failing(path, f"{where}.parameters"))
+        _value(value, key, path, f"{where}.parameters")
     return RunSpec(
         pattern=entry["run"], where=where,
         batch_size=None if entry.get("batch_size") is None
@@ -225,7 +240,7 @@ def parse_manifest(obj: Any, path: str) -> RunManifest:
     return RunManifest(
         select=select, path=path, name=wl.get("name"), dataset=wl.get("dataset"),
         train_steps=budget,
-        early_stopping=bool(wl.get("early_stopping", False)),
+        early_stopping=_flag(wl.get("early_stopping", False), path, "[workload].early_stopping"),
         source=base / wl["source"] if wl.get("source") else None,
         steps_per_epoch=None if wl.get("steps_per_epoch") is None
         else _int(wl["steps_per_epoch"], path, "[workload].steps_per_epoch", minimum=1),
@@ -233,44 +248,22 @@ def parse_manifest(obj: Any, path: str) -> RunManifest:
         else _int(wl["train_examples"], path, "[workload].train_examples", minimum=1),
         metrics=dict(metrics),
         parameter_configs=None if configs is None
-        else _table(configs, path, "[parameter_configs]"),
+        else _value(_table(configs, path, "[parameter_configs]"), "", path,
+                    "[parameter_configs]"),
         runs=[_run(r, path, f"runs[{i}]") for i, r in enumerate(runs)])
 
 
 def load_run_manifest(path: str | Path) -> RunManifest:
-    """Read a run manifest from a ``.toml``, ``.yaml``/``.yml`` or ``.json`` file."""
+    """Read a run manifest from a ``.toml``, ``.yaml``/``.yml`` or ``.json`` file (with the
+    one loader of users' structured files, :mod:`curvekit.structured`)."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise IngestError(f"cannot read the run manifest: {exc}", path=str(path)) from exc
-    suffix = path.suffix.lower()
-    try:
-        if suffix == ".toml":
-            obj: Any = tomllib.loads(text)
-        elif suffix == ".json":
-            obj = json.loads(text)
-        elif suffix in (".yaml", ".yml"):
-            try:
-                import yaml
-            except ImportError as exc:
-                raise IngestError("reading a YAML manifest needs PyYAML: pip install pyyaml, "
-                                  "or write the manifest as TOML or JSON",
-                                  path=str(path)) from exc
-            try:
-                obj = yaml.safe_load(text)
-            except yaml.YAMLError as exc:
-                mark = getattr(exc, "problem_mark", None)
-                raise IngestError(f"malformed YAML: {exc}", path=str(path),
-                                  line=mark.line + 1 if mark is not None else None) from exc
-        else:
-            raise IngestError(f"unknown manifest type {suffix or '(no suffix)'!r}; name it "
-                              ".toml, .yaml or .json", path=str(path))
-    except tomllib.TOMLDecodeError as exc:
-        found = re.search(r"at line (\d+)", str(exc))
-        raise IngestError(f"malformed TOML: {exc}", path=str(path),
-                          line=int(found.group(1)) if found else None) from exc
-    except json.JSONDecodeError as exc:
-        raise IngestError(f"malformed JSON: {exc.msg}", path=str(path),
-                          line=exc.lineno) from exc
-    return parse_manifest(obj if obj is not None else {}, str(path))
+
+    def fail(message: str, line: int | None) -> IngestError:
+        # the loader names the file first: the error names it once, with the line
+        return IngestError(message.removeprefix(f"{path}: "), path=str(path), line=line)
+
+    if structured.kind_of(path) is None:
+        raise IngestError(f"unknown manifest type {path.suffix.lower() or '(no suffix)'!r}; "
+                          "name it .toml, .yaml or .json", path=str(path))
+    obj = structured.load(path, expect=dict, error=fail)
+    return parse_manifest(obj, str(path))

@@ -23,6 +23,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from curvekit import structured
 from curvekit.errors import RunError
 from curvekit.runner.plan import Sweep, TrialResult, TrialSpec
 
@@ -44,12 +45,12 @@ def open_work_dir(work_dir: Path, sweep: Sweep) -> Sweep:
     """
     plan = work_dir / PLAN_FILE
     if plan.is_file():
+        fix = "use another --work-dir or delete that folder"
+        data = structured.load(plan, kind="json", error=lambda m, _: RunError(f"{m}; {fix}"))
         try:
-            previous = Sweep.from_json(json.loads(plan.read_text()))
-        except (ValueError, TypeError, KeyError) as exc:
-            raise RunError(f"{plan} is not a curvekit sweep plan ({exc}); use another "
-                           "--work-dir or delete that folder") from exc
-        diff = previous.differences(sweep)
+            diff = Sweep.from_json(data).differences(sweep)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise RunError(f"{plan} is not a curvekit sweep plan ({exc!r}); {fix}") from exc
         if diff:
             raise RunError(f"{work_dir} holds another sweep (it differs in {', '.join(diff)}); "
                            "rerun with the same options to resume it, or use another "
@@ -58,7 +59,7 @@ def open_work_dir(work_dir: Path, sweep: Sweep) -> Sweep:
     for partial in work_dir.glob("parts/*/*/.*.parquet.*"):  # written when the sweep died
         partial.unlink(missing_ok=True)
     tmp = plan.with_name(f".{PLAN_FILE}.{uuid.uuid4().hex[:8]}")
-    tmp.write_text(json.dumps(sweep.to_json(), indent=1, sort_keys=True) + "\n")
+    tmp.write_text(structured.dumps(sweep.to_json(), indent=1, sort_keys=True) + "\n")
     os.replace(tmp, plan)
     return sweep
 
@@ -86,7 +87,7 @@ def write_part(work_dir: Path, result: TrialResult) -> Path:
     meta = {"spec": _metadata(spec), "status": result.status, "steps": result.steps,
             "seconds": result.seconds, "device": result.device,
             "torch_version": result.torch_version}
-    table = pa.table(columns).replace_schema_metadata({TRIAL_KEY: json.dumps(meta).encode()})
+    table = pa.table(columns).replace_schema_metadata({TRIAL_KEY: structured.dumps(meta).encode()})
     path = part_path(work_dir, spec)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}")
@@ -112,7 +113,7 @@ def finished_trials(work_dir: Path, specs: list[TrialSpec]) -> dict[int, Finishe
             meta = json.loads((table.schema.metadata or {})[TRIAL_KEY])
         except (OSError, pa.ArrowException, KeyError, ValueError):
             continue
-        if meta.get("spec") != json.loads(json.dumps(_metadata(spec))):
+        if meta.get("spec") != json.loads(structured.dumps(_metadata(spec))):
             raise RunError(f"{path} holds a trial that differs from this sweep's plan; "
                            "delete it (it will run again) or use another --work-dir")
         done[i] = (meta, table.replace_schema_metadata(None), path)

@@ -16,10 +16,10 @@ True
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
+from curvekit import structured
 from curvekit.errors import ArchiveError
 from curvekit.progress import StageCounter
 from curvekit.records import TrialRecord
@@ -100,7 +100,7 @@ def convert(
         # the user's own workloads move into the new snapshot
         meta = carry_added(tx, meta)
         if manifest is not None:
-            (tx.staging / MANIFEST_FILE).write_text(json.dumps(manifest.to_dict(), indent=1))
+            (tx.staging / MANIFEST_FILE).write_text(structured.dumps(manifest.to_dict(), indent=1))
         if progress is not None:
             progress(n, n)
         tx.publish((sha256 or "local")[:12], meta)

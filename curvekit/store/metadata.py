@@ -32,6 +32,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from curvekit import structured
 from curvekit._version import __version__
 from curvekit.errors import StoreError
 from curvekit.store.layout import METADATA_FILE, STORE_FORMAT, store_link
@@ -200,7 +201,7 @@ class StoreMetadata(Mapping[str, Any]):
 
     def text(self) -> str:
         """The file's text."""
-        return json.dumps(self._data, indent=1) + "\n"
+        return structured.dumps(self._data, indent=1) + "\n"
 
     @classmethod
     def empty(cls) -> StoreMetadata:

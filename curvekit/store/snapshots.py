@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from curvekit import structured
 from curvekit.records import Workload
 from curvekit.store.layout import METADATA_FILE, workload_dir
 
@@ -133,7 +134,7 @@ def seal(staging: Path, previous: Path | None = None) -> dict[str, dict[str, Any
             records[rel] = dict(old)
         else:
             records[rel] = {"size": stat.st_size, "digest": file_digest(staging / rel)}
-    body = json.dumps({"algorithm": ALGORITHM, "files": records}, indent=1, sort_keys=True)
+    body = structured.dumps({"algorithm": ALGORITHM, "files": records}, indent=1, sort_keys=True)
     (staging / FILES_FILE).write_text(body + "\n")
     (staging / LEASE_FILE).touch()
     return records

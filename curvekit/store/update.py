@@ -30,7 +30,6 @@ False
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 from collections.abc import Mapping, Sequence
@@ -44,6 +43,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from curvekit import structured
 from curvekit._version import __version__
 from curvekit.errors import StoreError
 from curvekit.home import resolve_home
@@ -234,7 +234,7 @@ def content_hash(data: WorkloadData, tables: Mapping[tuple[StudyKey, int], pa.Ta
 
 
 def _dumps(value: Any) -> bytes:
-    return json.dumps(value, sort_keys=True, default=str).encode()
+    return structured.dumps(value, sort_keys=True, default=str).encode()
 
 
 def _current(tx: Transaction) -> tuple[Path, StoreMetadata] | None:

@@ -19,7 +19,6 @@ that a plain Parquet reader (DuckDB, polars, pandas) finds every column in every
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import uuid
@@ -35,6 +34,7 @@ import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
+from curvekit import structured
 from curvekit.errors import CurvekitError, StoreError
 from curvekit.names import ColumnNames, ErrorType, parameter_column
 from curvekit.records import STATUSES, StudyKey, StudyRecord, TrialRecord, Workload
@@ -71,7 +71,7 @@ Every file of a table carries every column, so each column costs each file a foo
 
 
 def _json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return structured.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 def _param_type(values: Iterable[Any]) -> pa.DataType:
@@ -353,7 +353,7 @@ def write_table(table: pa.Table, path: Path, *, measurements: bool = False) -> N
     dictionary, split = _float_encodings(table)
     present = [f.name for f in table.schema if pa.types.is_floating(f.type)
                and table.column(f.name).null_count < table.num_rows]
-    table = table.replace_schema_metadata({METRICS_KEY: json.dumps(present)})
+    table = table.replace_schema_metadata({METRICS_KEY: structured.dumps(present)})
     pq.write_table(
         table, path, **PARQUET_OPTIONS,
         use_dictionary=["trial_id", *dictionary],
