@@ -33,6 +33,7 @@ __all__ = [
     "exact_integer",
     "flag_problem",
     "integer_problem",
+    "parameter_fix",
     "parameter_problem",
 ]
 
@@ -126,6 +127,17 @@ def parameter_problem(value: object, name: str = "") -> str | None:
             return (f"{shown} = {item!r} is {type(item).__name__}, not a number, text, "
                     "true/false or a list of them")
     return None
+
+
+def parameter_fix(value: object) -> str:
+    """How to give a metaparameter value that :func:`parameter_problem` refuses.
+
+    >>> parameter_fix(2**70)
+    'write it as a float (1.18059e+21) or as a string ("1180591620717411303424")'
+    """
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"write it as a float ({float(value):.6g}) or as a string (\"{value}\")"
+    return "give a finite number, a string or true/false"
 
 
 def flag_problem(value: object) -> str | None:

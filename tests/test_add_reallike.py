@@ -175,7 +175,7 @@ def test_chart_export_read_as_plain_csv_says_what_it_is(tmp_path: Path, home: Pa
     _chart(path, {"a": {0: 1.0}, "b": {0: 2.0}})
     _refused_unchanged(home, [str(path), "--format", "csv", "--name", NAME, "--manifest",
                               str(_manifest(tmp_path, 4))],
-                       "W&B chart export holding 2 run(s)", "--format wandb")
+                       "W&B chart export holding 2 run(s)", "--log-format wandb")
 
 
 def test_wandb_runs_table_is_not_a_history(tmp_path: Path, home: Path) -> None:

@@ -54,7 +54,7 @@ from curvekit.ingest.status import decide
 from curvekit.names import PARAM_PREFIX, RESERVED, ColumnNames, check_name
 from curvekit.records import StudyKey, StudyRecord, TrialRecord, Workload
 from curvekit.store.update import AddResult, WorkloadData, add_workload
-from curvekit.values import parameter_problem
+from curvekit.values import parameter_fix, parameter_problem
 
 __all__ = ["FORMATS", "Format", "add", "build", "detect_format"]
 
@@ -142,7 +142,7 @@ def detect_format(source: Path, select: FileFilter = ALL) -> str:
         if name.endswith(".csv"):
             return _csv_kind(source, source.name)
         raise IngestError("unknown format: not a .tar.* archive, an event file, a .csv or a "
-                          ".parquet file; pass --format", path=str(source))
+                          ".parquet file; pass --log-format", path=str(source))
     found: set[str] = set()
     byproducts: dict[str, set[str]] = {}  # primary format -> what it made that was not read
     for folder, dirs, files in os.walk(source):
@@ -187,16 +187,16 @@ def detect_format(source: Path, select: FileFilter = ALL) -> str:
             others = "tensorboard" if picked == "mlflow" else "csv or tensorboard"
             warnings.warn(
                 f"{source}: read as {picked}; not read: {', '.join(sorted(made))}, "
-                f"by-products of the same runs (pass --format {others} to read those "
+                f"by-products of the same runs (pass --log-format {others} to read those "
                 "instead)", IngestWarning, stacklevel=2)
         return picked
     if not found:
         left_out = " that --include/--exclude left in" if select else ""
         raise IngestError("unknown format: found no study.json, MLflow meta.yaml, TensorBoard "
-                          f"event file, .csv or .parquet log here{left_out}; pass --format, or "
+                          f"event file, .csv or .parquet log here{left_out}; pass --log-format, or "
                           "point at the folder that holds the logs", path=str(source))
     raise IngestError(f"holds logs of several formats ({', '.join(sorted(found))}); pass "
-                      "--format to choose one, or leave files out with --exclude PATTERN",
+                      "--log-format to choose one, or leave files out with --exclude PATTERN",
                       path=str(source))
 
 
@@ -247,15 +247,8 @@ def _check_value(name: str, value: Any, where: str) -> None:
     infinity, an integer beyond int64, a date."""
     problem = parameter_problem(value, name)
     if problem is not None:
-        raise IngestError(f"metaparameter {problem}; {_value_fix(value)} where it is given",
+        raise IngestError(f"metaparameter {problem}; {parameter_fix(value)} where it is given",
                           path=where)
-
-
-def _value_fix(value: Any) -> str:
-    """How to give a metaparameter value the store cannot hold."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return f"write it as a float ({float(value):.6g}) or as a string (\"{value}\")"
-    return "give a finite number, a string or true/false"
 
 
 def _error_at(path: str | None, prefix: str = "") -> Callable[[str], IngestError]:
@@ -329,7 +322,7 @@ def _parameters(run: RunLog, specs: Iterable[manifest_.RunSpec], manifest: str,
             key = alias
         problem = parameter_problem(value, given)
         if problem is not None:
-            raise at(f"metaparameter {problem}; {_value_fix(value)} where it is given")
+            raise at(f"metaparameter {problem}; {parameter_fix(value)} where it is given")
         column = columns.parameter(key, where, error=at)
         out[column] = (value, given, where)
     return dict(sorted(out.items()))
@@ -522,7 +515,7 @@ def build(source: str | os.PathLike[str] | None = None, *, name: str | None = No
     if not runs:
         left_out = " (or --include/--exclude left every file out)" if select else ""
         raise IngestError(f"no {fmt} runs found here{left_out}; check the path, or pass "
-                          "--format", path=str(src))
+                          "--log-format", path=str(src))
     return check_names(_assemble(runs, wl_name, fmt, src, man, overrides))
 
 

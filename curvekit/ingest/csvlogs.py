@@ -415,7 +415,7 @@ def read_csv_run(path: Path, key: str, *, step_renames: Iterable[str] = (),
     if charts is not None:
         raise IngestError(
             f"this is a W&B chart export holding {len(charts)} run(s) (columns '<run> - "
-            f"<metric>', e.g. {next(iter(charts.values()))[0][0]!r}); read it with --format "
+            f"<metric>', e.g. {next(iter(charts.values()))[0][0]!r}); read it with --log-format "
             "wandb, which makes one trial of each run", path=str(path), line=1)
     if _step_column(names, str(path), step_renames) is None and "epoch" not in names:
         raise _no_step_column(names, str(path), 1)  # before any value: a summary table

@@ -25,7 +25,7 @@ from curvekit.errors import IngestError
 from curvekit.ingest.select import ALL, FileFilter
 from curvekit.names import check_name
 from curvekit.records import STATUSES, Workload
-from curvekit.values import flag_problem, parameter_problem
+from curvekit.values import flag_problem, parameter_fix, parameter_problem
 
 __all__ = ["EXAMPLE", "RunManifest", "RunSpec", "load_run_manifest", "parse_manifest"]
 
@@ -153,7 +153,7 @@ def _value(value: Any, name: str, path: str, where: str) -> Any:
     """``value`` if the store can hold it as a metaparameter (or search-space) value."""
     problem = parameter_problem(value, name)
     if problem is not None:
-        raise _fail(path, where, f"{problem}; give a finite number, text or true/false")
+        raise _fail(path, where, f"{problem}; {parameter_fix(value)}")
     return value
 
 

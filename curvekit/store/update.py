@@ -75,7 +75,7 @@ from curvekit.store.writer import (
     snapshot_columns,
     union_schemas,
 )
-from curvekit.values import INT64_MAX, parameter_problem
+from curvekit.values import INT64_MAX, parameter_fix, parameter_problem
 
 __all__ = ["AddResult", "WorkloadData", "add_workload", "carry_added", "remove_workload"]
 
@@ -155,8 +155,8 @@ def validate(data: WorkloadData) -> dict[tuple[StudyKey, int], pa.Table]:
             # and finite numbers only (the one value rule, curvekit.values)
             problem = parameter_problem(value, pname)
             if problem is not None:
-                raise StoreError(f"{t.member}: metaparameter {problem}; store it as a finite "
-                                 "float or a string")
+                raise StoreError(f"{t.member}: metaparameter {problem}; "
+                                 f"{parameter_fix(value)}")
     missing = set(trial_keys) - set(data.measurements)
     extra = set(data.measurements) - set(trial_keys)
     for key, trial in sorted(missing):

@@ -47,7 +47,13 @@ from curvekit.store.layout import (
 )
 from curvekit.store.metadata import TABLE_COLUMNS_KEY, StoreMetadata
 from curvekit.store.snapshots import file_digest, read_records
-from curvekit.values import INT64_MAX, flag_problem, integer_problem, parameter_problem
+from curvekit.values import (
+    INT64_MAX,
+    flag_problem,
+    integer_problem,
+    parameter_fix,
+    parameter_problem,
+)
 
 __all__ = [
     "MAX_TABLE_COLUMNS",
@@ -162,8 +168,7 @@ class StoreBuilder:
             self._names.parameter(name, where)
             problem = parameter_problem(value, name)
             if problem is not None:
-                raise self._fail(where, f"metaparameter {problem}; give a finite number, "
-                                 "text or true/false")
+                raise self._fail(where, f"metaparameter {problem}; {parameter_fix(value)}")
         self.trials[(record.key, record.trial_id)] = record
 
     def add_metrics(self, names: Iterable[str], where: str) -> None:
