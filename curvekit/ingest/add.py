@@ -297,7 +297,7 @@ def _native_batch_size(run: RunLog) -> int | None:
 
 
 def _parameters(run: RunLog, specs: Iterable[manifest_.RunSpec], manifest: str,
-                columns: ColumnNames) -> dict[str, tuple[Any, str, str]]:
+                columns: ColumnNames, batch_size: int) -> dict[str, tuple[Any, str, str]]:
     """The log's parameters updated by the manifest's; batch-size names left out (the batch
     size is the study), ``lr`` stored as ``learning_rate``, reserved names prefixed.
 
@@ -305,16 +305,22 @@ def _parameters(run: RunLog, specs: Iterable[manifest_.RunSpec], manifest: str,
     the one name rule before any renaming, then by ``columns`` (the workload's columns,
     :class:`curvekit.names.ColumnNames`): two names that become one column (``optimizer``
     beside ``param_optimizer``; ``LR`` beside ``lr``) are refused, and so are values the
-    store cannot hold (NaN, an infinity, an integer beyond int64).
+    store cannot hold (NaN, an infinity, an integer beyond int64). A batch-size name in a
+    manifest's ``parameters`` must agree with the run's batch size (``batch_size``): the
+    batch size is the study's, never a metaparameter column.
     """
     merged: dict[str, tuple[Any, str]] = {k: (v, run.path) for k, v in run.params.items()}
     for spec in specs:
         merged.update({k: (v, f"{manifest}, {spec.where}") for k, v in spec.parameters.items()})
     out: dict[str, tuple[Any, str, str]] = {}
     for given, (value, where) in merged.items():
-        if given in BATCH_SIZE_PARAMS:
-            continue
         at = _error_at(where, f"run {run.key!r}: ")
+        if given in BATCH_SIZE_PARAMS:
+            if where != run.path and value != batch_size:  # given in the manifest
+                raise at(f"parameter {given!r} = {value!r} disagrees with the run's batch size "
+                         f"{batch_size}: the batch size is the study's, not a metaparameter; "
+                         "give it once, as the entry's batch_size")
+            continue
         check_name(given, "metaparameter", fix="rename it where it is given", error=at)
         key = given
         alias = PARAM_ALIASES.get(key)
@@ -500,6 +506,12 @@ def build(source: str | os.PathLike[str] | None = None, *, name: str | None = No
         if new.removeprefix("1-"):
             check_name(new.removeprefix("1-"), "metric",
                        fix=f"give another name in --map '{old}=NEW'")
+        if old in csvlogs.NOT_METRICS and new not in ("", "step"):
+            raise IngestError(  # a map that no reader would apply is no silent no-op
+                f"--map {old!r}={new!r}: {old!r} is never a metric (the epoch tells the time "
+                f"axis; {', '.join(sorted(csvlogs.NOT_METRICS - {'epoch'}))} are the logger's "
+                f"own counters and clocks), so it cannot become one; leave the map out, or use "
+                f"--map '{old}=step' to make it the step column")
     if fmt == "release":
         if select:
             raise IngestError("--include/--exclude choose files of a folder of logs; a release "
@@ -571,9 +583,9 @@ def _assemble(runs: list[RunLog], name: tuple[str, str, str], fmt: str, src: Pat
                 f"the runs have more than {MAX_COLUMNS:,} metric columns together; curvekit "
                 f"stores at most {MAX_COLUMNS:,} per workload: drop the ones you do not need "
                 "with --map 'NAME=' (or the manifest's [metrics] table)", path=where)
-    for group in prepared.values():
+    for batch_size, group in prepared.items():
         for run, mine, _, _ in group:
-            params[run.key] = _parameters(run, mine, where, columns)
+            params[run.key] = _parameters(run, mine, where, columns, batch_size)
     base_dir, model, optimizer = name
     studies, trials, measurements = [], [], {}
     origin_runs: dict[str, str] = {}

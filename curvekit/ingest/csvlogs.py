@@ -67,7 +67,8 @@ from curvekit.ingest.yamlish import read_flat_yaml
 from curvekit.names import name_problem
 
 __all__ = ["ALGOPERF_CURVE", "ALGOPERF_STEPS", "AXIS_COLUMNS", "CHART_COMPANIONS", "INDEX_COLUMN",
-           "LIGHTNING_STEP_OFFSET", "MAX_HEADER_BYTES", "RUNS_TABLE_COLUMNS", "STEP_COLUMNS",
+           "LIGHTNING_STEP_OFFSET", "MAX_HEADER_BYTES", "NOT_METRICS", "RUNS_TABLE_COLUMNS",
+           "STEP_COLUMNS",
            "TIME_COLUMNS", "chart_export_runs", "epochs_to_steps", "frame_from_table",
            "is_lightning_log", "log_files", "read_csv_run", "read_csv_runs",
            "read_header_line", "read_table_bytes", "refuse_runs_table", "skip_folder",
@@ -80,6 +81,9 @@ STEP_COLUMNS = ("step", "global_step", "trainer/global_step", "_step", "Step", "
 # Empty cells are missing, and "NA": Keras's CSVLogger writes it for a metric an epoch lacks.
 MISSING = ("", "NA")
 TIME_COLUMNS = frozenset({"_runtime", "_timestamp", "timestamp", "wall_time", "Wall time"})
+NOT_METRICS = frozenset({"epoch", "_step", *TIME_COLUMNS})
+"""Columns a log may hold that are never metrics: the epoch (it tells the time axis), W&B's
+own step counter and the wall clock. A ``--map`` that names one as a metric is refused."""
 # Columns that may hold the time axis: read as text and converted to int64 exactly.
 AXIS_COLUMNS = frozenset({*STEP_COLUMNS, "epoch"})
 MAX_HEADER_BYTES = 4 << 20
@@ -115,9 +119,11 @@ def _header(data: bytes, path: str) -> list[str]:
         _check_width(len(next(csv.reader([first.decode("utf-8-sig", errors="replace")]))),
                      path)
     try:
-        names = next(csv.reader([first.decode("utf-8-sig")]))
+        # strict: a quote left open (a quoted line break) is refused, not read as a name
+        names = next(csv.reader([first.decode("utf-8-sig")], strict=True))
     except (UnicodeDecodeError, csv.Error) as exc:
-        raise IngestError(f"unreadable header: {exc}", path=path, line=1) from exc
+        raise IngestError(f"unreadable header: {exc} (a quote left open?); the header is "
+                          "one line of column names", path=path, line=1) from exc
     for raw in names:  # the one name rule, before spaces are stripped (a tab would be)
         problem = name_problem(raw) if raw else None
         if problem is not None:

@@ -34,7 +34,7 @@ hyperparameter search, ``trial_name`` and ``trial_params``.
 ...             "eval_runtime": 0.5}]
 >>> state = {"global_step": 20, "max_steps": 20, "train_batch_size": 32,
 ...          "num_train_epochs": 1, "log_history": history}
->>> _ = (out / "checkpoint-20" / "trainer_state.json").write_text(structured.dumps(state))
+>>> _ = (out / "checkpoint-20" / "trainer_state.json").write_text(json.dumps(state))
 >>> [(r.key, r.params, r.frame.rows()) for r in read_hf_runs(out.parent)]
 [('bs32', {'max_steps': 20, 'num_train_epochs': 1, 'train_batch_size': 32}, \
 [(10, None, None, 0.0001, 2.0), (20, 0.4, 1.8, None, None)])]

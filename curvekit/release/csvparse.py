@@ -56,7 +56,7 @@ _Parsed = tuple[list[tuple[StudyKey, pa.Table]], dict[tuple[StudyKey, int], int]
 def parse_header(line: bytes, member: str) -> list[str]:
     """The column names of a CSV header line, checked for a ``step`` column and duplicates."""
     try:
-        names = next(csv.reader([line.decode("utf-8")]))
+        names = next(csv.reader([line.decode("utf-8")], strict=True))
     except (UnicodeDecodeError, StopIteration, csv.Error) as exc:
         raise ArchiveError(f"{member}: unreadable CSV header: {exc}", member=member) from exc
     if "step" not in names:
