@@ -94,7 +94,10 @@ def _csv_kind(path: Path, key: str) -> str:
             line = fh.readline(csvlogs.MAX_HEADER_BYTES).decode("utf-8-sig", errors="replace")
     except OSError:
         return "csv"
-    names = [n.strip() for n in next(csv.reader([line]), [])]
+    try:
+        names = [n.strip() for n in next(csv.reader([line]), [])]
+    except csv.Error:  # a line break inside the header: the CSV reader refuses it, with the line
+        return "csv"
     csvlogs.refuse_runs_table(names, str(path), key)
     if "_step" in names or csvlogs.chart_export_runs(names) is not None:
         return "wandb"
