@@ -252,7 +252,10 @@ def test_the_writer_refuses_what_no_door_checked(tmp_path: Path) -> None:
             ({"Momentum": 0.9, "momentum": 0.9}, good, "differ only in case"),
             ({"optimizer": "a", "param_optimizer": "b"}, good, "'param_optimizer'"),
             ({}, pa.table({"step": [-1, 10], "loss": [1.0, 0.5]}), "negative"),
-            ({}, pa.table({"step": [0, 10], "Batch_Size": [1.0, 0.5]}), "'Batch_Size'")]:
+            ({}, pa.table({"step": [0, 10], "Batch_Size": [1.0, 0.5]}), "'Batch_Size'"),
+            ({"loss": 1.0}, good, "a metaparameter named like a metric"),
+            ({"É": 1.0, "é": 2.0}, good, "differ only in case"),
+            ({"lr": "x"}, pa.table({"step": [0.0, 10.0], "loss": [1.0, 0.5]}), "integers")]:
         with pytest.raises(StoreError, match=needle):
             add_workload(tmp_path / "home", data(params, table))
     assert not (tmp_path / "home" / "store").exists()
