@@ -326,13 +326,15 @@ def add(source: Path | None, name: str | None, fmt: str, manifest: Path | None,
               help="Only this workload (base_dir/model/optimizer); repeatable. Default: all 35.")
 @click.option("--trial-fraction", type=float, default=1.0, show_default=True,
               help="Fraction of the published trial counts per status.")
-@click.option("--max-trials", type=int, help="Cap on trials per study.")
+@click.option("--max-trials", type=click.IntRange(min=1, max=MAX_TRIALS),
+              help="Cap on trials per study.")
 @click.option("--evals-scale", type=float, default=1.0, show_default=True,
               help="Scale of the number of evaluation rows per trial.")
 @click.option("--order", type=click.Choice(["walk", "shuffled"]), default="walk",
               show_default=True, help="Member order: like tar(1), or fully shuffled.")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--jobs", type=int, help="Worker processes (default: every CPU).")
+@click.option("--seed", type=click.IntRange(min=0, max=MAX_SEED), default=0, show_default=True)
+@click.option("--jobs", type=click.IntRange(min=1, max=MAX_WORKERS),
+              help="Worker processes (default: every CPU).")
 def generate_archive(path: Path, workloads: tuple[str, ...], trial_fraction: float,
                      max_trials: int | None, evals_scale: float, order: str, seed: int,
                      jobs: int | None) -> None:
@@ -590,7 +592,8 @@ def query(sql: str, home: Path | None, fmt: str) -> None:
               "(former name --model).")
 @click.option("--bootstrap", "samples", type=click.IntRange(min=0), default=0,
               show_default=True, help="Bootstrap resamples over trials for intervals.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed.")
+@click.option("--seed", type=click.IntRange(min=0, max=MAX_SEED), default=0, show_default=True,
+              help="Bootstrap seed.")
 @format_option
 def fit(selection: Selection | None, chosen: tuple[str, ...], all_: bool,
         statuses: tuple[str, ...], model: str, samples: int, seed: int, home: Path | None,

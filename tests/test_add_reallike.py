@@ -366,7 +366,7 @@ def test_mlflow_with_tensorboard_artifacts_is_mlflow(tmp_path: Path) -> None:
     experiment = _mlflow_run_with_tensorboard_artifacts(tmp_path)
     for source in (experiment, experiment.parent):
         with pytest.warns(IngestWarning, match=r"read as mlflow; not read: TensorBoard event "
-                          r"files under its runs' artifacts/.*--format tensorboard"):
+                          r"files under its runs' artifacts/.*--log-format tensorboard"):
             assert detect_format(source) == "mlflow"
     # a TensorBoard log that is no artifact of a run is a second format: still refused
     (tmp_path / "mlruns" / "tb").mkdir()
