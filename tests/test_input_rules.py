@@ -457,6 +457,17 @@ def test_every_integer_option_of_a_sweep_is_bounded(option: str, value: Any) -> 
         Sweep.create("mine", dataset="digits", model="fc_8", optimizers=["sgd"], **options)
 
 
+@pytest.mark.parametrize(("n", "seed"), [(10**6, 0), (0, 0), (10, -1), (10, 2**64)])
+def test_bootstrap_resamples_and_seed_are_bounded(n: int, seed: int) -> None:
+    """docs/security.md, runner: fit's bootstrap takes 1 ... 100,000 resamples and a seed from
+    0 to 2**63 - 1 (a negative seed was a numpy traceback)."""
+    from curvekit.errors import FitError
+    from curvekit.scaling import bootstrap
+
+    with pytest.raises(FitError, match=r"give a whole number from"):
+        bootstrap({8: [100.0], 16: [60.0], 32: [40.0]}, n=n, seed=seed)
+
+
 def test_run_refuses_unbounded_options_before_anything_trains(tmp_path: Path) -> None:
     """docs/security.md, runner: ``curvekit run --steps 2**63`` is an Error: line, and no
     work folder is made; the CLI's integer options carry the same bounds."""
@@ -562,9 +573,36 @@ def test_the_one_loader_refuses_what_json_cannot_hold() -> None:
             ("a = 1979-05-27\n", "toml", "date or time"),
             ("- 1\n", "yaml", "expected a table"),
             ("{1.5: x}", "yaml", "the key 1.5"),
+            ("a: !!set {x: null}\n", "yaml", "a is set"),
             ('{"a": 1', "json", "malformed JSON")]:
         with pytest.raises(IngestError, match=needle):
             structured.loads(text, kind, where="f", error=fail)
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("[" * DEEP + "]" * DEEP, "nested too deeply"), ("[1, 2]", "expected a table")])
+def test_every_structured_file_goes_through_the_one_loader(tmp_path: Path, text: str,
+                                                           needle: str) -> None:
+    """docs/security.md, structured files: a data manifest (``fetch --manifest``), AlgoPerf's
+    hparams.json, a Trainer's trainer_state.json and Lightning's hparams.yaml nested 100,000
+    deep or of the wrong top-level type are refused by the one loader, naming the file."""
+    from curvekit.errors import ManifestError
+    from curvekit.ingest import algoperf, hf
+    from curvekit.ingest.yamlish import read_flat_yaml
+    from curvekit.release.manifest import Manifest
+
+    path = tmp_path / "file.json"
+    path.write_text(text)
+    with pytest.raises(ManifestError, match=needle):
+        Manifest.from_file(path)
+    for read in (algoperf._hparams, hf._load, read_flat_yaml):
+        with pytest.raises(IngestError, match=needle) as refused:
+            read(path)
+        assert str(path) in str(refused.value)
+    result = CliRunner().invoke(main, ["fetch", "--archive", str(tmp_path / "a.tar.bz2"),
+                                       "--manifest", str(path), "--home", str(tmp_path / "h")])
+    assert result.exit_code == 1 and result.output.startswith("Error: "), result.output
+    assert needle in result.output
 
 
 # ---------------------------------------------------------------------- properties

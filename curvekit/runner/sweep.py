@@ -311,8 +311,7 @@ def run(
         workers = max(1, gpus)
     check_count(workers, "workers", 1, MAX_WORKERS)
     if trials_at_once is not None:
-        check_count(trials_at_once, "trials at once (1: one by one; leave it out for whole "
-                    "studies)", 1, MAX_TRIALS)
+        check_count(trials_at_once, "trials at once", 1, MAX_TRIALS)
     open_work_dir(folder, sweep)
     specs = sweep.trial_specs(device=resolved)
     done = finished_trials(folder, specs)
