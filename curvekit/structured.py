@@ -146,29 +146,39 @@ def _parse(text: str | bytes, kind: str, where: str, error: Fail, yaml_loader: A
     raise error(f"{where}: unknown kind of file {kind!r}; give .toml, .yaml or .json", None)
 
 
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
 def _check(obj: Any, where: str, error: Fail) -> None:
-    """Refuse nesting beyond MAX_DEPTH and values that are not JSON's, naming the key."""
+    """Refuse nesting beyond MAX_DEPTH and values that are not JSON's, naming the key.
+
+    Plain values are passed over without building their key's name, so a flat file (the
+    release's metadata.json) costs about as much again as parsing it."""
     todo: list[tuple[Any, str, int]] = [(obj, "", 0)]
     while todo:
         value, key, depth = todo.pop()
+        if type(value) in _PLAIN:
+            continue
         if isinstance(value, dict | list):
             if depth >= MAX_DEPTH:
                 raise error(f"{where}: nested too deeply (more than {MAX_DEPTH} levels, at "
                             f"{key or 'the top'}); this is no file curvekit writes or "
                             "expects: check it", None)
             if isinstance(value, list):
-                todo.extend((v, f"{key}[{i}]", depth + 1) for i, v in enumerate(value))
+                todo.extend((v, f"{key}[{i}]", depth + 1) for i, v in enumerate(value)
+                            if type(v) not in _PLAIN)
                 continue
             for k, v in value.items():
-                if isinstance(k, bool) or not isinstance(k, str | int):
+                if type(k) is not str and (isinstance(k, bool) or not isinstance(k, int)):
                     raise error(f"{where}: the key {k!r} (in {key or 'the top'}) is "
                                 f"{type(k).__name__}, not text; quote it", None)
-                todo.append((v, f"{key}.{k}" if key else str(k), depth + 1))
+                if type(v) not in _PLAIN:
+                    todo.append((v, f"{key}.{k}" if key else str(k), depth + 1))
         elif isinstance(value, datetime.date | datetime.time):
             raise error(f"{where}: {key or 'the top'} is a date or time ({value}), which "
                         f"curvekit does not read; write it as text in quotes "
                         f"(\"{value}\")", None)
-        elif value is not None and not isinstance(value, str | int | float):
+        elif not isinstance(value, str | int | float):
             raise error(f"{where}: {key or 'the top'} is {type(value).__name__} "
                         f"({str(value)[:40]!r}), not a number, text, true/false, a list or "
                         "a table; write it as text in quotes", None)
