@@ -633,6 +633,7 @@ def _fresh(root: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(a=NAMES, b=NAMES)
 def test_any_metaparameter_names_round_trip_or_are_refused(scratch: Path, a: str,
@@ -689,6 +690,7 @@ def test_any_metric_name_of_a_csv_log_round_trips_or_is_refused(scratch: Path,
         shutil.rmtree(tmp)
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(parameter=NAMES)
 def test_any_manifest_parameter_name_round_trips_or_is_refused(scratch: Path,
@@ -736,6 +738,7 @@ STEPS = st.one_of(st.integers(-(2**64), 2**64), st.integers(2**53 - 2, 2**53 + 2
                   st.integers(2**63 - 3, 2**63 + 2), st.integers(-2, 2))
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(steps=st.lists(STEPS, min_size=1, max_size=3, unique=True).map(sorted))
 def test_any_step_is_exact_int64_or_refused(scratch: Path, steps: list[int]) -> None:

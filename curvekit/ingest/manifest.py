@@ -6,6 +6,7 @@ Run entries are matched to runs by name (a path relative to the source, a run fo
 MLflow run id or name); glob patterns (``bs128/*``) match several runs, and a run matched by
 several entries takes the keys of each, later entries winning.
 
+>>> import tomllib
 >>> m = parse_manifest(tomllib.loads(EXAMPLE), "example.toml")
 >>> m.name, m.train_steps_for(128), m.runs[0].batch_size, m.runs[0].parameters
 ('my_data/resnet_20/momentum', 20000, 128, {'learning_rate': 0.1, 'momentum': 0.9})

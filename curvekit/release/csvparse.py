@@ -16,7 +16,6 @@ path, which understands quotes. Either way, no row can move from one trial to an
 
 >>> from curvekit.records import StudyKey
 >>> from curvekit.release.archive import CsvRecord
-from curvekit.values import exact_integer, integer_problem
 >>> key = StudyKey("mnist", "fc_1024", "sgd", 8)
 >>> out = []
 >>> b = CsvBatcher(lambda k, t: out.append((k, t)))
