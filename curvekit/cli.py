@@ -6,7 +6,6 @@ Output formatting lives here only; errors are caught once, at the root.
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 import warnings
@@ -17,12 +16,20 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from curvekit import structured
 from curvekit._exits import exit_broken_pipe, exit_interrupted
 from curvekit._version import __version__
-from curvekit.errors import CurvekitError
+from curvekit.errors import CurvekitError, RunError
 from curvekit.home import ENV_HOME
 from curvekit.ingest import FORMATS
 from curvekit.progress import Progress
+from curvekit.runner.limits import (
+    MAX_BATCH_SIZE,
+    MAX_SEED,
+    MAX_STEPS,
+    MAX_TRIALS,
+    MAX_WORKERS,
+)
 
 if TYPE_CHECKING:
     import polars as pl
@@ -127,7 +134,7 @@ def emit(frame: pl.DataFrame, fmt: str) -> None:
     import polars as pl
 
     if fmt == "json":
-        click.echo(json.dumps(frame.to_dicts(), indent=1, default=str))
+        click.echo(structured.dumps(frame.to_dicts(), indent=1, default=str))
         return
     if fmt == "csv":
         flat = frame.with_columns(
@@ -322,13 +329,15 @@ def add(source: Path | None, name: str | None, fmt: str, manifest: Path | None,
               help="Only this workload (base_dir/model/optimizer); repeatable. Default: all 35.")
 @click.option("--trial-fraction", type=float, default=1.0, show_default=True,
               help="Fraction of the published trial counts per status.")
-@click.option("--max-trials", type=int, help="Cap on trials per study.")
+@click.option("--max-trials", type=click.IntRange(min=1, max=MAX_TRIALS),
+              help="Cap on trials per study.")
 @click.option("--evals-scale", type=float, default=1.0, show_default=True,
               help="Scale of the number of evaluation rows per trial.")
 @click.option("--order", type=click.Choice(["walk", "shuffled"]), default="walk",
               show_default=True, help="Member order: like tar(1), or fully shuffled.")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--jobs", type=int, help="Worker processes (default: every CPU).")
+@click.option("--seed", type=click.IntRange(min=0, max=MAX_SEED), default=0, show_default=True)
+@click.option("--jobs", type=click.IntRange(min=1, max=MAX_WORKERS),
+              help="Worker processes (default: every CPU).")
 def generate_archive(path: Path, workloads: tuple[str, ...], trial_fraction: float,
                      max_trials: int | None, evals_scale: float, order: str, seed: int,
                      jobs: int | None) -> None:
@@ -586,7 +595,8 @@ def query(sql: str, home: Path | None, fmt: str) -> None:
               "(former name --model).")
 @click.option("--bootstrap", "samples", type=click.IntRange(min=0), default=0,
               show_default=True, help="Bootstrap resamples over trials for intervals.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed.")
+@click.option("--seed", type=click.IntRange(min=0, max=MAX_SEED), default=0, show_default=True,
+              help="Bootstrap seed.")
 @format_option
 def fit(selection: Selection | None, chosen: tuple[str, ...], all_: bool,
         statuses: tuple[str, ...], model: str, samples: int, seed: int, home: Path | None,
@@ -872,22 +882,23 @@ def _base_parameters(items: tuple[str, ...]) -> dict[str, float]:
 @click.option("--batch-sizes", default="16,64,256", show_default=True,
               help="Comma-separated batch sizes; 'full' is the whole training set.")
 @click.option("--trials-per-study", "--trials", "trials", cls=AliasedOption,
-              hidden_aliases=("--trials",), type=click.IntRange(min=1),
+              hidden_aliases=("--trials",), type=click.IntRange(min=1, max=MAX_TRIALS),
               help="Trials (quasi-random search points) per study, that is per optimizer and "
                    "batch size [default: 8; 1 seed with a scaling protocol].")
 @click.option("--steps", default="1000", show_default=True,
               help="Step budget of every trial, or per batch size as 8:4000,16:2000,...")
-@click.option("--eval-every", type=click.IntRange(min=1), default=50, show_default=True,
+@click.option("--eval-every", type=click.IntRange(min=1, max=MAX_STEPS), default=50,
+              show_default=True,
               help="Evaluate every N steps (and at step 0 and the last step).")
 @click.option("--space", type=click.Path(dir_okay=False, exists=True, path_type=Path),
               help="Search space JSON in the release's parameter_configs format (or one "
                    "per optimizer). Default: see docs/running.md.")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=click.IntRange(min=0, max=MAX_SEED), default=0, show_default=True)
 @click.option("--sampler", type=click.Choice(["sobol", "halton"]), default="sobol",
               show_default=True, help="Quasi-random sequence of the search.")
 @click.option("--device", default="auto", show_default=True,
               help="auto (a GPU if torch sees one, else the CPU), cpu, cuda or cuda:N.")
-@click.option("--workers", type=click.IntRange(min=1),
+@click.option("--workers", type=click.IntRange(min=1, max=MAX_WORKERS),
               help="Trials in parallel (default 1, or one per GPU).")
 @click.option("--executor", type=click.Choice(["local", "ray"]), default="local",
               show_default=True, help="Local processes, or a Ray cluster.")
@@ -903,7 +914,7 @@ def _base_parameters(items: tuple[str, ...]) -> dict[str, float]:
               help="tuned: search at every batch size; linear-/sqrt-scaling: scale a base "
                    "learning rate with the batch size, no search (--trials-per-study seeds "
                    "each).")
-@click.option("--base-batch-size", type=click.IntRange(min=1),
+@click.option("--base-batch-size", type=click.IntRange(min=1, max=MAX_BATCH_SIZE),
               help="Scaling protocols: the batch size the base setting belongs to.")
 @click.option("--base-learning-rate", type=click.FloatRange(min=0, min_open=True),
               help="Scaling protocols: the learning rate at the base batch size (default: "
@@ -913,14 +924,15 @@ def _base_parameters(items: tuple[str, ...]) -> dict[str, float]:
                    "(repeatable).")
 @click.option("--warmup", default="0", show_default=True,
               help="Scaling protocols: warmup in steps (200) or epochs (5e).")
-@click.option("--ghost-batch-size", type=click.IntRange(min=2),
+@click.option("--ghost-batch-size", type=click.IntRange(min=2, max=MAX_BATCH_SIZE),
               help="Scaling protocols: batch-norm statistics per chunk of this many examples "
                    "(models with batch norm, e.g. fc_128_128_bn).")
-@click.option("--noise-micro-batches", type=click.IntRange(min=0), default=0,
+@click.option("--noise-micro-batches", type=click.IntRange(min=0, max=MAX_BATCH_SIZE),
+              default=0,
               show_default=True,
               help="Record the gradient noise scale at every evaluation from this many "
                    "micro-batches of a batch (2 or more; 0: off).")
-@click.option("--trials-at-once", type=click.IntRange(min=1),
+@click.option("--trials-at-once", type=click.IntRange(min=1, max=MAX_TRIALS),
               help="Train up to N trials of a study together as one batched model "
                    "[default: the whole study, as memory allows]; 1: one by one.")
 @home_option
@@ -944,12 +956,9 @@ def run(name: str | None, dataset: str, model: str, optimizers: str, batch_sizes
     """
     from curvekit.runner.sweep import run as run_
 
-    space_data = None
-    if space is not None:
-        try:
-            space_data = json.loads(space.read_text())
-        except ValueError as exc:
-            raise click.BadParameter(f"{space} is not JSON: {exc}", param_hint="--space") from None
+    space_data = None if space is None else structured.load(
+        space, kind="json", expect=dict, error=lambda message, _: RunError(
+            f"--space {message} (a search space is a JSON object of parameter_configs)"))
     options: dict[str, Any] = dict(
         dataset=dataset, model=model, optimizers=[o.strip() for o in optimizers.split(",")],
         batch_sizes=_int_list(batch_sizes, "--batch-sizes"), trials=trials,

@@ -19,8 +19,9 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "curvekit"
 
 GROUND = {"curvekit", "curvekit.errors", "curvekit.records", "curvekit.names",
-          "curvekit.home", "curvekit.selection", "curvekit._resources", "curvekit._version",
-          "curvekit._exits", "curvekit.progress", "curvekit.noise"}
+          "curvekit.values", "curvekit.structured", "curvekit.home", "curvekit.selection",
+          "curvekit._resources", "curvekit._version", "curvekit._exits", "curvekit.progress",
+          "curvekit.noise"}
 """The ground floor: what anything may import (``curvekit`` itself is lazy)."""
 RELEASE_READERS = {"curvekit.store.build", "curvekit.ingest.release", "curvekit.store.fetch"}
 """The only modules above ``release/`` that read the archive (the converter, the release

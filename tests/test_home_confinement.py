@@ -476,7 +476,7 @@ def test_damaged_json_is_named_a_deep_manifest(template: Path, tmp_path: Path) -
     (current(home) / "_manifest.json").write_text(DEEP)
     result = run_cli("verify", "--home", home)
     assert result.exit_code == 1 and "Traceback" not in result.output, result.output
-    assert "_manifest.json" in result.output and "nests deeper" in result.output
+    assert "_manifest.json" in result.output and "nested too deeply" in result.output
 
 
 def test_damaged_json_is_named_a_deep_metrics_footer(template: Path, tmp_path: Path) -> None:
@@ -502,7 +502,7 @@ def test_damaged_json_is_named_a_deep_sweep_plan(tmp_path: Path) -> None:
     (tmp_path / PLAN_FILE).write_text(DEEP)
     sweep = Sweep.create("x", dataset="digits", model="fc_32", optimizers=["sgd"],
                          batch_sizes=[8], trials=1, steps=2, eval_every=1, seed=0)
-    with pytest.raises(RunError, match=r"plan\.json is not a curvekit sweep plan"):
+    with pytest.raises(RunError, match=r"plan\.json: nested too deeply"):
         open_work_dir(tmp_path, sweep)
 
 

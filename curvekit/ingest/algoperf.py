@@ -30,11 +30,11 @@ its trial folder (``trial_1``), or also by its file (``trial_1/eval_measurements
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
+from curvekit import structured
 from curvekit.errors import IngestError
 from curvekit.ingest.csvlogs import (
     ALGOPERF_CURVE,
@@ -69,18 +69,15 @@ def _hparams(path: Path, files: SourceFiles) -> dict[str, Any]:
     """The scalar hyperparameters of ``hparams.json`` (nested values are left out)."""
     if not files.exists(path):
         return {}
-    text = files.read_bytes(path, limit=MAX_HPARAMS_BYTES,
+    data = files.read_bytes(path, limit=MAX_HPARAMS_BYTES,
                             refuse=f"an AlgoPerf {HPARAMS} holds a few hyperparameters: "
                             "check the file")
-    try:
-        obj = json.loads(text.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise IngestError(f"not valid JSON ({exc}); fix the file, or give the trial's "
-                          "parameters in a run manifest and leave it out with --exclude "
-                          f"'{HPARAMS}'", path=str(path)) from exc
-    if not isinstance(obj, dict):
-        raise IngestError(f"expected a JSON object of hyperparameters, got "
-                          f"{type(obj).__name__}", path=str(path))
+    obj = structured.loads(
+        data, "json", where=str(path), expect=dict,
+        error=lambda message, line: IngestError(
+            f"{message.removeprefix(f'{path}: ')} (a JSON object of hyperparameters); fix the "
+            "file, or give the trial's parameters in a run manifest and leave it out with "
+            f"--exclude '{HPARAMS}'", path=str(path), line=line))
     return {k: v for k, v in obj.items()
             if isinstance(v, bool | int | float | str) and not (isinstance(v, str) and not v)}
 

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import os
 import re
 import warnings
@@ -49,6 +48,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
+from curvekit import structured
 from curvekit.errors import IngestError
 from curvekit.ingest.files import SourceFiles, files_of
 from curvekit.ingest.runs import (
@@ -65,9 +65,11 @@ from curvekit.ingest.runs import (
 )
 from curvekit.ingest.select import ALL, FileFilter
 from curvekit.ingest.yamlish import read_flat_yaml
+from curvekit.names import name_problem
 
 __all__ = ["ALGOPERF_CURVE", "ALGOPERF_STEPS", "AXIS_COLUMNS", "CHART_COMPANIONS", "INDEX_COLUMN",
-           "LIGHTNING_STEP_OFFSET", "MAX_HEADER_BYTES", "RUNS_TABLE_COLUMNS", "STEP_COLUMNS",
+           "LIGHTNING_STEP_OFFSET", "MAX_HEADER_BYTES", "NOT_METRICS", "RUNS_TABLE_COLUMNS",
+           "STEP_COLUMNS",
            "TIME_COLUMNS", "chart_export_runs", "epochs_to_steps", "frame_from_table",
            "is_lightning_log", "log_files", "read_csv_run", "read_csv_runs",
            "read_header_line", "read_table_bytes", "refuse_runs_table", "skip_folder",
@@ -80,6 +82,9 @@ STEP_COLUMNS = ("step", "global_step", "trainer/global_step", "_step", "Step", "
 # Empty cells are missing, and "NA": Keras's CSVLogger writes it for a metric an epoch lacks.
 MISSING = ("", "NA")
 TIME_COLUMNS = frozenset({"_runtime", "_timestamp", "timestamp", "wall_time", "Wall time"})
+NOT_METRICS = frozenset({"epoch", "_step", *TIME_COLUMNS})
+"""Columns a log may hold that are never metrics: the epoch (it tells the time axis), W&B's
+own step counter and the wall clock. A ``--map`` that names one as a metric is refused."""
 # Columns that may hold the time axis: read as text and converted to int64 exactly.
 AXIS_COLUMNS = frozenset({*STEP_COLUMNS, "epoch"})
 MAX_HEADER_BYTES = 4 << 20
@@ -115,9 +120,16 @@ def _header(data: bytes, path: str) -> list[str]:
         _check_width(len(next(csv.reader([first.decode("utf-8-sig", errors="replace")]))),
                      path)
     try:
-        names = next(csv.reader([first.decode("utf-8-sig")]))
+        # strict: a quote left open (a quoted line break) is refused, not read as a name
+        names = next(csv.reader([first.decode("utf-8-sig")], strict=True))
     except (UnicodeDecodeError, csv.Error) as exc:
-        raise IngestError(f"unreadable header: {exc}", path=path, line=1) from exc
+        raise IngestError(f"unreadable header: {exc} (a quote left open?); the header is "
+                          "one line of column names", path=path, line=1) from exc
+    for raw in names:  # the one name rule, before spaces are stripped (a tab would be)
+        problem = name_problem(raw) if raw else None
+        if problem is not None:
+            raise IngestError(f"column name {raw!r} {problem}; rename the column in the file",
+                              path=path, line=1)
     names = [n.strip() for n in names]
     dupes = sorted(n for n, count in Counter(names).items() if count > 1)
     # A nameless first column is the row index pandas' to_csv writes (read_csv_run checks
@@ -202,7 +214,7 @@ def _cut(cell: str) -> str:
 
 def _toml_key(name: str) -> str:
     """``name`` as a TOML key: bare when it can be, quoted otherwise."""
-    return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else json.dumps(name)
+    return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else structured.dumps(name)
 
 
 def read_table_bytes(data: bytes, path: str, names: list[str] | None = None, *,
@@ -410,7 +422,7 @@ def read_csv_run(path: Path, key: str, *, step_renames: Iterable[str] = (),
     if charts is not None:
         raise IngestError(
             f"this is a W&B chart export holding {len(charts)} run(s) (columns '<run> - "
-            f"<metric>', e.g. {next(iter(charts.values()))[0][0]!r}); read it with --format "
+            f"<metric>', e.g. {next(iter(charts.values()))[0][0]!r}); read it with --log-format "
             "wandb, which makes one trial of each run", path=str(path), line=1)
     if _step_column(names, str(path), step_renames) is None and "epoch" not in names:
         raise _no_step_column(names, str(path), 1)  # before any value: a summary table

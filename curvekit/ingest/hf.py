@@ -42,7 +42,6 @@ hyperparameter search, ``trial_name`` and ``trial_params``.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from pathlib import Path
@@ -50,6 +49,7 @@ from typing import Any
 
 import polars as pl
 
+from curvekit import structured
 from curvekit.errors import IngestError
 from curvekit.ingest.csvlogs import skip_folder
 from curvekit.ingest.files import SourceFiles, files_of
@@ -75,12 +75,12 @@ _MACHINE = re.compile(r"(^|_)(runtime|samples_per_second|steps_per_second)$")
 def _load(path: Path, files: SourceFiles) -> dict[str, Any]:
     data = files.read_bytes(path, limit=MAX_STATE_BYTES, refuse="a trainer_state.json is a "
                             "few MB at most: is this the right file?")
-    try:
-        state = json.loads(data)
-    except (ValueError, RecursionError) as exc:
-        raise IngestError(f"not valid JSON ({exc}); a Trainer writes trainer_state.json as "
-                          "JSON: leave a damaged copy out", path=str(path)) from exc
-    if not isinstance(state, dict) or not isinstance(state.get("log_history"), list):
+    state: dict[str, Any] = structured.loads(
+        data, "json", where=str(path), expect=dict,
+        error=lambda message, line: IngestError(
+            f"{message.removeprefix(f'{path}: ')}; a Trainer writes trainer_state.json as a "
+            "JSON object: leave a damaged copy out", path=str(path), line=line))
+    if not isinstance(state.get("log_history"), list):
         raise IngestError("not a Hugging Face trainer state: expected a JSON object with a "
                           "log_history list", path=str(path))
     return state
@@ -144,7 +144,7 @@ def _params(state: dict[str, Any], path: Path) -> dict[str, Any]:
             if isinstance(value, str | int | float | bool) or value is None:
                 params[str(key)] = param_value(value)
             else:
-                params[str(key)] = json.dumps(value, sort_keys=True)
+                params[str(key)] = structured.dumps(value, sort_keys=True)
     return dict(sorted(params.items()))
 
 

@@ -26,6 +26,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from curvekit import structured
 from curvekit.errors import IngestError
 from curvekit.ingest.files import SourceFiles, files_of
 
@@ -102,14 +103,16 @@ def read_flat_yaml(path: Path, *, files: SourceFiles | None = None) -> dict[str,
     except ImportError:
         return parse_flat(text)
     try:
-        obj = yaml.load(text, Loader=_loader(yaml))
-    except yaml.YAMLError:
-        return parse_flat(text)  # the flat scalar keys are still worth reading
-    if obj is None:
-        return {}
-    if not isinstance(obj, dict):
-        raise IngestError(f"expected a YAML mapping, got {type(obj).__name__}", path=str(path))
-    return {str(k): v for k, v in obj.items()}
+        # The one loader of users' structured files: nesting, a date, the top level's type.
+        checked = structured.loads(
+            text, "yaml", where=str(path), expect=dict, yaml_loader=_loader(yaml),
+            error=lambda message, line: IngestError(message.removeprefix(f"{path}: "),
+                                                    path=str(path), line=line))
+    except IngestError as exc:
+        if isinstance(exc.__cause__, yaml.YAMLError):
+            return parse_flat(text)  # the flat scalar keys are still worth reading
+        raise
+    return {str(k): v for k, v in checked.items()}
 
 
 _LOADERS: dict[int, Any] = {}

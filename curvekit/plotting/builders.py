@@ -16,13 +16,13 @@ Examples
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import polars as pl
 
+from curvekit import structured
 from curvekit.plotting.layout import CONFIG, MIN_FONT, TEXT, spaced_ticks, wrap
 from curvekit.plotting.vegalite import Spec, channel, dataset, top_level
 
@@ -257,7 +257,7 @@ def steps_chart(
     if fit is not None:
         # With a drop-down, the fit (made at the main goal) shows with that goal only.
         shown = (None if name is None else
-                 [{"filter": f"{name} === {json.dumps(scaling_label)}"}])
+                 [{"filter": f"{name} === {structured.dumps(scaling_label)}"}])
         layers += _fit_layers(fit, critical, x_scale, y_scale, datasets, shown)
     clip = ylim is not None  # fixed limits: keep marks inside the plot
     curve_layer: Spec = {

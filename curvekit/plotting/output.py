@@ -15,11 +15,11 @@ scripts run (:mod:`curvekit.plotting.page`): names in the store never become mar
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from curvekit import structured
 from curvekit._version import __version__
 from curvekit.errors import FigureError
 from curvekit.plotting.static import Renderer, draw
@@ -54,15 +54,15 @@ def save(chart: Spec | alt.TopLevelMixin, path: str | os.PathLike[str],
     spec = {**spec}
     spec["usermeta"] = {**spec.get("usermeta", {}), "curvekit": meta}
     if fmt == "json":
-        path.write_text(json.dumps(spec, indent=1))
+        path.write_text(structured.dumps(spec, indent=1))
         return path
-    text = json.dumps(spec)
+    text = structured.dumps(spec)
     if fmt == "html":
         path.write_text(html_page(spec))
         return path
     image = renderer.draw(text, fmt, scale) if renderer is not None else draw(text, fmt, scale)
     path.write_bytes(image)
-    path.with_name(path.name + ".json").write_text(json.dumps(meta, indent=1) + "\n")
+    path.with_name(path.name + ".json").write_text(structured.dumps(meta, indent=1) + "\n")
     return path
 
 

@@ -35,9 +35,7 @@ import bz2
 import contextlib
 import gzip
 import io
-import json
 import lzma
-import math
 import os
 import re
 import shutil
@@ -47,9 +45,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Literal, Protocol, cast
 
+from curvekit import structured
 from curvekit.errors import ArchiveError
 from curvekit.records import STATUSES, StudyKey, StudyRecord, TrialRecord
 from curvekit.release.tarstream import MemberType, iter_members
+from curvekit.values import flag_problem, integer_problem, parameter_problem
 
 __all__ = [
     "MEMBER_LIMITS",
@@ -75,7 +75,6 @@ MEMBER_LIMITS: dict[str, int] = {
 hundred bytes and a trial's ``measurements.csv`` a few hundred rows (tens of kilobytes; its
 71.6 million measurements over 194,399 trials average 368 rows), so 1 MiB and 64 MiB are
 far above any real member while bounding what one member can make curvekit hold."""
-_INT64_MAX = (1 << 63) - 1
 _DIGITS = re.compile(r"[0-9]{1,18}")  # ASCII digits only; 18 of them always fit in int64
 _STUDY_FIELDS = frozenset({"batch_size", "dataset", "model", "optimizer", "early_stopping",
                            "train_steps", "parameter_configs"})
@@ -156,18 +155,12 @@ def _tar_limit(name: str, kind: MemberType) -> int | None:
 
 
 def _load_json(data: bytes, member: str) -> dict[str, Any]:
-    try:
-        obj = json.loads(data)
-    except RecursionError:
-        # The C scanner stops at the interpreter's recursion limit, long before memory runs
-        # out; the release's JSON is two or three levels deep.
-        raise ArchiveError(f"{member}: JSON nested too deeply to be a release file",
-                           member=member) from None
-    except ValueError as exc:  # malformed, not UTF-8, or an integer of over 4,300 digits
-        raise ArchiveError(f"{member}: malformed JSON: {exc}", member=member) from exc
-    if not isinstance(obj, dict):
-        raise ArchiveError(f"{member}: expected a JSON object, got {type(obj).__name__}",
-                           member=member)
+    # The one loader of users' structured files: malformed JSON, nesting deeper than the
+    # release's two or three levels allow (structured.MAX_DEPTH), a top level that is not an
+    # object.
+    obj: dict[str, Any] = structured.loads(
+        data, "json", where=member, expect=dict,
+        error=lambda message, _: ArchiveError(message, member=member))
     return obj
 
 
@@ -183,38 +176,21 @@ def _field(obj: dict[str, Any], name: str, kind: type | tuple[type, ...], member
 
 def _as_int(value: Any, name: str, member: str) -> int:
     # JSON writers sometimes emit integral floats (200000.0); anything else is an error:
-    # NaN, Infinity and 1e400 (which json reads as inf) included.
-    if isinstance(value, bool) or not isinstance(value, int | float) or (
-            isinstance(value, float) and not (math.isfinite(value) and value.is_integer())):
-        raise ArchiveError(f"{member}: field {name!r} = {value!r} is not an integer",
-                           member=member)
-    if not 0 <= value <= _INT64_MAX:
-        raise ArchiveError(f"{member}: field {name!r} = {value!r} is outside 0 … 2**63 - 1",
-                           member=member)
+    # NaN, Infinity and 1e400 (which json reads as inf) included (curvekit.values' rule).
+    problem = integer_problem(value)
+    if problem is not None:
+        raise ArchiveError(f"{member}: field {name!r} = {value!r} {problem} (a whole number "
+                           "from 0 to 2**63 - 1)", member=member)
     return int(value)
 
 
 def _check_numbers(value: Any, name: str, member: str) -> None:
-    """Refuse integers the store cannot hold (beyond int64) and non-finite floats in
-    metaparameters, which would otherwise fail (or silently turn into strings) when the
-    store is written, far from the member at fault."""
-    todo = [(name, value)]
-    while todo:  # iterative: depth is already bounded by the JSON parser, but stay flat
-        where, item = todo.pop()
-        if isinstance(item, bool) or item is None or isinstance(item, str):
-            continue
-        if isinstance(item, int):
-            if not -_INT64_MAX - 1 <= item <= _INT64_MAX:
-                raise ArchiveError(f"{member}: field {where!r} = {item} does not fit in a "
-                                   "64-bit integer", member=member)
-        elif isinstance(item, float):
-            if not math.isfinite(item):
-                raise ArchiveError(f"{member}: field {where!r} = {item!r} is not a finite "
-                                   "number", member=member)
-        elif isinstance(item, dict):
-            todo.extend((f"{where}.{k}", v) for k, v in item.items())
-        elif isinstance(item, list):
-            todo.extend((f"{where}[{i}]", v) for i, v in enumerate(item))
+    """Refuse what the store cannot hold in metaparameters (curvekit.values): integers beyond
+    int64 and non-finite floats, which would otherwise fail (or silently turn into strings)
+    when the store is written, far from the member at fault."""
+    problem = parameter_problem(value, name)
+    if problem is not None:
+        raise ArchiveError(f"{member}: field {problem}", member=member)
 
 
 def parse_study(data: bytes, key: StudyKey, member: str) -> StudyRecord:
@@ -226,10 +202,14 @@ def parse_study(data: bytes, key: StudyKey, member: str) -> StudyRecord:
             f"{key.batch_size}", member=member)
     configs = _field(obj, "parameter_configs", dict, member)
     _check_numbers(configs, "parameter_configs", member)
+    early_stopping = obj.get("early_stopping", False)
+    problem = flag_problem(early_stopping)
+    if problem is not None:
+        raise ArchiveError(f"{member}: field 'early_stopping' {problem}", member=member)
     return StudyRecord(
         key=key,
         dataset=str(obj.get("dataset", key.base_dir)),
-        early_stopping=bool(obj.get("early_stopping", False)),
+        early_stopping=early_stopping,
         train_steps=_as_int(_field(obj, "train_steps", (int, float), member), "train_steps",
                             member),
         parameter_configs=configs,

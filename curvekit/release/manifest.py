@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from curvekit import structured
 from curvekit._resources import manifest_dir, manifest_path
 from curvekit.errors import ManifestError
-from curvekit.home import read_json
 from curvekit.records import STATUSES
 
 __all__ = [
@@ -173,7 +173,7 @@ class Manifest:
                 measurements=data.get("measurements"),
                 raw=data,
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, OverflowError, AttributeError) as exc:
             raise ManifestError(f"malformed manifest: missing or invalid field {exc}") from exc
         manifest._check()
         return manifest
@@ -182,11 +182,8 @@ class Manifest:
     def from_file(cls, path: str | Path) -> Manifest:
         """Read a manifest JSON file."""
         path = Path(path)
-        try:  # read_json: a file nested 100,000 deep is an error naming it, not a crash
-            data = read_json(path, lambda problem: ManifestError(
-                f"cannot read manifest {path}: {problem}"))
-        except FileNotFoundError as exc:
-            raise ManifestError(f"cannot read manifest {path}: {exc}") from exc
+        data = structured.load(path, kind="json", error=lambda m, _: ManifestError(
+            f"cannot read manifest: {m}"))
         try:
             return cls.from_dict(data)
         except ManifestError as exc:

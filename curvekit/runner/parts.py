@@ -23,8 +23,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from curvekit import structured
 from curvekit.errors import RunError
-from curvekit.home import parse_json, read_json
+from curvekit.home import parse_json
 from curvekit.runner.plan import Sweep, TrialResult, TrialSpec
 
 __all__ = ["PLAN_FILE", "FinishedTrial", "finished_trials", "open_work_dir", "part_path",
@@ -45,15 +46,12 @@ def open_work_dir(work_dir: Path, sweep: Sweep) -> Sweep:
     """
     plan = work_dir / PLAN_FILE
     if plan.is_file():
-        def damaged(problem: str) -> RunError:
-            return RunError(f"{plan} is not a curvekit sweep plan ({problem}); use another "
-                            "--work-dir, or move that folder away")
-
+        fix = "use another --work-dir, or move that folder away"
+        data = structured.load(plan, kind="json", error=lambda m, _: RunError(f"{m}; {fix}"))
         try:
-            previous = Sweep.from_json(read_json(plan, damaged))
+            diff = Sweep.from_json(data).differences(sweep)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            raise damaged(str(exc)) from exc
-        diff = previous.differences(sweep)
+            raise RunError(f"{plan} is not a curvekit sweep plan ({exc!r}); {fix}") from exc
         if diff:
             raise RunError(f"{work_dir} holds another sweep (it differs in {', '.join(diff)}); "
                            "rerun with the same options to resume it, or use another "
@@ -62,7 +60,7 @@ def open_work_dir(work_dir: Path, sweep: Sweep) -> Sweep:
     for partial in work_dir.glob("parts/*/*/.*.parquet.*"):  # written when the sweep died
         partial.unlink(missing_ok=True)
     tmp = plan.with_name(f".{PLAN_FILE}.{uuid.uuid4().hex[:8]}")
-    tmp.write_text(json.dumps(sweep.to_json(), indent=1, sort_keys=True) + "\n")
+    tmp.write_text(structured.dumps(sweep.to_json(), indent=1, sort_keys=True) + "\n")
     os.replace(tmp, plan)
     return sweep
 
@@ -90,7 +88,7 @@ def write_part(work_dir: Path, result: TrialResult) -> Path:
     meta = {"spec": _metadata(spec), "status": result.status, "steps": result.steps,
             "seconds": result.seconds, "device": result.device,
             "torch_version": result.torch_version}
-    table = pa.table(columns).replace_schema_metadata({TRIAL_KEY: json.dumps(meta).encode()})
+    table = pa.table(columns).replace_schema_metadata({TRIAL_KEY: structured.dumps(meta).encode()})
     path = part_path(work_dir, spec)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}")
@@ -116,7 +114,7 @@ def finished_trials(work_dir: Path, specs: list[TrialSpec]) -> dict[int, Finishe
             meta = parse_json((table.schema.metadata or {})[TRIAL_KEY].decode(), RunError)
         except (OSError, pa.ArrowException, KeyError, ValueError, RunError):
             continue
-        if meta.get("spec") != json.loads(json.dumps(_metadata(spec))):
+        if meta.get("spec") != json.loads(structured.dumps(_metadata(spec))):
             raise RunError(f"{path} holds a trial that differs from this sweep's plan; "
                            "delete it (it will run again) or use another --work-dir")
         done[i] = (meta, table.replace_schema_metadata(None), path)

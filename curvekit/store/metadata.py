@@ -27,11 +27,11 @@ curvekit.errors.StoreError: .../_store.json is damaged: store_format is 'one', e
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from curvekit import structured
 from curvekit._version import __version__
 from curvekit.errors import StoreError
 from curvekit.home import read_json
@@ -201,7 +201,7 @@ class StoreMetadata(Mapping[str, Any]):
 
     def text(self) -> str:
         """The file's text."""
-        return json.dumps(self._data, indent=1) + "\n"
+        return structured.dumps(self._data, indent=1) + "\n"
 
     @classmethod
     def empty(cls) -> StoreMetadata:

@@ -33,7 +33,6 @@ import contextlib
 import errno
 import fcntl
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -42,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from curvekit import structured
 from curvekit.errors import StoreError
 from curvekit.home import read_json
 from curvekit.records import Workload
@@ -167,7 +167,7 @@ def seal(staging: Path, previous: Path | None = None) -> dict[str, dict[str, Any
             records[rel] = dict(old)
         else:
             records[rel] = {"size": stat.st_size, "digest": file_digest(staging / rel)}
-    body = json.dumps({"algorithm": ALGORITHM, "files": records}, indent=1, sort_keys=True)
+    body = structured.dumps({"algorithm": ALGORITHM, "files": records}, indent=1, sort_keys=True)
     (staging / FILES_FILE).write_text(body + "\n")
     (staging / LEASE_FILE).touch()
     return records

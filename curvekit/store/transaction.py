@@ -138,7 +138,8 @@ def lock_home(home: Path, *, action: str = "writing the store",
     folders, snapshots renamed into place but never linked) and so are old snapshots no
     reader holds any more, only where curvekit made them. A write that fails for want of
     room or permission becomes a :class:`StoreError` naming ``action``, the room
-    ``needed()`` (bytes, an estimate) and the room free.
+    ``needed()`` (bytes, an estimate) and the room free; any other OSError a
+    :class:`StoreError` naming the file and the system's reason.
     """
     check_home(home)  # a refusal touches nothing, not even the lock file
     try:
@@ -166,9 +167,17 @@ def lock_home(home: Path, *, action: str = "writing the store",
 
 
 def _write_error(exc: OSError, home: Path, action: str,
-                 needed: Callable[[], int] | None) -> OSError | StoreError:
+                 needed: Callable[[], int] | None) -> StoreError:
+    """Any OSError met while the store is changed, as a :class:`StoreError`: for want of room
+    or permission with the room needed and free (:func:`write_failure`), else naming the
+    file and the system's reason (a name too long for the file system, an unreadable
+    input, a device error)."""
     message = write_failure(exc, home, action, needed)
-    return exc if message is None else StoreError(message)
+    if message is None:
+        where = f" ({os.fsdecode(exc.filename)!r})" if exc.filename is not None else ""
+        message = (f"{action} failed: {exc.strerror or exc}{where}; the current store was "
+                   "left as it was and the partial snapshot removed")
+    return StoreError(message)
 
 
 def _current_snapshot(home: Path) -> Path | None:

@@ -39,7 +39,6 @@ import bz2
 import copy
 import hashlib
 import io
-import json
 import math
 import multiprocessing
 import os
@@ -56,6 +55,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
+from curvekit import structured
 from curvekit.errors import ArchiveError, ManifestError
 from curvekit.records import STATUSES
 from curvekit.release.manifest import Manifest, StudyCounts, load_manifest
@@ -511,11 +511,11 @@ def _render_json(st: _Study, tr: _Trial | None) -> bytes:
             "early_stopping": _family(st.workload) == "lm", "model": st.model,
             "optimizer": st.optimizer, "parameter_configs": st.configs,
             "train_steps": st.train_steps, **st.extra}
-        return json.dumps(doc, indent=2).encode() + b"\n"
+        return structured.dumps(doc, indent=2).encode() + b"\n"
     doc = {"_internal_study_name": f"bs-{zlib.crc32(st.workload.encode()):08x}-{st.batch_size}",
            "_internal_trial_id": st.internal_base + tr.trial_id, "parameters": tr.params,
            "status": tr.status, "steps": tr.end, "trial_id": tr.trial_id}
-    return json.dumps({**doc, **(_EXTRA_META if tr.extra_meta else {})}).encode()
+    return structured.dumps({**doc, **(_EXTRA_META if tr.extra_meta else {})}).encode()
 
 
 def _render(plan: _Plan, ref: _Ref) -> tuple[str, bytes | None, int]:
@@ -745,7 +745,7 @@ def write_manifest(manifest: Manifest, path: str | os.PathLike[str]) -> Path:
     """
     target = Path(path)
     tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(json.dumps(manifest.to_dict(), indent=2) + "\n")
+    tmp.write_text(structured.dumps(manifest.to_dict(), indent=2) + "\n")
     os.replace(tmp, target)
     return target
 
