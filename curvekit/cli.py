@@ -248,7 +248,8 @@ def info(home: Path | None, fmt: str) -> None:
 
 
 @main.command()
-@click.argument("source", required=False, type=click.Path(exists=True, path_type=Path))
+@click.argument("source", required=False, type=click.Path(exists=True, path_type=Path),
+                help="The logs: a file or a folder of them.")
 @click.option("--name", help="The workload's name: base_dir/model/optimizer "
               "(e.g. my_data/resnet_20/momentum).")
 @click.option("--log-format", "--format", "fmt", cls=AliasedOption, hidden_aliases=("--format",),
@@ -314,7 +315,8 @@ def add(source: Path | None, name: str | None, fmt: str, manifest: Path | None,
 
 
 @main.command("generate-archive")
-@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path),
+                help="The archive to write (.tar.bz2); its manifest goes beside it.")
 @click.option("--workload", "workloads", multiple=True,
               help="Only this workload (base_dir/model/optimizer); repeatable. Default: all 35.")
 @click.option("--trial-fraction", type=float, default=1.0, show_default=True,
@@ -324,7 +326,8 @@ def add(source: Path | None, name: str | None, fmt: str, manifest: Path | None,
               help="Scale of the number of evaluation rows per trial.")
 @click.option("--order", type=click.Choice(["walk", "shuffled"]), default="walk",
               show_default=True, help="Member order: like tar(1), or fully shuffled.")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the random draws: the same seed writes the same bytes.")
 @click.option("--jobs", type=int, help="Worker processes (default: every CPU).")
 def generate_archive(path: Path, workloads: tuple[str, ...], trial_fraction: float,
                      max_trials: int | None, evals_scale: float, order: str, seed: int,
@@ -404,7 +407,8 @@ def _selection(*, goal: str = "required", goal_help: str = "The target value of 
         # options declared below this decorator were attached to f already
         command.__click_params__ = list(getattr(f, "__click_params__", []))  # type: ignore[attr-defined]
         decorators: list[Callable[[Any], Any]] = [
-            click.argument("workload", required=not optional),
+            click.argument("workload", required=not optional,
+                           help="The workload: base_dir/model/optimizer."),
             click.option("--metric", required=not optional,
                          help="Metric column, e.g. val/classification_error."),
         ]
@@ -548,7 +552,7 @@ TABLE_ROWS = 1000
 
 
 @main.command()
-@click.argument("sql")
+@click.argument("sql", help="The query, in DuckDB's SQL.")
 @home_option
 @format_option
 def query(sql: str, home: Path | None, fmt: str) -> None:
@@ -752,7 +756,7 @@ def plot_best(selection: Selection, home: Path | None, fmt: str, out: Path | Non
 
 
 @main.command("figure")
-@click.argument("number", type=int)
+@click.argument("number", type=int, help="The figure's number in the paper, 1 to 24.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
               help="Output file (default figure-NN.<format>).")
 @plot_format_option
@@ -858,7 +862,8 @@ def _base_parameters(items: tuple[str, ...]) -> dict[str, float]:
 
 
 @main.command("run")
-@click.argument("name", required=False)
+@click.argument("name", required=False,
+                help="The base_dir of the new workloads (default: the data set's name).")
 @click.option("--dataset", default="digits", show_default=True,
               help="digits, mnist, fashion_mnist, cifar_10, or package.module:function.")
 @click.option("--model", default="fc_128_128", show_default=True,
@@ -879,7 +884,9 @@ def _base_parameters(items: tuple[str, ...]) -> dict[str, float]:
 @click.option("--space", type=click.Path(dir_okay=False, exists=True, path_type=Path),
               help="Search space JSON in the release's parameter_configs format (or one "
                    "per optimizer). Default: see docs/running.md.")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the search and of the training: the same seed trains the same "
+                   "trials.")
 @click.option("--sampler", type=click.Choice(["sobol", "halton"]), default="sobol",
               show_default=True, help="Quasi-random sequence of the search.")
 @click.option("--device", default="auto", show_default=True,
