@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from curvekit.store.fetch import FetchResult, fetch
     from curvekit.store.store import Store
     from curvekit.store.store import open_store as open
+    from curvekit.store.transaction import wait_for_writers
     from curvekit.store.update import AddResult, WorkloadData, add_workload, remove_workload
     from curvekit.testing import generate_archive
 
@@ -107,6 +108,7 @@ _LAZY = {
     "RunResult": ("curvekit.runner.sweep", "RunResult"),
     "run": ("curvekit.runner.sweep", "run"),
     "demo": ("curvekit.runner.demo", "demo"),
+    "wait_for_writers": ("curvekit.store.transaction", "wait_for_writers"),
 }
 
 
@@ -182,4 +184,5 @@ __all__ = [
     "steps_to_result",
     "trial_outcomes",
     "verify",
+    "wait_for_writers",
 ]

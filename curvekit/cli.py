@@ -67,6 +67,29 @@ home_option = click.option(
 format_option = click.option(
     "--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
     show_default=True, help="Output format.")
+def _seconds(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    if math.isnan(value):  # FloatRange lets nan through: it compares false with every bound
+        raise click.BadParameter("nan is not a number of seconds: give 0 or more, or inf")
+    return value
+
+
+wait_option = click.option(
+    "--wait", type=click.FloatRange(min=0), default=0, show_default=True, metavar="SECONDS",
+    callback=_seconds,
+    help="If another curvekit process is writing to the store, wait up to SECONDS for it "
+         "to finish (saying so on stderr) instead of failing at once; 'inf' waits as long as "
+         "it takes.")
+
+
+@contextmanager
+def _waiting(seconds: float) -> Iterator[None]:
+    """The library's :func:`~curvekit.store.transaction.wait_for_writers` for a writing
+    command's ``--wait``, its notice on stderr."""
+    from curvekit.store.transaction import wait_for_writers
+
+    with wait_for_writers(seconds, notice=lambda message: click.echo(
+            f"Note: {message}.", err=True)):
+        yield
 
 
 class _Group(click.Group):
@@ -191,12 +214,14 @@ def _progress(quiet: bool = False) -> Iterator[Progress | None]:
               default="auto", show_default=True,
               help="bzip2 decoder: auto picks lbzip2 if installed, else indexed_bzip2.")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
+@wait_option
 def fetch(home: Path | None, url: str | None, archive: Path | None, sha256: str | None,
-          manifest: Path | None, force: bool, decompressor: str, quiet: bool) -> None:
+          manifest: Path | None, force: bool, decompressor: str, quiet: bool,
+          wait: float) -> None:
     """Download the release archive, verify it, and convert it into the store."""
     from curvekit.store.fetch import fetch as fetch_
 
-    with _progress(quiet) as progress:
+    with _progress(quiet) as progress, _waiting(wait):
         result = fetch_(home=home, url=url, archive=archive, sha256=sha256, manifest=manifest,
                         force=force, decompressor=decompressor,  # type: ignore[arg-type]
                         progress=progress)
@@ -272,9 +297,10 @@ def info(home: Path | None, fmt: str) -> None:
               cls=AliasedOption, hidden_aliases=("--example-manifest",), is_flag=True,
               help="Print a documented run-manifest template and exit.")
 @home_option
+@wait_option
 def add(source: Path | None, name: str | None, fmt: str, manifest: Path | None,
         mapping: tuple[str, ...], include: tuple[str, ...], exclude: tuple[str, ...],
-        replace: bool, example_manifest: bool, home: Path | None) -> None:
+        replace: bool, example_manifest: bool, home: Path | None, wait: float) -> None:
     """Add training runs of your own as a workload: release layout, CSV, TensorBoard, MLflow,
     Weights & Biases or AlgoPerf logs.
 
@@ -292,7 +318,7 @@ def add(source: Path | None, name: str | None, fmt: str, manifest: Path | None,
                                "--example-run-manifest")
     from curvekit.ingest.runs import IngestWarning
 
-    with warnings.catch_warnings(record=True) as caught:
+    with warnings.catch_warnings(record=True) as caught, _waiting(wait):
         warnings.simplefilter("always", IngestWarning)
         try:
             result = add_(source, name=name, format=fmt, manifest=manifest,
@@ -928,6 +954,7 @@ def _base_parameters(items: tuple[str, ...]) -> dict[str, float]:
               help="Train up to N trials of a study together as one batched model "
                    "[default: the whole study, as memory allows]; 1: one by one.")
 @home_option
+@wait_option
 def run(name: str | None, dataset: str, model: str, optimizers: str, batch_sizes: str,
         trials: int | None, steps: str, eval_every: int, space: Path | None, seed: int,
         sampler: str, device: str, workers: int | None, executor: str,
@@ -935,7 +962,7 @@ def run(name: str | None, dataset: str, model: str, optimizers: str, batch_sizes
         no_store: bool, quiet: bool, protocol: str, base_batch_size: int | None,
         base_learning_rate: float | None, base_parameters: tuple[str, ...], warmup: str,
         ghost_batch_size: int | None, noise_micro_batches: int,
-        trials_at_once: int | None, home: Path | None) -> None:
+        trials_at_once: int | None, home: Path | None, wait: float) -> None:
     """Train a sweep with the paper's protocol and add it to the store.
 
     One study per optimizer and batch size, each with --trials-per-study quasi-random
@@ -965,7 +992,7 @@ def run(name: str | None, dataset: str, model: str, optimizers: str, batch_sizes
         base_parameters=_base_parameters(base_parameters), warmup=warmup,
         ghost_batch_size=ghost_batch_size, noise_micro_batches=noise_micro_batches,
         trials_at_once=trials_at_once)
-    with _progress(quiet) as progress, _explained():
+    with _progress(quiet) as progress, _explained(), _waiting(wait):
         result = run_(name, **options, progress=progress)
     counts = ", ".join(f"{n} {s}" for s, n in sorted(result.statuses.items()))
     click.echo(f"{result.trials} trials ({result.ran} run now, {result.resumed} from "
@@ -976,11 +1003,13 @@ def run(name: str | None, dataset: str, model: str, optimizers: str, batch_sizes
 
 @main.command()
 @home_option
-def demo(home: Path | None) -> None:
+@wait_option
+def demo(home: Path | None, wait: float) -> None:
     """Install the demo data set (digits, made with curvekit run) into the store, offline."""
     from curvekit.runner.demo import demo as demo_
 
-    result = demo_(home)
+    with _waiting(wait):
+        result = demo_(home)
     click.echo(f"{'Added' if result.changed else 'Already in the store:'} "
                f"{', '.join(result.workloads)} ({result.trials} trials, "
                f"{result.measurements:,} measurements). Try: curvekit steps-to-result "
