@@ -65,7 +65,7 @@ if TYPE_CHECKING:
     from curvekit.store.store import open_store as open
     from curvekit.store.transaction import wait_for_writers
     from curvekit.store.update import AddResult, WorkloadData, add_workload, remove_workload
-    from curvekit.testing import generate_archive
+    from curvekit.release.synthetic import generate_archive
 
 _LAZY = {
     "FetchResult": ("curvekit.store.fetch", "FetchResult"),
@@ -97,7 +97,7 @@ _LAZY = {
     "add": ("curvekit.ingest.add", "add"),
     "figure": ("curvekit.plotting.render", "figure"),
     "figures": ("curvekit.plotting.render", "render_all"),
-    "generate_archive": ("curvekit.testing", "generate_archive"),
+    "generate_archive": ("curvekit.release.synthetic", "generate_archive"),
     "Progress": ("curvekit.progress", "Progress"),
     "query": ("curvekit.store.export", "query"),
     "report": ("curvekit.reporting.site", "report"),

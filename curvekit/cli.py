@@ -364,8 +364,8 @@ def generate_archive(path: Path, workloads: tuple[str, ...], trial_fraction: flo
     70 million evaluation rows). The manifest goes to PATH.manifest.json; convert with
     `curvekit fetch --archive PATH --manifest PATH.manifest.json`.
     """
-    from curvekit.testing import generate_archive as generate
-    from curvekit.testing import write_manifest
+    from curvekit.release.synthetic import generate_archive as generate
+    from curvekit.release.synthetic import write_manifest
 
     manifest = generate(path, workloads=list(workloads) or None, trial_fraction=trial_fraction,
                         max_trials_per_study=max_trials, evals_scale=evals_scale,

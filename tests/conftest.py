@@ -121,15 +121,16 @@ def make_archive(tmp_path: Path) -> Callable[..., Path]:
 def converted_home(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
     """Make a home holding a store converted from a generated archive in the release layout.
 
-    ``converted_home()`` converts :func:`curvekit.testing.tiny_archive` (four workloads at two
-    batch sizes, every quirk of the release); ``converted_home(workloads, max_trials=N)``
+    ``converted_home()`` converts :func:`curvekit.release.synthetic.tiny_archive` (four
+    workloads at two batch sizes, every quirk of the release);
+    ``converted_home(workloads, max_trials=N)``
     the named workloads of the full-scale generator, at most N trials per study and
     ``evals_scale`` of its evaluation rows. Every call converts into a fresh folder, so a
     test may change the home it gets; the archive lies beside it (``home.parent``), named
     ``tiny.tar.bz2`` or ``a.tar.bz2``.
     """
     from curvekit.store.build import convert
-    from curvekit.testing import generate_archive, tiny_archive
+    from curvekit.release.synthetic import generate_archive, tiny_archive
 
     def make(workloads: Sequence[str] | None = None, *, max_trials: int | None = None,
              evals_scale: float = 0.1, name: str = "home") -> Path:

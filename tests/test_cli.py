@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from curvekit.__main__ import BROKEN_PIPE, INTERRUPTED
 from curvekit.cli import _readable, emit, main
 from curvekit.release.manifest import Manifest
-from curvekit.testing import tiny_archive, write_manifest
+from curvekit.release.synthetic import tiny_archive, write_manifest
 from tests.patience import PATIENCE
 
 

@@ -97,7 +97,7 @@ def test_no_docstring_example_is_skipped_entirely() -> None:
     skipped = []
     finder = doctest.DocTestFinder()
     for info in pkgutil.walk_packages(curvekit.__path__, "curvekit."):
-        if info.name.endswith(("__main__", "conftest")) or (
+        if info.name.endswith("__main__") or (
                 info.name in ("curvekit.runner.train", "curvekit.runner.workloads",
                               "curvekit.runner.batched")
                 and importlib.util.find_spec("torch") is None):

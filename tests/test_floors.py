@@ -37,7 +37,7 @@ from curvekit.store.metadata import METADATA_FILE, StoreMetadata
 from curvekit.store.store import Store
 from curvekit.store.transaction import transaction
 from curvekit.store.update import WorkloadData, add_workload, remove_workload
-from curvekit.testing import tiny_archive
+from curvekit.release.synthetic import tiny_archive
 from tests.conftest import ROOT, small_members, snapshot
 
 NAME = "mine/mlp/sgd"

@@ -32,7 +32,7 @@ from curvekit.release.tarstream import MAX_MEMBER, iter_members
 from curvekit.store.build import convert
 from curvekit.store.fetch import fetch
 from curvekit.store.store import open_store
-from curvekit.testing import tiny_archive
+from curvekit.release.synthetic import tiny_archive
 from tests.conftest import ROOT, metadata_json, small_members, snapshot, write_archive
 from tests.patience import PATIENCE
 

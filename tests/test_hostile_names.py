@@ -25,7 +25,7 @@ from curvekit.runner.plan import Sweep
 from curvekit.store.build import convert
 from curvekit.store.catalog import info, verify
 from curvekit.store.store import Store
-from curvekit.testing import tiny_archive
+from curvekit.release.synthetic import tiny_archive
 from tests.conftest import ROOT, metadata_json, small_members
 from tests.logfiles import write_plain
 

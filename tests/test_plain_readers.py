@@ -37,7 +37,7 @@ from curvekit.store.snapshots import FILES_FILE, check_files, file_digest
 from curvekit.store.store import Store
 from curvekit.store.update import WorkloadData, add_workload, remove_workload
 from curvekit.store.writer import TABLE_COLUMNS_KEY, recorded_schemas
-from curvekit.testing import tiny_archive
+from curvekit.release.synthetic import tiny_archive
 from tests.conftest import small_members, snapshot, write_archive
 from tests.logfiles import manifest_toml
 

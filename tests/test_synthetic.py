@@ -1,4 +1,4 @@
-"""Tests of the synthetic release generator (curvekit.testing).
+"""Tests of the synthetic release generator (curvekit.release.synthetic).
 
 Every test is offline and fast: the archives are tiny or a few studies large.
 """
@@ -26,7 +26,7 @@ import pytest
 
 from curvekit.errors import CurvekitError, ManifestError
 from curvekit.release.manifest import Manifest, load_manifest
-from curvekit.testing.synthetic import (
+from curvekit.release.synthetic import (
     TINY_STUDIES,
     full_scale_kwargs,
     generate_archive,

@@ -20,7 +20,7 @@ from curvekit.store.catalog import info, verify
 from curvekit.store.fetch import fetch
 from curvekit.store.store import Store
 from curvekit.store.update import WorkloadData, add_workload, remove_workload
-from curvekit.testing import tiny_archive
+from curvekit.release.synthetic import tiny_archive
 from tests.conftest import snapshot
 
 NAME = "my_data/mlp_64/momentum"

@@ -433,7 +433,7 @@ def read_archive(path: str | os.PathLike[str], *, decompressor: Decompressor = "
 
     Examples
     --------
-    >>> from curvekit.testing import tiny_archive
+    >>> from curvekit.release.synthetic import tiny_archive
     >>> import tempfile, pathlib
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "tiny.tar.bz2"; m = tiny_archive(p)
     >>> kinds = {type(r).__name__ for r in read_archive(p)}
@@ -525,7 +525,7 @@ def read_release(source: str | os.PathLike[str]) -> Iterator[Record]:
     named by its last three path components. Errors are :class:`ArchiveError`, naming
     ``source`` and the file at fault.
 
-    >>> from curvekit.testing import tiny_archive
+    >>> from curvekit.release.synthetic import tiny_archive
     >>> import tempfile, pathlib
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "tiny.tar.bz2"; m = tiny_archive(p)
     >>> len({r.key.workload for r in read_release(p)}) == m.totals["workloads"]
