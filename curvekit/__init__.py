@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from curvekit.plotting.render import render_all as figures
     from curvekit.progress import Progress
     from curvekit.release.manifest import Manifest, load_manifest
+    from curvekit.release.synthetic import generate_archive
     from curvekit.reporting.site import report
     from curvekit.runner.demo import demo
     from curvekit.runner.sweep import RunResult, run
@@ -65,7 +66,6 @@ if TYPE_CHECKING:
     from curvekit.store.store import open_store as open
     from curvekit.store.transaction import wait_for_writers
     from curvekit.store.update import AddResult, WorkloadData, add_workload, remove_workload
-    from curvekit.release.synthetic import generate_archive
 
 _LAZY = {
     "FetchResult": ("curvekit.store.fetch", "FetchResult"),

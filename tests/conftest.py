@@ -129,8 +129,8 @@ def converted_home(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Pa
     test may change the home it gets; the archive lies beside it (``home.parent``), named
     ``tiny.tar.bz2`` or ``a.tar.bz2``.
     """
-    from curvekit.store.build import convert
     from curvekit.release.synthetic import generate_archive, tiny_archive
+    from curvekit.store.build import convert
 
     def make(workloads: Sequence[str] | None = None, *, max_trials: int | None = None,
              evals_scale: float = 0.1, name: str = "home") -> Path:

@@ -118,9 +118,9 @@ def test_no_bare_root_error_is_raised() -> None:
 
 def test_former_bare_errors_are_named(tmp_path: Path) -> None:
     from curvekit.plotting.output import save
+    from curvekit.release.synthetic import generate_archive
     from curvekit.reporting.site import check_out
     from curvekit.store.store import Store
-    from curvekit.release.synthetic import generate_archive
 
     curvekit.demo(tmp_path / "home")
     store = Store.open(tmp_path / "home")
@@ -230,8 +230,8 @@ def test_add_with_old_and_new_spellings(logs: Path, tmp_path: Path) -> None:
 # --- one Progress ---------------------------------------------------------------------
 
 def test_fetch_and_report_speak_the_one_progress(tmp_path: Path) -> None:
-    from curvekit.store.fetch import fetch
     from curvekit.release.synthetic import tiny_archive
+    from curvekit.store.fetch import fetch
 
     heard: list[tuple[str, int, int | None]] = []
 

@@ -19,8 +19,8 @@ from curvekit.cli import main
 from curvekit.errors import ChecksumError, DownloadError
 from curvekit.release import download as download_module
 from curvekit.release.download import RESUME_HINT, download, size_bound
-from curvekit.store.fetch import fetch
 from curvekit.release.synthetic import tiny_archive
+from curvekit.store.fetch import fetch
 from tests.httpserver import ENDLESS_CAP, RunningServer, serve
 from tests.patience import PATIENCE
 

@@ -28,11 +28,11 @@ from curvekit.ingest.add import add
 from curvekit.records import StudyKey
 from curvekit.release.archive import CsvRecord, member_limit, read_archive
 from curvekit.release.csvparse import CsvBatcher
+from curvekit.release.synthetic import tiny_archive
 from curvekit.release.tarstream import MAX_MEMBER, iter_members
 from curvekit.store.build import convert
 from curvekit.store.fetch import fetch
 from curvekit.store.store import open_store
-from curvekit.release.synthetic import tiny_archive
 from tests.conftest import ROOT, metadata_json, small_members, snapshot, write_archive
 from tests.patience import PATIENCE
 
