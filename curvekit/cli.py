@@ -168,14 +168,14 @@ def emit(frame: pl.DataFrame, fmt: str) -> None:
 
 _STAGE_LABELS = {"download": "Downloading", "verify": "Checking sha256",
                  "convert": "Converting", "workloads": "Workload pages", "figures": "Figures",
-                 "trials": "Training"}
+                 "trials": "Training", "generate": "Generating"}
 """The bar's label of each stage of :data:`curvekit.progress.STAGES`."""
 
 
 @contextmanager
 def _progress(quiet: bool = False) -> Iterator[Progress | None]:
-    """The :class:`~curvekit.progress.Progress` of fetch, report and run: one bar per stage,
-    on stderr (``None`` with ``quiet``)."""
+    """The :class:`~curvekit.progress.Progress` of fetch, report, run and generate-archive:
+    one bar per stage, on stderr (``None`` with ``quiet``)."""
     if quiet:
         yield None
         return
@@ -188,7 +188,7 @@ def _progress(quiet: bool = False) -> Iterator[Progress | None]:
                 other.render_finish()
             bar = bars[stage] = click.progressbar(
                 length=total or 0, label=_STAGE_LABELS[stage], file=sys.stderr,
-                show_pos=stage in ("convert", "trials"))
+                show_pos=stage in ("convert", "trials", "generate"))
             bar.__enter__()
         if total and bar.length != total:
             bar.length = total
@@ -355,9 +355,10 @@ def add(source: Path | None, name: str | None, fmt: str, manifest: Path | None,
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Seed of the random draws: the same seed writes the same bytes.")
 @click.option("--jobs", type=int, help="Worker processes (default: every CPU).")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
 def generate_archive(path: Path, workloads: tuple[str, ...], trial_fraction: float,
                      max_trials: int | None, evals_scale: float, order: str, seed: int,
-                     jobs: int | None) -> None:
+                     jobs: int | None, quiet: bool) -> None:
     """Write a synthetic archive in the release's exact layout, and its manifest.
 
     The defaults make a full-scale archive (454 studies, the published trial counts, about
@@ -367,10 +368,11 @@ def generate_archive(path: Path, workloads: tuple[str, ...], trial_fraction: flo
     from curvekit.release.synthetic import generate_archive as generate
     from curvekit.release.synthetic import write_manifest
 
-    manifest = generate(path, workloads=list(workloads) or None, trial_fraction=trial_fraction,
-                        max_trials_per_study=max_trials, evals_scale=evals_scale,
-                        order=order,  # type: ignore[arg-type]
-                        seed=seed, jobs=jobs)
+    with _progress(quiet) as progress:
+        manifest = generate(path, workloads=list(workloads) or None,
+                            trial_fraction=trial_fraction, max_trials_per_study=max_trials,
+                            evals_scale=evals_scale, order=order,  # type: ignore[arg-type]
+                            seed=seed, jobs=jobs, progress=progress)
     target = write_manifest(manifest, path.with_name(path.name + ".manifest.json"))
     totals = manifest.totals
     click.echo(f"Wrote {path} ({path.stat().st_size:,} bytes: {totals['studies']} studies, "
