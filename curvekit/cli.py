@@ -260,7 +260,11 @@ def verify(home: Path | None, manifest: Path | None) -> None:
 @home_option
 @format_option
 def info(home: Path | None, fmt: str) -> None:
-    """Workloads in the store: batch sizes, trials by status, metrics, rows."""
+    """Workloads in the store: batch sizes, trials by status, metrics, rows.
+
+    The table gives each workload a block of lines that fit 100 columns, long names
+    wrapped; csv and json give one row per workload with every value.
+    """
     from curvekit.store.catalog import info as info_
     from curvekit.store.catalog import synthetic_note
 
@@ -269,7 +273,88 @@ def info(home: Path | None, fmt: str) -> None:
     if note:  # on stderr, so that csv and json stay data only
         click.echo(f"Note: {note} (converted from {store.metadata['source'].get('archive')}).",
                    err=True)
-    emit(info_(store), fmt)
+    frame = info_(store)
+    if fmt != "table":
+        emit(frame, fmt)
+        return
+    for line in info_lines(frame.to_dicts()):
+        click.echo(line)
+
+
+INFO_WIDTH = 100
+"""Terminal columns that every line of ``info``'s table fits in."""
+
+
+def info_lines(rows: list[dict[str, Any]], width: int = INFO_WIDTH) -> list[str]:
+    """``info``'s table: a summary line, then a block per workload, every line at most
+    ``width`` terminal columns (names wrapped at spaces, or inside a word too wide).
+
+    >>> row = {"workload": "demo/digits/fc/sgd", "batch_sizes": [2, 4], "studies": 2,
+    ...        "trials": 5, "complete": 4, "incomplete": 0, "infeasible": 1,
+    ...        "metrics": ["val/error", "train/loss"], "measurements": 1234}
+    >>> print("\\n".join(info_lines([row])))
+    1 workload: 2 studies, 5 trials, 1,234 measurements
+    <BLANKLINE>
+    demo/digits/fc/sgd
+      batch sizes   2 4 (2 studies)
+      trials        5: 4 complete, 0 incomplete, 1 infeasible
+      measurements  1,234 rows
+      metrics       val/error, train/loss
+    """
+    def total(column: str) -> int:
+        return sum(int(r[column] or 0) for r in rows)
+
+    lines = [f"{len(rows)} workload{'' if len(rows) == 1 else 's'}: {total('studies'):,} "
+             f"studies, {total('trials'):,} trials, {total('measurements'):,} measurements"]
+    for r in rows:
+        lines += ["", *_wrap(r["workload"], "", "", width)]
+        fields = {
+            "batch sizes": f"{' '.join(map(str, r['batch_sizes'] or []))} "
+                           f"({r['studies']} studies)",
+            "trials": f"{r['trials']:,}: {r['complete']:,} complete, {r['incomplete']:,} "
+                      f"incomplete, {r['infeasible']:,} infeasible",
+            "measurements": f"{r['measurements']:,} rows",
+            "metrics": ", ".join(r["metrics"] or []) or "none",
+        }
+        for key, value in fields.items():
+            lines += _wrap(value, f"  {key:<14}", " " * 16, width)
+    return [line.rstrip() for line in lines]
+
+
+def _columns(text: str) -> int:
+    """The terminal columns ``text`` takes: East Asian wide and full-width characters two,
+    combining marks and format characters (zero-width space, ...) none, others one."""
+    import unicodedata
+
+    def one(char: str) -> int:
+        if unicodedata.category(char) in ("Mn", "Me", "Cf"):
+            return 0
+        return 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
+
+    return sum(map(one, text))
+
+
+def _wrap(text: str, first: str, rest: str, width: int) -> list[str]:
+    """``text`` in lines of at most ``width`` columns, the first starting with ``first``,
+    the others with ``rest``: broken at spaces, and inside a word only where the word alone
+    is wider than a line."""
+    lines: list[str] = []
+    line, empty = first, True  # empty: nothing of ``text`` on this line yet
+    for word in text.split(" "):
+        if not empty:
+            if _columns(line) + 1 + _columns(word) <= width:
+                line += " " + word
+                continue
+            lines.append(line)
+            line, empty = rest, True
+        for char in word:
+            if not empty and _columns(line) + _columns(char) > width:
+                lines.append(line)
+                line = rest
+            line += char
+            empty = False
+    lines.append(line)
+    return lines
 
 
 @main.command()
