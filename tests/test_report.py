@@ -7,7 +7,6 @@ import http.server
 import json
 import os
 import re
-import shutil
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,6 +21,7 @@ from curvekit.plotting.page import page_name
 from curvekit.reporting.site import report
 from curvekit.store.store import Store
 from curvekit.store.update import add_workload
+from tests.conftest import find_chromium
 from tests.patience import PATIENCE_MS, wait_for_charts
 from tests.test_update import workload as own_workload
 
@@ -129,19 +129,11 @@ def test_unknown_workload_fails_before_any_work(home: Path, tmp_path: Path) -> N
 
 # -- a real browser --------------------------------------------------------------------------
 
-def _chromium() -> str | None:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        if path := shutil.which(name):
-            return path
-    return None
-
-
 @pytest.fixture(scope="module")
 def browser_page(site: Path) -> Iterator[tuple[object, str]]:
     sync_api = pytest.importorskip("playwright.sync_api")
-    executable = _chromium()
-    if executable is None:
-        pytest.skip("no Chromium on this machine: apt install chromium")
+    executable = find_chromium()
+    assert executable is not None  # needs_chromium skipped the test otherwise
     handler = functools.partial(_QuietHandler, directory=str(site))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -173,6 +165,7 @@ def _shot(page: object, name: str) -> None:
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)  # type: ignore[attr-defined]
 
 
+@pytest.mark.needs_chromium
 def test_every_page_renders_without_errors(browser_page: tuple[object, str],
                                            site: Path) -> None:
     page, base = browser_page
@@ -196,6 +189,7 @@ _LINE_JS = ("(document.querySelector('#chart-steps svg g.mark-line path') || {ge
             "() => null}).getAttribute('d')")
 
 
+@pytest.mark.needs_chromium
 def test_batch_size_selector_changes_the_scatter(browser_page: tuple[object, str]) -> None:
     page, base = browser_page
     assert _open(page, f"{base}/workloads/{_slug(WORKLOADS[0])}.html") == []

@@ -41,6 +41,7 @@ from curvekit.records import StudyKey, StudyRecord, TrialRecord
 from curvekit.reporting.site import MARKER, report
 from curvekit.store.store import Store
 from curvekit.store.update import WorkloadData, add_workload
+from tests.conftest import find_chromium
 from tests.patience import PATIENCE, PATIENCE_MS, wait_for_charts
 
 HOSTILE = ["x'><img src=x onerror=alert(1)>", "</script><script>alert(1)</script>",
@@ -459,15 +460,6 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run
                   "--disable-sync"]
 
 
-def _chromium() -> str | None:
-    import shutil
-
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        if path := shutil.which(name):
-            return path
-    return None
-
-
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:
         pass
@@ -478,10 +470,8 @@ def browser(hostile_site: Path, hostile_home: Path, tmp_path_factory: pytest.Tem
             ) -> Iterator[tuple[object, str]]:
     sync_api = pytest.importorskip("playwright.sync_api",
                                    reason="needs playwright (pip install playwright)")
-    executable = _chromium()
-    if executable is None:
-        pytest.skip("no Chromium on this machine: install it (apt install chromium) to run "
-                    "the browser tests")
+    executable = find_chromium()
+    assert executable is not None  # needs_chromium skipped the test otherwise
     plot = hostile_site.parent / "plot.html"  # served beside the report
     result = CliRunner().invoke(main, [
         "plot", "steps-to-result", f"{HOSTILE[0]}/m0/sgd", "--metric", f"val/{HOSTILE[0]}",
@@ -536,6 +526,7 @@ BROWSED = ["report/index.html", "plot.html",
              [CSV_WORKLOAD, *(f"{h}/m{i}/sgd" for i, h in enumerate(HOSTILE)), *TWINS])]
 
 
+@pytest.mark.needs_chromium
 @pytest.mark.parametrize("rel", BROWSED)
 def test_browser_runs_nothing_a_name_says(browser: tuple[object, str], rel: str) -> None:
     chrome, base = browser
@@ -548,6 +539,7 @@ def test_browser_runs_nothing_a_name_says(browser: tuple[object, str], rel: str)
     page.close()  # type: ignore[attr-defined]
 
 
+@pytest.mark.needs_chromium
 def test_hovering_shows_hostile_names_as_text(browser: tuple[object, str]) -> None:
     chrome, base = browser
     workload = f"{HOSTILE[0]}/m0/sgd"
@@ -567,6 +559,7 @@ def test_hovering_shows_hostile_names_as_text(browser: tuple[object, str]) -> No
     page.close()  # type: ignore[attr-defined]
 
 
+@pytest.mark.needs_chromium
 def test_pages_open_from_the_file_system_under_their_policy(browser: tuple[object, str],
                                                             hostile_site: Path) -> None:
     chrome, _ = browser
@@ -579,6 +572,7 @@ def test_pages_open_from_the_file_system_under_their_policy(browser: tuple[objec
         page.close()  # type: ignore[attr-defined]
 
 
+@pytest.mark.needs_chromium
 def test_the_policy_blocks_an_injected_handler(browser: tuple[object, str],
                                                tmp_path: Path) -> None:
     """Were a name ever to slip through, the page's policy would still stop it."""
