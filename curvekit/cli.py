@@ -74,6 +74,29 @@ home_option = click.option(
 format_option = click.option(
     "--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
     show_default=True, help="Output format.")
+def _seconds(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    if math.isnan(value):  # FloatRange lets nan through: it compares false with every bound
+        raise click.BadParameter("nan is not a number of seconds: give 0 or more, or inf")
+    return value
+
+
+wait_option = click.option(
+    "--wait", type=click.FloatRange(min=0), default=0, show_default=True, metavar="SECONDS",
+    callback=_seconds,
+    help="If another curvekit process is writing to the store, wait up to SECONDS for it "
+         "to finish (saying so on stderr) instead of failing at once; 'inf' waits as long as "
+         "it takes.")
+
+
+@contextmanager
+def _waiting(seconds: float) -> Iterator[None]:
+    """The library's :func:`~curvekit.store.transaction.wait_for_writers` for a writing
+    command's ``--wait``, its notice on stderr."""
+    from curvekit.store.transaction import wait_for_writers
+
+    with wait_for_writers(seconds, notice=lambda message: click.echo(
+            f"Note: {message}.", err=True)):
+        yield
 
 
 class _Group(click.Group):
@@ -152,14 +175,14 @@ def emit(frame: pl.DataFrame, fmt: str) -> None:
 
 _STAGE_LABELS = {"download": "Downloading", "verify": "Checking sha256",
                  "convert": "Converting", "workloads": "Workload pages", "figures": "Figures",
-                 "trials": "Training"}
+                 "trials": "Training", "generate": "Generating"}
 """The bar's label of each stage of :data:`curvekit.progress.STAGES`."""
 
 
 @contextmanager
 def _progress(quiet: bool = False) -> Iterator[Progress | None]:
-    """The :class:`~curvekit.progress.Progress` of fetch, report and run: one bar per stage,
-    on stderr (``None`` with ``quiet``)."""
+    """The :class:`~curvekit.progress.Progress` of fetch, report, run and generate-archive:
+    one bar per stage, on stderr (``None`` with ``quiet``)."""
     if quiet:
         yield None
         return
@@ -172,7 +195,7 @@ def _progress(quiet: bool = False) -> Iterator[Progress | None]:
                 other.render_finish()
             bar = bars[stage] = click.progressbar(
                 length=total or 0, label=_STAGE_LABELS[stage], file=sys.stderr,
-                show_pos=stage in ("convert", "trials"))
+                show_pos=stage in ("convert", "trials", "generate"))
             bar.__enter__()
         if total and bar.length != total:
             bar.length = total
@@ -198,12 +221,14 @@ def _progress(quiet: bool = False) -> Iterator[Progress | None]:
               default="auto", show_default=True,
               help="bzip2 decoder: auto picks lbzip2 if installed, else indexed_bzip2.")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
+@wait_option
 def fetch(home: Path | None, url: str | None, archive: Path | None, sha256: str | None,
-          manifest: Path | None, force: bool, decompressor: str, quiet: bool) -> None:
+          manifest: Path | None, force: bool, decompressor: str, quiet: bool,
+          wait: float) -> None:
     """Download the release archive, verify it, and convert it into the store."""
     from curvekit.store.fetch import fetch as fetch_
 
-    with _progress(quiet) as progress:
+    with _progress(quiet) as progress, _waiting(wait):
         result = fetch_(home=home, url=url, archive=archive, sha256=sha256, manifest=manifest,
                         force=force, decompressor=decompressor,  # type: ignore[arg-type]
                         progress=progress)
@@ -242,7 +267,11 @@ def verify(home: Path | None, manifest: Path | None) -> None:
 @home_option
 @format_option
 def info(home: Path | None, fmt: str) -> None:
-    """Workloads in the store: batch sizes, trials by status, metrics, rows."""
+    """Workloads in the store: batch sizes, trials by status, metrics, rows.
+
+    The table gives each workload a block of lines that fit 100 columns, long names
+    wrapped; csv and json give one row per workload with every value.
+    """
     from curvekit.store.catalog import info as info_
     from curvekit.store.catalog import synthetic_note
 
@@ -251,11 +280,93 @@ def info(home: Path | None, fmt: str) -> None:
     if note:  # on stderr, so that csv and json stay data only
         click.echo(f"Note: {note} (converted from {store.metadata['source'].get('archive')}).",
                    err=True)
-    emit(info_(store), fmt)
+    frame = info_(store)
+    if fmt != "table":
+        emit(frame, fmt)
+        return
+    for line in info_lines(frame.to_dicts()):
+        click.echo(line)
+
+
+INFO_WIDTH = 100
+"""Terminal columns that every line of ``info``'s table fits in."""
+
+
+def info_lines(rows: list[dict[str, Any]], width: int = INFO_WIDTH) -> list[str]:
+    """``info``'s table: a summary line, then a block per workload, every line at most
+    ``width`` terminal columns (names wrapped at spaces, or inside a word too wide).
+
+    >>> row = {"workload": "demo/digits/fc/sgd", "batch_sizes": [2, 4], "studies": 2,
+    ...        "trials": 5, "complete": 4, "incomplete": 0, "infeasible": 1,
+    ...        "metrics": ["val/error", "train/loss"], "measurements": 1234}
+    >>> print("\\n".join(info_lines([row])))
+    1 workload: 2 studies, 5 trials, 1,234 measurements
+    <BLANKLINE>
+    demo/digits/fc/sgd
+      batch sizes   2 4 (2 studies)
+      trials        5: 4 complete, 0 incomplete, 1 infeasible
+      measurements  1,234 rows
+      metrics       val/error, train/loss
+    """
+    def total(column: str) -> int:
+        return sum(int(r[column] or 0) for r in rows)
+
+    lines = [f"{len(rows)} workload{'' if len(rows) == 1 else 's'}: {total('studies'):,} "
+             f"studies, {total('trials'):,} trials, {total('measurements'):,} measurements"]
+    for r in rows:
+        lines += ["", *_wrap(r["workload"], "", "", width)]
+        fields = {
+            "batch sizes": f"{' '.join(map(str, r['batch_sizes'] or []))} "
+                           f"({r['studies']} studies)",
+            "trials": f"{r['trials']:,}: {r['complete']:,} complete, {r['incomplete']:,} "
+                      f"incomplete, {r['infeasible']:,} infeasible",
+            "measurements": f"{r['measurements']:,} rows",
+            "metrics": ", ".join(r["metrics"] or []) or "none",
+        }
+        for key, value in fields.items():
+            lines += _wrap(value, f"  {key:<14}", " " * 16, width)
+    return [line.rstrip() for line in lines]
+
+
+def _columns(text: str) -> int:
+    """The terminal columns ``text`` takes: East Asian wide and full-width characters two,
+    combining marks and format characters (zero-width space, ...) none, others one."""
+    import unicodedata
+
+    def one(char: str) -> int:
+        if unicodedata.category(char) in ("Mn", "Me", "Cf"):
+            return 0
+        return 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
+
+    return sum(map(one, text))
+
+
+def _wrap(text: str, first: str, rest: str, width: int) -> list[str]:
+    """``text`` in lines of at most ``width`` columns, the first starting with ``first``,
+    the others with ``rest``: broken at spaces, and inside a word only where the word alone
+    is wider than a line."""
+    lines: list[str] = []
+    line, empty = first, True  # empty: nothing of ``text`` on this line yet
+    for word in text.split(" "):
+        if not empty:
+            if _columns(line) + 1 + _columns(word) <= width:
+                line += " " + word
+                continue
+            lines.append(line)
+            line, empty = rest, True
+        for char in word:
+            if not empty and _columns(line) + _columns(char) > width:
+                lines.append(line)
+                line = rest
+            line += char
+            empty = False
+    lines.append(line)
+    return lines
 
 
 @main.command()
-@click.argument("source", required=False, type=click.Path(exists=True, path_type=Path))
+@click.argument("source", required=False, type=click.Path(exists=True, path_type=Path),
+                help="The logs: a file or a folder of them.")
 @click.option("--name", help="The workload's name: base_dir/model/optimizer "
               "(e.g. my_data/resnet_20/momentum).")
 @click.option("--log-format", "--format", "fmt", cls=AliasedOption, hidden_aliases=("--format",),
@@ -281,9 +392,11 @@ def info(home: Path | None, fmt: str) -> None:
               cls=AliasedOption, hidden_aliases=("--example-manifest",), is_flag=True,
               help="Print a documented run-manifest template and exit.")
 @home_option
+@wait_option
 def add(source: Path | None, name: str | None, fmt: str, manifest: Path | None,
         mapping: tuple[str, ...], include: tuple[str, ...], exclude: tuple[str, ...],
-        replace: bool, follow_links: bool, example_manifest: bool, home: Path | None) -> None:
+        replace: bool, follow_links: bool, example_manifest: bool, home: Path | None,
+        wait: float) -> None:
     """Add training runs of your own as a workload: release layout, CSV, TensorBoard, MLflow,
     Weights & Biases or AlgoPerf logs.
 
@@ -301,7 +414,7 @@ def add(source: Path | None, name: str | None, fmt: str, manifest: Path | None,
                                "--example-run-manifest")
     from curvekit.ingest.runs import IngestWarning
 
-    with warnings.catch_warnings(record=True) as caught:
+    with warnings.catch_warnings(record=True) as caught, _waiting(wait):
         warnings.simplefilter("always", IngestWarning)
         try:
             result = add_(source, name=name, format=fmt, manifest=manifest,
@@ -324,7 +437,8 @@ def add(source: Path | None, name: str | None, fmt: str, manifest: Path | None,
 
 
 @main.command("generate-archive")
-@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path),
+                help="The archive to write (.tar.bz2); its manifest goes beside it.")
 @click.option("--workload", "workloads", multiple=True,
               help="Only this workload (base_dir/model/optimizer); repeatable. Default: all 35.")
 @click.option("--trial-fraction", type=float, default=1.0, show_default=True,
@@ -335,25 +449,28 @@ def add(source: Path | None, name: str | None, fmt: str, manifest: Path | None,
               help="Scale of the number of evaluation rows per trial.")
 @click.option("--order", type=click.Choice(["walk", "shuffled"]), default="walk",
               show_default=True, help="Member order: like tar(1), or fully shuffled.")
-@click.option("--seed", type=click.IntRange(min=0, max=MAX_SEED), default=0, show_default=True)
+@click.option("--seed", type=click.IntRange(min=0, max=MAX_SEED), default=0, show_default=True,
+              help="Seed of the random draws: the same seed writes the same bytes.")
 @click.option("--jobs", type=click.IntRange(min=1, max=MAX_WORKERS),
               help="Worker processes (default: every CPU).")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
 def generate_archive(path: Path, workloads: tuple[str, ...], trial_fraction: float,
                      max_trials: int | None, evals_scale: float, order: str, seed: int,
-                     jobs: int | None) -> None:
+                     jobs: int | None, quiet: bool) -> None:
     """Write a synthetic archive in the release's exact layout, and its manifest.
 
     The defaults make a full-scale archive (454 studies, the published trial counts, about
     70 million evaluation rows). The manifest goes to PATH.manifest.json; convert with
     `curvekit fetch --archive PATH --manifest PATH.manifest.json`.
     """
-    from curvekit.testing import generate_archive as generate
-    from curvekit.testing import write_manifest
+    from curvekit.release.synthetic import generate_archive as generate
+    from curvekit.release.synthetic import write_manifest
 
-    manifest = generate(path, workloads=list(workloads) or None, trial_fraction=trial_fraction,
-                        max_trials_per_study=max_trials, evals_scale=evals_scale,
-                        order=order,  # type: ignore[arg-type]
-                        seed=seed, jobs=jobs)
+    with _progress(quiet) as progress:
+        manifest = generate(path, workloads=list(workloads) or None,
+                            trial_fraction=trial_fraction, max_trials_per_study=max_trials,
+                            evals_scale=evals_scale, order=order,  # type: ignore[arg-type]
+                            seed=seed, jobs=jobs, progress=progress)
     target = write_manifest(manifest, path.with_name(path.name + ".manifest.json"))
     totals = manifest.totals
     click.echo(f"Wrote {path} ({path.stat().st_size:,} bytes: {totals['studies']} studies, "
@@ -416,7 +533,8 @@ def _selection(*, goal: str = "required", goal_help: str = "The target value of 
         # options declared below this decorator were attached to f already
         command.__click_params__ = list(getattr(f, "__click_params__", []))  # type: ignore[attr-defined]
         decorators: list[Callable[[Any], Any]] = [
-            click.argument("workload", required=not optional),
+            click.argument("workload", required=not optional,
+                           help="The workload: base_dir/model/optimizer."),
             click.option("--metric", required=not optional,
                          help="Metric column, e.g. val/classification_error."),
         ]
@@ -560,7 +678,7 @@ TABLE_ROWS = 1000
 
 
 @main.command()
-@click.argument("sql")
+@click.argument("sql", help="The query, in DuckDB's SQL.")
 @home_option
 @format_option
 def query(sql: str, home: Path | None, fmt: str) -> None:
@@ -765,7 +883,7 @@ def plot_best(selection: Selection, home: Path | None, fmt: str, out: Path | Non
 
 
 @main.command("figure")
-@click.argument("number", type=int)
+@click.argument("number", type=int, help="The figure's number in the paper, 1 to 24.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
               help="Output file (default figure-NN.<format>).")
 @plot_format_option
@@ -871,7 +989,8 @@ def _base_parameters(items: tuple[str, ...]) -> dict[str, float]:
 
 
 @main.command("run")
-@click.argument("name", required=False)
+@click.argument("name", required=False,
+                help="The base_dir of the new workloads (default: the data set's name).")
 @click.option("--dataset", default="digits", show_default=True,
               help="digits, mnist, fashion_mnist, cifar_10, or package.module:function.")
 @click.option("--model", default="fc_128_128", show_default=True,
@@ -893,7 +1012,9 @@ def _base_parameters(items: tuple[str, ...]) -> dict[str, float]:
 @click.option("--space", type=click.Path(dir_okay=False, exists=True, path_type=Path),
               help="Search space JSON in the release's parameter_configs format (or one "
                    "per optimizer). Default: see docs/running.md.")
-@click.option("--seed", type=click.IntRange(min=0, max=MAX_SEED), default=0, show_default=True)
+@click.option("--seed", type=click.IntRange(min=0, max=MAX_SEED), default=0, show_default=True,
+              help="Seed of the search and of the training: the same seed trains the same "
+                   "trials.")
 @click.option("--sampler", type=click.Choice(["sobol", "halton"]), default="sobol",
               show_default=True, help="Quasi-random sequence of the search.")
 @click.option("--device", default="auto", show_default=True,
@@ -936,6 +1057,7 @@ def _base_parameters(items: tuple[str, ...]) -> dict[str, float]:
               help="Train up to N trials of a study together as one batched model "
                    "[default: the whole study, as memory allows]; 1: one by one.")
 @home_option
+@wait_option
 def run(name: str | None, dataset: str, model: str, optimizers: str, batch_sizes: str,
         trials: int | None, steps: str, eval_every: int, space: Path | None, seed: int,
         sampler: str, device: str, workers: int | None, executor: str,
@@ -943,7 +1065,7 @@ def run(name: str | None, dataset: str, model: str, optimizers: str, batch_sizes
         no_store: bool, quiet: bool, protocol: str, base_batch_size: int | None,
         base_learning_rate: float | None, base_parameters: tuple[str, ...], warmup: str,
         ghost_batch_size: int | None, noise_micro_batches: int,
-        trials_at_once: int | None, home: Path | None) -> None:
+        trials_at_once: int | None, home: Path | None, wait: float) -> None:
     """Train a sweep with the paper's protocol and add it to the store.
 
     One study per optimizer and batch size, each with --trials-per-study quasi-random
@@ -970,7 +1092,7 @@ def run(name: str | None, dataset: str, model: str, optimizers: str, batch_sizes
         base_parameters=_base_parameters(base_parameters), warmup=warmup,
         ghost_batch_size=ghost_batch_size, noise_micro_batches=noise_micro_batches,
         trials_at_once=trials_at_once)
-    with _progress(quiet) as progress, _explained():
+    with _progress(quiet) as progress, _explained(), _waiting(wait):
         result = run_(name, **options, progress=progress)
     counts = ", ".join(f"{n} {s}" for s, n in sorted(result.statuses.items()))
     click.echo(f"{result.trials} trials ({result.ran} run now, {result.resumed} from "
@@ -981,11 +1103,13 @@ def run(name: str | None, dataset: str, model: str, optimizers: str, batch_sizes
 
 @main.command()
 @home_option
-def demo(home: Path | None) -> None:
+@wait_option
+def demo(home: Path | None, wait: float) -> None:
     """Install the demo data set (digits, made with curvekit run) into the store, offline."""
     from curvekit.runner.demo import demo as demo_
 
-    result = demo_(home)
+    with _waiting(wait):
+        result = demo_(home)
     click.echo(f"{'Added' if result.changed else 'Already in the store:'} "
                f"{', '.join(result.workloads)} ({result.trials} trials, "
                f"{result.measurements:,} measurements). Try: curvekit steps-to-result "

@@ -83,17 +83,19 @@ def test_a_million_columns_are_refused_from_the_header_alone(tmp_path: Path,
     n = 10**6
     header = "step," + ",".join(f"m{i}" for i in range(n))
     logs = _logs(tmp_path / "logs", header + "\n0," + ",".join("1" for _ in range(n)) + "\n")
-    start = time.perf_counter()
+    # CPU time, not the clock: other work on a busy machine does not lengthen it.
+    start = time.process_time()
     message = _refused(logs, home, r"run\.csv, line 1: the header has at least 5\d\d,\d{3} "
                        r"columns; curvekit reads at most 10,000 per log")
-    assert time.perf_counter() - start < 2.0, message
+    assert time.process_time() - start < 2.0, message
 
 
 def test_the_column_limit_is_exact_and_headers_parse_in_linear_time(tmp_path: Path) -> None:
     names = [f"val/metric_{i}" for i in range(MAX_COLUMNS)]
-    start = time.perf_counter()
+    # CPU time, not the clock: other work on a busy machine does not lengthen it.
+    start = time.process_time()
     assert csvlogs._header(",".join(names).encode(), "x.csv") == names
-    assert time.perf_counter() - start < 1.0  # 100 s when repeats were counted per name
+    assert time.process_time() - start < 1.0  # 100 s when repeats were counted per name
     with pytest.raises(IngestError, match=r"x\.csv, line 1: the header has 10,001 columns"):
         csvlogs._header(",".join([*names, "one_more"]).encode(), "x.csv")
     with pytest.raises(IngestError, match=r"repeated column names \['a'\]"):
@@ -102,9 +104,9 @@ def test_the_column_limit_is_exact_and_headers_parse_in_linear_time(tmp_path: Pa
     table = pa.table({"trial_id": [1], "step": [0], **{n: [1.0] for n in names}})
     schema = pa.schema([pa.field("trial_id", pa.int64()), pa.field("step", pa.int64()),
                         *(pa.field(n, pa.float64()) for n in sorted(names))])
-    start = time.perf_counter()
+    start = time.process_time()
     assert _conform(table, schema).schema.names == schema.names
-    assert time.perf_counter() - start < 1.0  # 27 s at 10,000 columns with a list lookup
+    assert time.process_time() - start < 1.0  # 27 s at 10,000 columns with a list lookup
 
 
 def test_a_wide_log_imports(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from curvekit.cli import TABLE_ROWS, emit, main
 from curvekit.errors import QueryError
 from curvekit.store.export import export, preview
 from curvekit.store.store import Store
+from tests.patience import PATIENCE
 
 QUERIES = [
     "select * from measurements order by all",
@@ -164,7 +165,7 @@ def _read_two_lines_and_close(store: Store, fmt: str, env: dict[str, str]
     first = list(_lines(proc.stdout, 2))  # type: ignore[arg-type]
     proc.stdout.close()
     err = proc.stderr.read().decode()
-    return proc.wait(timeout=60), err, first
+    return proc.wait(timeout=PATIENCE), err, first
 
 
 @pytest.mark.parametrize("fmt", ["csv", "json"])
@@ -250,6 +251,6 @@ def test_csv_output_does_not_import_pandas(store: Store) -> None:
             "print('pandas' in sys.modules)\n")
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
     done = subprocess.run([sys.executable, "-c", code, str(store.path)], capture_output=True,
-                          env=env, text=True, timeout=60)
+                          env=env, text=True, timeout=PATIENCE)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "False\n"

@@ -415,7 +415,7 @@ def read_archive(path: str | os.PathLike[str], *, decompressor: Decompressor = "
 
     Examples
     --------
-    >>> from curvekit.testing import tiny_archive
+    >>> from curvekit.release.synthetic import tiny_archive
     >>> import tempfile, pathlib
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "tiny.tar.bz2"; m = tiny_archive(p)
     >>> kinds = {type(r).__name__ for r in read_archive(p)}
@@ -526,7 +526,7 @@ def read_release(source: str | os.PathLike[str], *, files: SourceReader) -> Iter
     named by its last three path components. Errors are :class:`ArchiveError`, naming
     ``source`` and the file at fault.
 
-    >>> from curvekit.testing import tiny_archive
+    >>> from curvekit.release.synthetic import tiny_archive
     >>> from curvekit.ingest.files import SourceFiles
     >>> import tempfile, pathlib
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "tiny.tar.bz2"; m = tiny_archive(p)

@@ -6,7 +6,7 @@ atomic swap, in one snapshot transaction (:mod:`curvekit.store.transaction`). A 
 anywhere removes the staging folder and leaves the previous store exactly as it was.
 
 >>> import tempfile, pathlib
->>> from curvekit.testing import tiny_archive
+>>> from curvekit.release.synthetic import tiny_archive
 >>> tmp = pathlib.Path(tempfile.mkdtemp())
 >>> manifest = tiny_archive(tmp / "tiny.tar.bz2")
 >>> meta = convert(tmp / "tiny.tar.bz2", tmp / "home", manifest=manifest)

@@ -1,7 +1,7 @@
 """Describe a store (``info``) and check its content and its manifest (``verify``).
 
 >>> import tempfile, pathlib
->>> from curvekit.testing import tiny_archive
+>>> from curvekit.release.synthetic import tiny_archive
 >>> from curvekit.store.build import convert
 >>> tmp = pathlib.Path(tempfile.mkdtemp())
 >>> _ = convert(tmp / "a.tar.bz2", tmp, manifest=tiny_archive(tmp / "a.tar.bz2"))

@@ -12,7 +12,7 @@ The text written is the same as for the whole result at once: CSV as polars'
 ``json.dumps(frame.to_dicts(), indent=1, default=str)`` plus a newline.
 
 >>> import io, tempfile, pathlib
->>> from curvekit.testing import tiny_archive
+>>> from curvekit.release.synthetic import tiny_archive
 >>> from curvekit.store.build import convert
 >>> from curvekit.store.store import Store
 >>> tmp = pathlib.Path(tempfile.mkdtemp())

@@ -1,7 +1,7 @@
 """``curvekit.fetch()``: find → download → verify → convert, doing only what is missing.
 
 >>> import tempfile, pathlib
->>> from curvekit.testing import tiny_archive
+>>> from curvekit.release.synthetic import tiny_archive
 >>> tmp = pathlib.Path(tempfile.mkdtemp())
 >>> m = tiny_archive(tmp / "tiny.tar.bz2")
 >>> fetch(home=tmp / "home", archive=tmp / "tiny.tar.bz2", manifest=m).action

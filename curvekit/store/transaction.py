@@ -33,10 +33,14 @@ ValueError: interrupted
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import fcntl
+import math
 import os
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import IO
 
 from curvekit.errors import StoreError
 from curvekit.store.confine import (
@@ -60,6 +64,7 @@ __all__ = [
     "new_staging",
     "publish",
     "transaction",
+    "wait_for_writers",
 ]
 
 
@@ -148,11 +153,7 @@ def lock_home(home: Path, *, action: str = "writing the store",
     except OSError as exc:
         raise _write_error(exc, home, action, needed) from exc
     with open(fd, "r+b") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as exc:
-            raise StoreError(f"another curvekit process is writing to {home}; "
-                             "wait for it to finish") from exc
+        _take_lock(fh, home)
         try:
             clean_home(home, check_home(home))  # again, now that no writer can change it
             yield
@@ -164,6 +165,72 @@ def lock_home(home: Path, *, action: str = "writing the store",
             for stale in stores.glob(".staging-*"):
                 remove_owned(stale, stores)
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+_WAIT: contextvars.ContextVar[tuple[float, Callable[[str], None] | None]] = (
+    contextvars.ContextVar("curvekit_wait_for_writers", default=(0.0, None)))
+"""How long a writer that finds the home locked waits, and whom it tells (see
+:func:`wait_for_writers`); by default it does not wait."""
+
+
+@contextlib.contextmanager
+def wait_for_writers(seconds: float, *,
+                     notice: Callable[[str], None] | None = None) -> Iterator[None]:
+    """Within the block, a change of a store that finds another curvekit process writing
+    to the same home waits up to ``seconds`` for it to finish instead of failing at once.
+
+    ``notice(message)`` is called once when a wait begins, with a message that says who is
+    waiting for what (the CLI's ``--wait SECONDS`` prints it on stderr). A writer still
+    there after ``seconds`` is a :class:`StoreError`, as without waiting; the store is
+    unchanged either way. ``math.inf`` waits as long as it takes.
+
+    >>> import tempfile, pathlib
+    >>> from curvekit.store.metadata import StoreMetadata
+    >>> home = pathlib.Path(tempfile.mkdtemp())
+    >>> with wait_for_writers(30), transaction(home) as tx:
+    ...     _ = tx.publish("local", StoreMetadata.empty())
+    >>> (home / "store").is_symlink()
+    True
+    """
+    if not (isinstance(seconds, (int, float)) and seconds >= 0):
+        raise StoreError(f"cannot wait {seconds!r} seconds for another writer: expected a "
+                         "number of seconds, 0 or more (math.inf to wait as long as it takes)")
+    token = _WAIT.set((float(seconds), notice))
+    try:
+        yield
+    finally:
+        _WAIT.reset(token)
+
+
+def _take_lock(fh: IO[bytes], home: Path) -> None:
+    """Take the home's exclusive lock: at once, or within the wait of
+    :func:`wait_for_writers`, checking again at growing intervals (at most 0.25 s apart)."""
+    seconds, notice = _WAIT.get()
+    deadline = time.monotonic() + seconds
+    pause, told = 0.01, False
+    while True:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError as exc:
+            if seconds <= 0:
+                raise StoreError(
+                    f"another curvekit process is writing to {home}; wait for it to finish "
+                    "and run this again, or give the command --wait SECONDS to wait for it"
+                ) from exc
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise StoreError(
+                    f"another curvekit process is still writing to {home} after waiting "
+                    f"{seconds:g} s; the store is unchanged. Wait for it to finish and run "
+                    "this again, or give --wait a longer time") from exc
+        if notice is not None and not told:
+            limit = "as long as it takes" if math.isinf(seconds) else f"up to {seconds:g} s"
+            notice(f"another curvekit process is writing to {home}; waiting {limit} for it "
+                   "to finish")
+            told = True
+        time.sleep(min(pause, left))
+        pause = min(pause * 2, 0.25)
 
 
 def _write_error(exc: OSError, home: Path, action: str,

@@ -57,6 +57,7 @@ import pyarrow.csv as pacsv
 
 from curvekit import structured
 from curvekit.errors import ArchiveError, ManifestError
+from curvekit.progress import Progress
 from curvekit.records import STATUSES
 from curvekit.release.manifest import Manifest, StudyCounts, load_manifest
 
@@ -647,6 +648,7 @@ def generate_archive(
     jobs: int | None = None,
     float_style: Literal["mixed", "repr", "short"] = "mixed",
     chunk_bytes: int = 16 << 20,
+    progress: Progress | None = None,
 ) -> Manifest:
     """Write a synthetic archive in the release's layout and return its manifest.
 
@@ -662,7 +664,9 @@ def generate_archive(
     ``float_style`` picks the number format (see the module docstring). The bzip2 output
     is one stream per ``chunk_bytes`` of tar data, compressed at level 9 in ``jobs``
     processes (default: every CPU); the bytes depend on the arguments, not on ``jobs``.
-    The file is written to ``path + ".tmp"`` and renamed when complete.
+    The file is written to ``path + ".tmp"`` and renamed when complete. ``progress`` (a
+    :class:`curvekit.progress.Progress`) hears ``("generate", done, total)``: archive
+    members written, after each compressed chunk.
 
     Examples
     --------
@@ -690,12 +694,19 @@ def generate_archive(
     target = Path(path)
     tmp = target.with_name(target.name + ".tmp")
     digest, raw_size, rows = hashlib.sha256(), 0, 0
+    total, done = sum(map(len, tasks)), 0
+    if progress is not None:
+        progress("generate", 0, total)
     try:
         with open(tmp, "wb") as f:
-            for blob, raw, n in _compressed(tasks, plan, jobs or os.cpu_count() or 1):
+            chunks = _compressed(tasks, plan, jobs or os.cpu_count() or 1)
+            for task, (blob, raw, n) in zip(tasks, chunks, strict=True):
                 f.write(blob)
                 digest.update(blob)
                 raw_size, rows = raw_size + raw, rows + n
+                done += len(task)
+                if progress is not None:
+                    progress("generate", done, total)
             # end of archive: two zero blocks, padded to a whole record like tar(1)
             end = b"\0" * (1024 + (-(raw_size + 1024) % tarfile.RECORDSIZE))
             f.write(blob := bz2.compress(end, 9))
