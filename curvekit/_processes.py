@@ -35,7 +35,6 @@ False
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import subprocess
@@ -44,6 +43,7 @@ import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from curvekit import structured
 from curvekit._resources import package_dir
 
 if TYPE_CHECKING:
@@ -122,7 +122,7 @@ def python(module: str, function: str, *args: str, purpose: str, site: bool = Fa
         raise ValueError(f"{module!r} is not a module of curvekit")
     flags = ["-I"] if site else ["-I", "-S"]
     argv = [sys.executable, *flags, "-c", _BOOT, str(package_dir()), module, function,
-            json.dumps(child_import_path()), *args]
+            structured.dumps(child_import_path()), *args]
     return subprocess.Popen(argv, **popen)
 
 
@@ -197,6 +197,6 @@ def where() -> int:
     sees."""
     import curvekit
 
-    print(json.dumps({"curvekit": curvekit.__file__, "path": sys.path,
+    print(structured.dumps({"curvekit": curvekit.__file__, "path": sys.path,
                       "isolated": bool(sys.flags.isolated), "cwd": os.getcwd()}))
     return 0

@@ -14,6 +14,21 @@ A **name** (of a metric, a metaparameter, or one part of a workload) is refused 
   line or paragraph separator (U+2028, U+2029);
 * longer than :data:`MAX_NAME_CHARS` characters (metrics and metaparameters).
 
+**Columns.** Until names are data, every metric is a column of the store's measurements and
+every metaparameter a column of its trials, and DuckDB, which answers every query, matches
+column names without regard to case. :class:`ColumnNames` is the one check of the columns
+that meet in one store (or in what is about to be written into it), run by the store's
+writer for every door and by the importers earlier, with the file at fault:
+
+* a metric named, in any case, like one of the store's own or computed columns
+  (:data:`RESERVED`) is refused;
+* a metaparameter so named is stored as ``param_<name>`` (:func:`parameter_column`); two
+  metaparameters that would then share a column (``optimizer`` beside ``param_optimizer``)
+  are refused, naming both;
+* two names that differ only in case (``val/err`` and ``VAL/ERR``, ``learning_rate`` and
+  ``Learning_Rate``), or a metaparameter named like a metric, are refused, naming both;
+* a byte-order mark (U+FEFF) inside a name is refused: it makes two names look alike.
+
 A **workload** ``base_dir/model/optimizer`` (``base_dir`` may hold ``/``, as the release's
 ``mnist_subsets/mnist_6875``) is refused, on top of that, when a part
 
@@ -48,10 +63,16 @@ __all__ = [
     "MAX_FOLDER_BYTES",
     "MAX_HOME_BYTES",
     "MAX_NAME_CHARS",
+    "PARAM_PREFIX",
+    "RESERVED",
+    "ColumnNames",
     "check_home_path",
     "check_name",
+    "fold",
     "folder_problem",
+    "is_reserved",
     "name_problem",
+    "parameter_column",
 ]
 
 MAX_FOLDER_BYTES = 255
@@ -65,6 +86,12 @@ MAX_HOME_BYTES = 3072
 1,000 more bytes of the 4,096 that Linux allows a path."""
 
 _SEPARATORS = {"\u2028", "\u2029"}
+RESERVED = frozenset({"base_dir", "model", "optimizer", "batch_size", "trial_id", "status",
+                      "steps", "n_measurements", "step", "effective_learning_rate"})
+"""Names no metric may take, in any case: the store's partition and fixed columns (of the
+measurements and trials tables, which queries join) and the columns queries compute."""
+PARAM_PREFIX = "param_"
+"""The prefix of a metaparameter column whose name is, in any case, one of :data:`RESERVED`."""
 
 ErrorType = Callable[[str], CurvekitError]
 
@@ -171,3 +198,137 @@ def check_home_path(path: str | os.PathLike[str], error: ErrorType) -> Path:
                         "which Parquet readers take for a partition column of every table; "
                         "choose a folder without '=' (--home or CURVEKIT_HOME)")
     return out
+
+
+def fold(name: str) -> str:
+    """The form under which two column names are the same column to queries.
+
+    DuckDB matches identifiers without regard to (ASCII) case; Unicode case folding is
+    coarser, so every pair DuckDB would confuse folds to one form (and a few more do).
+
+    >>> fold("Val/Loss") == fold("val/loss")
+    True
+    """
+    return name.casefold()
+
+
+def is_reserved(name: str) -> bool:
+    """True when ``name`` is, in any case, one of the :data:`RESERVED` column names.
+
+    >>> is_reserved("Step"), is_reserved("steps_per_epoch")
+    (True, False)
+    """
+    return fold(name) in RESERVED
+
+
+def parameter_column(name: str) -> str:
+    """The trials column of the metaparameter ``name``: ``param_<name>`` for a reserved name.
+
+    >>> parameter_column("optimizer"), parameter_column("Step"), parameter_column("momentum")
+    ('param_optimizer', 'param_Step', 'momentum')
+    """
+    return PARAM_PREFIX + name if is_reserved(name) else name
+
+
+class ColumnNames:
+    """The metric and metaparameter columns of one store, checked as each name arrives.
+
+    :meth:`metric` and :meth:`parameter` take a name and where it was found (a file, a
+    member, a workload) and return its column, or raise ``error`` naming both names of a
+    clash, where each came from and the fix. A name met again from the same or another
+    place is the same column (no error). See the module docs for the rules.
+
+    >>> from curvekit.errors import StoreError
+    >>> names = ColumnNames(StoreError)
+    >>> names.metric("val/err", "a.csv"), names.parameter("optimizer", "a.json")
+    ('val/err', 'param_optimizer')
+    >>> names.metric("VAL/ERR", "b.csv")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    curvekit.errors.StoreError: metric 'VAL/ERR' (column 'VAL/ERR', from b.csv) and metric \
+'val/err' (column 'val/err', from a.csv) would clash: names that differ only in case are one \
+column to queries; rename one of them
+    """
+
+    def __init__(self, error: ErrorType = IngestError, *,
+                 metric_fix: str = "rename the metric",
+                 parameter_fix: str = "rename the metaparameter where it is given",
+                 clash_fix: str = "rename one of them") -> None:
+        self._error = error
+        self._fixes = {"metric": metric_fix, "metaparameter": parameter_fix}
+        self._clash_fix = clash_fix
+        # fold(column) -> (column, name as given, where); one dict per kind
+        self._seen: dict[str, dict[str, tuple[str, str, str]]] = {"metric": {},
+                                                                   "metaparameter": {}}
+
+    @property
+    def metric_count(self) -> int:
+        """How many metric columns were met so far."""
+        return len(self._seen["metric"])
+
+    def metric(self, name: object, where: str, *, fix: str | None = None,
+               clash_fix: str | None = None, error: ErrorType | None = None,
+               logged: str | None = None) -> str:
+        """The column of the metric ``name`` found in ``where``.
+
+        ``fix`` (how to rename this name), ``clash_fix`` (how to part two names) and
+        ``error`` replace the defaults for this name; ``logged`` is the name the log used,
+        when a map renamed it into ``name`` (messages show it)."""
+        return self._add("metric", name, where, fix, clash_fix, error=error, logged=logged)
+
+    def parameter(self, name: object, where: str, *, fix: str | None = None,
+                  clash_fix: str | None = None, error: ErrorType | None = None,
+                  column: bool = False) -> str:
+        """The column of the metaparameter ``name`` found in ``where`` (``column``: the name
+        is already a stored column, not prefixed again)."""
+        return self._add("metaparameter", name, where, fix, clash_fix, error=error,
+                         as_column=column)
+
+    def _add(self, kind: str, name: object, where: str, fix: str | None,
+             clash_fix: str | None, *, error: ErrorType | None = None,
+             as_column: bool = False, logged: str | None = None) -> str:
+        fix = fix or self._fixes[kind]
+        clash_fix = clash_fix or self._clash_fix
+        fail = error or self._error
+        mine = self._seen[kind]
+        if isinstance(name, str):
+            # The same column again, from here or elsewhere: a metric is its column (two
+            # logged names may map to one), a metaparameter its name as given.
+            if kind == "metric":
+                known = mine.get(fold(name))
+                if known is not None and known[0] == name:
+                    return name
+            else:
+                known = mine.get(fold(name if as_column else parameter_column(name)))
+                if known is not None and known[1] == name:
+                    return known[0]
+        given = check_name(name, kind, fix=fix, error=fail)
+        shown = logged or given
+        if "\ufeff" in given:
+            raise fail(
+                f"{kind} {shown!r} has a byte-order mark (U+FEFF) in its name, an invisible "
+                f"character that makes two names look alike; {fix}")
+        if kind == "metric" and is_reserved(given):
+            raise fail(
+                f"metric {shown!r} (from {where}) is named like the store's column "
+                f"{fold(given)!r} (names "
+                f"in {', '.join(sorted(RESERVED))} are the store's, in any case); {fix}")
+        stored = given if kind == "metric" or as_column else parameter_column(given)
+        key = fold(stored)
+        other, other_kind = mine.get(key), kind
+        if other is None:
+            other_kind = "metaparameter" if kind == "metric" else "metric"
+            other = self._seen[other_kind].get(key)
+        if other is not None:
+            if other_kind != kind:
+                why = "a metaparameter named like a metric shadows it in query answers"
+            elif other[0] == stored:
+                why = f"both would be stored as the column {stored!r}"
+            else:
+                why = "names that differ only in case are one column to queries"
+            raise fail(
+                f"{kind} {shown!r} (column {stored!r}, from {where}) and {other_kind} "
+                f"{other[1]!r} (column {other[0]!r}, from {other[2]}) would clash: {why}; "
+                f"{clash_fix}")
+        mine[key] = (stored, shown, where)
+        return stored

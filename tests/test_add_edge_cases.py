@@ -83,17 +83,19 @@ def test_a_million_columns_are_refused_from_the_header_alone(tmp_path: Path,
     n = 10**6
     header = "step," + ",".join(f"m{i}" for i in range(n))
     logs = _logs(tmp_path / "logs", header + "\n0," + ",".join("1" for _ in range(n)) + "\n")
-    start = time.perf_counter()
+    # CPU time, not the clock: other work on a busy machine does not lengthen it.
+    start = time.process_time()
     message = _refused(logs, home, r"run\.csv, line 1: the header has at least 5\d\d,\d{3} "
                        r"columns; curvekit reads at most 10,000 per log")
-    assert time.perf_counter() - start < 2.0, message
+    assert time.process_time() - start < 2.0, message
 
 
 def test_the_column_limit_is_exact_and_headers_parse_in_linear_time(tmp_path: Path) -> None:
     names = [f"val/metric_{i}" for i in range(MAX_COLUMNS)]
-    start = time.perf_counter()
+    # CPU time, not the clock: other work on a busy machine does not lengthen it.
+    start = time.process_time()
     assert csvlogs._header(",".join(names).encode(), "x.csv") == names
-    assert time.perf_counter() - start < 1.0  # 100 s when repeats were counted per name
+    assert time.process_time() - start < 1.0  # 100 s when repeats were counted per name
     with pytest.raises(IngestError, match=r"x\.csv, line 1: the header has 10,001 columns"):
         csvlogs._header(",".join([*names, "one_more"]).encode(), "x.csv")
     with pytest.raises(IngestError, match=r"repeated column names \['a'\]"):
@@ -102,9 +104,9 @@ def test_the_column_limit_is_exact_and_headers_parse_in_linear_time(tmp_path: Pa
     table = pa.table({"trial_id": [1], "step": [0], **{n: [1.0] for n in names}})
     schema = pa.schema([pa.field("trial_id", pa.int64()), pa.field("step", pa.int64()),
                         *(pa.field(n, pa.float64()) for n in sorted(names))])
-    start = time.perf_counter()
+    start = time.process_time()
     assert _conform(table, schema).schema.names == schema.names
-    assert time.perf_counter() - start < 1.0  # 27 s at 10,000 columns with a list lookup
+    assert time.process_time() - start < 1.0  # 27 s at 10,000 columns with a list lookup
 
 
 def test_a_wide_log_imports(tmp_path: Path) -> None:
@@ -242,8 +244,8 @@ def test_wandb_parquet_steps_are_exact(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------- numbers too large
 def test_a_metaparameter_beyond_int64_is_refused(tmp_path: Path, home: Path) -> None:
     logs = _logs(tmp_path / "logs", "step,val/error\n0,0.5\n", params=f"seed = {2**70}")
-    _refused(logs, home, r"runs\.toml, runs\[0\]: run 'run\.csv': metaparameter 'seed' is "
-             r"1180591620717411303424, beyond what the store holds as an integer .* as a float "
+    _refused(logs, home, r"runs\.toml: runs\[0\]\.parameters: 'seed' "
+             r"= 1180591620717411303424 does not fit in a 64-bit integer .* as a float "
              r"\(1\.18059e\+21\) or as a string")
 
 
@@ -253,7 +255,7 @@ def test_a_metaparameter_in_hparams_yaml_beyond_int64_is_refused(tmp_path: Path)
     (logs / "version_0" / "metrics.csv").write_text("step,val_loss\n0,2.0\n")
     (logs / "version_0" / "hparams.yaml").write_text(f"batch_size: 32\nseed: {2**64}\n")
     with pytest.raises(IngestError, match=r"metrics\.csv: run 'version_0/metrics\.csv': "
-                       r"metaparameter 'seed' is 18446744073709551616"):
+                       r"metaparameter 'seed' = 18446744073709551616"):
         build(logs, name=NAME)
 
 
@@ -262,8 +264,8 @@ def test_the_store_refuses_an_integer_parameter_beyond_int64(tmp_path: Path) -> 
     data = _build(logs)
     (trial,) = data.trials
     trial.parameters["seed"] = -(2**63) - 1
-    with pytest.raises(StoreError, match=r"metaparameter 'seed' is -9223372036854775809, "
-                       r"beyond a 64-bit integer"):
+    with pytest.raises(StoreError, match=r"metaparameter 'seed' = -9223372036854775809 "
+                       r"does not fit in a 64-bit integer"):
         add_workload(tmp_path / "home", data)
     assert not (tmp_path / "home" / "store").exists()
 
@@ -283,8 +285,8 @@ def test_a_step_budget_that_is_no_count_is_refused(tmp_path: Path, value: str) -
     (logs / "run.csv").unlink()
     (logs / "runs.toml").unlink()
     with pytest.raises(IngestError, match=r"run 'version_0/metrics\.csv': (its max_steps "
-                       r"parameter .* is not a step count|metaparameter 'max_steps' is "
-                       r"1180591620717411303424, beyond)"):
+                       r"parameter .* is not a step count|metaparameter 'max_steps' "
+                       r"(= 1180591620717411303424 does not fit|= (nan|inf) is not a finite))"):
         build(logs, name=NAME)
 
 
@@ -359,9 +361,10 @@ def test_a_byte_order_mark_starts_a_header_but_nowhere_else(tmp_path: Path, home
 def test_a_parameter_renamed_into_another_is_refused(tmp_path: Path, home: Path) -> None:
     logs = _logs(tmp_path / "logs", "step,val/error\n0,0.5\n",
                  params='optimizer = "adam", param_optimizer = "sgd"')
-    _refused(logs, home, r"runs\.toml, runs\[0\]: run 'run\.csv': metaparameters 'optimizer' "
-             r"\(from .*runs\.toml, runs\[0\]\) and 'param_optimizer' \(from .*\) would both be "
-             r"stored as the column 'param_optimizer'")
+    _refused(logs, home, r"runs\.toml, runs\[0\]: run 'run\.csv': metaparameter "
+             r"'param_optimizer' \(column 'param_optimizer', from .*runs\.toml, runs\[0\]\) and "
+             r"metaparameter 'optimizer' \(column 'param_optimizer', from .*\) would clash: both "
+             r"would be stored as the column 'param_optimizer'")
 
 
 def test_parameters_differing_only_in_case_are_refused(tmp_path: Path) -> None:

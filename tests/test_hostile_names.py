@@ -21,11 +21,11 @@ from curvekit.errors import CurvekitError, IngestError, RunError, StoreError
 from curvekit.ingest.add import add
 from curvekit.names import MAX_BASE_DIR_PARTS, MAX_FOLDER_BYTES
 from curvekit.records import Workload
+from curvekit.release.synthetic import tiny_archive
 from curvekit.runner.plan import Sweep
 from curvekit.store.build import convert
 from curvekit.store.catalog import info, verify
 from curvekit.store.store import Store
-from curvekit.testing import tiny_archive
 from tests.conftest import ROOT, metadata_json, small_members
 from tests.logfiles import write_plain
 

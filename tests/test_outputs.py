@@ -48,7 +48,8 @@ def commands(out: Path, home: Path) -> dict[str, list[str]]:
                 "--trials-per-study", "1", "--steps", "10", "--eval-every", "10", "--device",
                 "cpu", "--no-store", "--quiet", "--work-dir", str(out), *at],
         "generate-archive": ["generate-archive", str(out), "--max-trials", "1", "--evals-scale",
-                             "0.01", "--workload", "mnist/simple_cnn_base/sgd", "--jobs", "1"],
+                             "0.01", "--workload", "mnist/simple_cnn_base/sgd", "--jobs", "1",
+                             "--quiet"],
     }
 
 

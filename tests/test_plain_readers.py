@@ -27,6 +27,7 @@ from curvekit.errors import StoreError
 from curvekit.ingest.add import add
 from curvekit.records import StudyKey, StudyRecord, TrialRecord
 from curvekit.release.download import file_sha256
+from curvekit.release.synthetic import tiny_archive
 from curvekit.runner.demo import demo
 from curvekit.store import writer
 from curvekit.store.build import convert
@@ -37,7 +38,6 @@ from curvekit.store.snapshots import FILES_FILE, check_files, file_digest
 from curvekit.store.store import Store
 from curvekit.store.update import WorkloadData, add_workload, remove_workload
 from curvekit.store.writer import TABLE_COLUMNS_KEY, recorded_schemas
-from curvekit.testing import tiny_archive
 from tests.conftest import small_members, snapshot, write_archive
 from tests.logfiles import manifest_toml
 

@@ -23,8 +23,7 @@ from hypothesis import strategies as st
 
 from curvekit._processes import PROCESSES, child_import_path, find_program
 from curvekit.cli import main
-from curvekit.testing import generate_archive, tiny_archive
-from curvekit.testing.synthetic import write_manifest
+from curvekit.release.synthetic import generate_archive, tiny_archive, write_manifest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "curvekit"

@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import urllib.parse
 from collections.abc import Iterator
 from html.parser import HTMLParser
@@ -42,6 +41,8 @@ from curvekit.records import StudyKey, StudyRecord, TrialRecord
 from curvekit.reporting.site import MARKER, report
 from curvekit.store.store import Store
 from curvekit.store.update import WorkloadData, add_workload
+from tests.conftest import find_chromium
+from tests.patience import PATIENCE, PATIENCE_MS, wait_for_charts
 
 HOSTILE = ["x'><img src=x onerror=alert(1)>", "</script><script>alert(1)</script>",
            '"onmouseover=alert(1) x="', "javascript:alert(1)"]
@@ -419,13 +420,16 @@ def test_a_report_left_aside_by_a_killed_swap_comes_back(hostile_home: Path,
     assert store.workloads()
 
 
-_SLOW_REPORT = """
-import sys, time
+# The report stops where it writes its first workload page (its work folder made and
+# marked), says so on stdout and waits there to be killed.
+_STOPPED_REPORT = """
+import sys, threading
 import curvekit.reporting.site as site
 from curvekit.store.store import Store
-def slow(*args, **kwargs):
-    time.sleep(120)
-site.workload_data = slow
+def stop(*args, **kwargs):
+    print("writing the workload pages", flush=True)
+    threading.Event().wait()
+site.workload_data = stop
 site.report(Store.open(sys.argv[1]), sys.argv[2], bootstrap=0, figures=False)
 """
 
@@ -435,18 +439,17 @@ def test_a_killed_report_leaves_litter_the_next_run_removes(hostile_home: Path,
     site = _report(hostile_home, tmp_path / "site")
     before = _tree(site)
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    child = subprocess.Popen([sys.executable, "-c", _SLOW_REPORT, str(hostile_home),
-                              str(site)], env=env)
+    child = subprocess.Popen([sys.executable, "-c", _STOPPED_REPORT, str(hostile_home),
+                              str(site)], env=env, stdout=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 60
-        while not list(tmp_path.glob(f".site.curvekit-tmp-*/{MARKER}")):
-            assert time.monotonic() < deadline and child.poll() is None
-            time.sleep(0.1)
+        assert child.stdout is not None
+        assert child.stdout.readline() == "writing the workload pages\n"
     finally:
         child.send_signal(signal.SIGKILL)
-        child.wait()
+        child.wait(timeout=PATIENCE)
     litter = list(tmp_path.glob(".site.curvekit-tmp-*"))
-    assert len(litter) == 1 and _tree(site) == before  # killed: the old report untouched
+    assert len(litter) == 1 and (litter[0] / MARKER).is_file()
+    assert _tree(site) == before  # killed: the old report untouched
     _report(hostile_home, site)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["site"]
 
@@ -456,15 +459,6 @@ def test_a_killed_report_leaves_litter_the_next_run_removes(hostile_home: Path,
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update",
                   "--disable-sync"]
-
-
-def _chromium() -> str | None:
-    import shutil
-
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        if path := shutil.which(name):
-            return path
-    return None
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -477,10 +471,8 @@ def browser(hostile_site: Path, hostile_home: Path, tmp_path_factory: pytest.Tem
             ) -> Iterator[tuple[object, str]]:
     sync_api = pytest.importorskip("playwright.sync_api",
                                    reason="needs playwright (pip install playwright)")
-    executable = _chromium()
-    if executable is None:
-        pytest.skip("no Chromium on this machine: install it (apt install chromium) to run "
-                    "the browser tests")
+    executable = find_chromium()
+    assert executable is not None  # needs_chromium skipped the test otherwise
     plot = hostile_site.parent / "plot.html"  # served beside the report
     result = CliRunner().invoke(main, [
         "plot", "steps-to-result", f"{HOSTILE[0]}/m0/sgd", "--metric", f"val/{HOSTILE[0]}",
@@ -525,10 +517,8 @@ def _visit(chrome: object, url: str, *, charts: bool = True
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(url)
-    drawn = page.locator(".chart")
-    for i in range(drawn.count() if charts else 0):
-        drawn.nth(i).locator("svg.marks").wait_for(timeout=15_000)
-    page.wait_for_timeout(200)
+    if charts:
+        wait_for_charts(page)
     return page.evaluate(_INJECTED), dialogs, errors, page
 
 
@@ -537,6 +527,7 @@ BROWSED = ["report/index.html", "plot.html",
              [CSV_WORKLOAD, *(f"{h}/m{i}/sgd" for i, h in enumerate(HOSTILE)), *TWINS])]
 
 
+@pytest.mark.needs_chromium
 @pytest.mark.parametrize("rel", BROWSED)
 def test_browser_runs_nothing_a_name_says(browser: tuple[object, str], rel: str) -> None:
     chrome, base = browser
@@ -549,6 +540,7 @@ def test_browser_runs_nothing_a_name_says(browser: tuple[object, str], rel: str)
     page.close()  # type: ignore[attr-defined]
 
 
+@pytest.mark.needs_chromium
 def test_hovering_shows_hostile_names_as_text(browser: tuple[object, str]) -> None:
     chrome, base = browser
     workload = f"{HOSTILE[0]}/m0/sgd"
@@ -558,7 +550,7 @@ def test_hovering_shows_hostile_names_as_text(browser: tuple[object, str]) -> No
     point = page.locator("#chart-steps svg g.mark-symbol path").first  # type: ignore[attr-defined]
     point.hover(force=True)
     tooltip = page.locator("#vg-tooltip-element")  # type: ignore[attr-defined]
-    tooltip.wait_for(state="visible", timeout=5_000)
+    tooltip.wait_for(state="visible", timeout=PATIENCE_MS)
     assert HOSTILE[0] in tooltip.inner_text()
     assert tooltip.locator("img").count() == 0
     options = page.locator("#chart-steps select option").all_inner_texts()  # type: ignore[attr-defined]
@@ -568,6 +560,7 @@ def test_hovering_shows_hostile_names_as_text(browser: tuple[object, str]) -> No
     page.close()  # type: ignore[attr-defined]
 
 
+@pytest.mark.needs_chromium
 def test_pages_open_from_the_file_system_under_their_policy(browser: tuple[object, str],
                                                             hostile_site: Path) -> None:
     chrome, _ = browser
@@ -580,6 +573,7 @@ def test_pages_open_from_the_file_system_under_their_policy(browser: tuple[objec
         page.close()  # type: ignore[attr-defined]
 
 
+@pytest.mark.needs_chromium
 def test_the_policy_blocks_an_injected_handler(browser: tuple[object, str],
                                                tmp_path: Path) -> None:
     """Were a name ever to slip through, the page's policy would still stop it."""
@@ -628,6 +622,7 @@ def vega_pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return pages
 
 
+@pytest.mark.needs_chromium
 def test_names_in_vega_expressions_draw_every_chart(
         browser: tuple[object, str], vega_pages: dict[str, Path]) -> None:
     """Each chart draws, runs nothing, and describes its marks with the names as given

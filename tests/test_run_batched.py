@@ -31,6 +31,7 @@ from curvekit.errors import RunError  # noqa: E402
 from curvekit.runner import batched  # noqa: E402
 from curvekit.runner.batched import (  # noqa: E402
     BatchingFallbackWarning,
+    group_bytes,
     train_trials,
     trial_bytes,
     trials_that_fit,
@@ -312,7 +313,7 @@ def test_cli_option_and_refusals(tmp_path: Path) -> None:
     bad = runner.invoke(main, [*args, "--trials-at-once", "0", "--work-dir", str(tmp_path / "b")])
     assert bad.exit_code == 2 and "--trials-at-once" in bad.output
     assert not (tmp_path / "b").exists()
-    with pytest.raises(RunError, match="trials at once must be at least 1, got 0"):
+    with pytest.raises(RunError, match="trials at once 0 is less than 1"):
         curvekit.run("c", dataset="digits", model="fc_16", optimizers=["sgd"],
                      batch_sizes=[32], trials=1, steps=5, device="cpu", trials_at_once=0,
                      work_dir=tmp_path / "c", store=False)
@@ -344,18 +345,22 @@ def test_memory_estimate_bounds_the_group(monkeypatch: pytest.MonkeyPatch) -> No
     data = _data(demo, "cpu")
     per_trial = trial_bytes(demo, data)
     assert 2e6 < per_trial < 1e8  # parameters ~40k, activations ~400 per example
+    # The evaluation chunk is needed once per group, not once per trial.
+    shared = group_bytes(demo, data, 0)
+    assert group_bytes(demo, data, 5) == 5 * per_trial + shared > 0
     # A demo study fits a 24 GB machine many times over; on a CPU the examples per step cap
     # a large-batch group.
-    assert batched.CPU_BUDGET_BYTES // per_trial >= 24
+    assert (batched.CPU_BUDGET_BYTES - shared) // per_trial >= 24
     assert trials_that_fit(demo, data, "cpu") == 4096 // 1197
     assert trials_that_fit(replace(demo, batch_size=64), data, "cpu") == 64
-    # On a GPU, the free memory bounds it (checked here with a pretend GPU).
-    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (10 * per_trial, 0))
-    assert trials_that_fit(demo, data, "cuda") == 7  # 70% of it
+    # On a GPU, 70% of the free memory bounds it (checked here with a pretend GPU).
+    free = (shared + 7 * per_trial + per_trial // 2) * 100 // 70 + 100
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (free, 0))
+    assert trials_that_fit(demo, data, "cuda") == 7
     # A group larger than the estimate is split; the curves do not change.
     specs = study("sgd", trials=3, steps=20, eval_every=10)
     whole = train_trials(specs)
-    monkeypatch.setattr(batched, "CPU_BUDGET_BYTES", trial_bytes(specs[0], data) * 2)
+    monkeypatch.setattr(batched, "CPU_BUDGET_BYTES", group_bytes(specs[0], data, 2))
     assert trials_that_fit(specs[0], data, "cpu") == 2
     split = train_trials(specs)
     assert [r.columns for r in split] == [r.columns for r in whole]
@@ -385,3 +390,14 @@ def test_evaluation_chunks_spanning_splits_give_the_same_rows(
     monkeypatch.setattr(batched, "_EVAL_CHUNK", 301)
     specs = study("sgd", trials=3, steps=20, eval_every=10)
     assert_same(train_trials(specs), [run_trial(spec) for spec in specs])
+
+
+def test_memory_estimate_wherever_the_data_lies() -> None:
+    """The estimate probes the model on the CPU: with the data set on a GPU (here the meta
+    device, which holds no values) it neither moves data nor mixes devices."""
+    spec = study("nesterov_momentum", model="simple_cnn_narrow", batch_size=32, trials=1)[0]
+    data = _data(spec, "cpu")
+    elsewhere = type(data)(data.name, {k: (x.to("meta"), y.to("meta"))
+                                       for k, (x, y) in data.splits.items()},
+                           data.num_classes)
+    assert trial_bytes(spec, elsewhere) == trial_bytes(spec, data) > 0

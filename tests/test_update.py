@@ -15,12 +15,12 @@ import curvekit
 from curvekit.errors import StoreError
 from curvekit.records import StudyKey, StudyRecord, TrialRecord
 from curvekit.release.download import file_sha256
+from curvekit.release.synthetic import tiny_archive
 from curvekit.store.build import convert
 from curvekit.store.catalog import info, verify
 from curvekit.store.fetch import fetch
 from curvekit.store.store import Store
 from curvekit.store.update import WorkloadData, add_workload, remove_workload
-from curvekit.testing import tiny_archive
 from tests.conftest import snapshot
 
 NAME = "my_data/mlp_64/momentum"
@@ -165,7 +165,8 @@ def _with_table(data: WorkloadData, table: pa.Table) -> WorkloadData:
     (pa.table({"valid/error": [1.0]}), "no 'step' column"),
     (pa.table({"step": [0.0, 1.5], "valid/error": [1.0, 0.5]}), "expected integers"),
     (pa.table({"step": [0, 1], "valid/error": ["a", "b"]}), "expected numbers"),
-    (pa.table({"step": [0, 1], "batch_size": [1.0, 2.0]}), "reserved column name"),
+    (pa.table({"step": [0, 1], "batch_size": [1.0, 2.0]}),
+         "'batch_size' .* is named like the store's column 'batch_size'"),
 ])
 def test_bad_rows_are_refused_and_nothing_is_written(tmp_path: Path, table: pa.Table,
                                                      message: str) -> None:

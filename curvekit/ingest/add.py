@@ -38,7 +38,8 @@ from curvekit.errors import IngestError
 from curvekit.ingest import FORMATS, csvlogs
 from curvekit.ingest import manifest as manifest_
 from curvekit.ingest.algoperf import is_trial_folder
-from curvekit.ingest.metrics import RESERVED, apply_map, fold, is_reserved, parse_overrides
+from curvekit.ingest.files import SourceFiles, files_of
+from curvekit.ingest.metrics import apply_map, parse_overrides
 from curvekit.ingest.runs import (
     INT64_MAX,
     MAX_COLUMNS,
@@ -51,9 +52,10 @@ from curvekit.ingest.runs import (
 )
 from curvekit.ingest.select import ALL, FileFilter
 from curvekit.ingest.status import decide
-from curvekit.names import check_name
+from curvekit.names import PARAM_PREFIX, RESERVED, ColumnNames, check_name
 from curvekit.records import StudyKey, StudyRecord, TrialRecord, Workload
 from curvekit.store.update import AddResult, WorkloadData, add_workload
+from curvekit.values import parameter_fix, parameter_problem
 
 __all__ = ["FORMATS", "Format", "add", "build", "detect_format"]
 
@@ -64,9 +66,8 @@ BATCH_SIZE_PARAMS = ("batch_size", "batchsize", "batch-size", "train_batch_size"
 BUDGET_PARAMS = ("train_steps", "max_steps", "total_steps", "num_steps")
 PARAM_ALIASES = {"lr": "learning_rate", "learning-rate": "learning_rate"}
 # A parameter named like a column of the store or of a query's answer (an "optimizer"
-# hparam, in any case) is kept as param_<name>, the way the store keeps parameters named like
-# its fixed columns; see metrics.RESERVED.
-PARAM_PREFIX = "param_"
+# hparam, in any case) is kept as param_<name>: curvekit.names.parameter_column, the store's
+# one rule.
 _TAR = re.compile(r"\.(tar(\.(bz2|gz|xz))?|tgz|tbz2?|txz)$", re.IGNORECASE)
 
 Reader = Callable[[Path, ReadOptions], list[RunLog]]
@@ -76,51 +77,55 @@ def _readers() -> dict[str, Reader]:
     from curvekit.ingest import algoperf, hf, mlflow, tensorboard, wandb
 
     return {
-        "hf": lambda s, o: hf.read_hf_runs(s, select=o.select),
+        "hf": lambda s, o: hf.read_hf_runs(s, select=o.select, files=o.files),
         "csv": csvlogs.read_csv_runs,
         "wandb": wandb.read_wandb_runs,
         "algoperf": algoperf.read_algoperf_runs,
-        "tensorboard": lambda s, o: tensorboard.read_tensorboard_runs(s, select=o.select),
-        "mlflow": lambda s, o: mlflow.read_mlflow_runs(s, select=o.select),
+        "tensorboard": lambda s, o: tensorboard.read_tensorboard_runs(s, select=o.select,
+                                                                      files=o.files),
+        "mlflow": lambda s, o: mlflow.read_mlflow_runs(s, select=o.select, files=o.files),
     }
 
 
 # ---------------------------------------------------------------------- format detection
-def _csv_kind(path: Path, key: str) -> str:
+def _csv_kind(path: Path, key: str, files: SourceFiles) -> str:
     """``wandb`` for a W&B history (``_step``) or chart export; else ``csv``. A W&B runs
     table is refused here: it is no history of any format."""
+    # bounded: a header of a million columns is no reason to read on
+    line = files.read_line(path, csvlogs.MAX_HEADER_BYTES).decode("utf-8-sig",
+                                                                  errors="replace")
     try:
-        with open(path, "rb") as fh:  # bounded: a header of a million columns is no reason
-            line = fh.readline(csvlogs.MAX_HEADER_BYTES).decode("utf-8-sig", errors="replace")
-    except OSError:
+        names = [n.strip() for n in next(csv.reader([line]), [])]
+    except csv.Error:  # a line break inside the header: the CSV reader refuses it, with the line
         return "csv"
-    names = [n.strip() for n in next(csv.reader([line]), [])]
     csvlogs.refuse_runs_table(names, str(path), key)
     if "_step" in names or csvlogs.chart_export_runs(names) is not None:
         return "wandb"
     return "csv"
 
 
-def _under_mlflow_artifacts(folder: Path, source: Path) -> bool:
+def _under_mlflow_artifacts(folder: Path, source: Path, files: SourceFiles) -> bool:
     """True for a folder inside an MLflow run's ``artifacts/`` (autolog copies TensorBoard
     logs there: a by-product of the run, whose metrics MLflow holds itself)."""
     rel = folder.relative_to(source).parts
     here = source
     for part in rel:
-        if part == "artifacts" and (here / "meta.yaml").is_file():
+        if part == "artifacts" and files.exists(here / "meta.yaml"):
             return True
         here = here / part
     return False
 
 
-def detect_format(source: Path, select: FileFilter = ALL) -> str:
+def detect_format(source: Path, select: FileFilter = ALL, *,
+                  files: SourceFiles | None = None) -> str:
     """Which format ``source`` holds (a file or folder); :class:`IngestError` if unclear.
 
     Files a second format writes as a by-product of the first are not a second format:
     TensorBoard event files inside an MLflow run's ``artifacts/``, and the event files and
     ``measurements.csv`` in an AlgoPerf trial folder. The primary format is picked, and an
     :class:`~curvekit.ingest.runs.IngestWarning` says so. ``select`` leaves files out
-    (``--include``/``--exclude``).
+    (``--include``/``--exclude``); ``files`` walks the folders and reads what detection
+    needs (:mod:`curvekit.ingest.files`: no link is followed unless asked).
 
     >>> import pathlib, tempfile
     >>> d = pathlib.Path(tempfile.mkdtemp()); _ = (d / "run.csv").write_text("step,loss\\n")
@@ -140,22 +145,23 @@ def detect_format(source: Path, select: FileFilter = ALL) -> str:
         if source.name == csvlogs.ALGOPERF_CURVE:
             return "algoperf"
         if name.endswith(".csv"):
-            return _csv_kind(source, source.name)
+            return _csv_kind(source, source.name, files_of(source, files))
         raise IngestError("unknown format: not a .tar.* archive, an event file, a .csv or a "
-                          ".parquet file; pass --format", path=str(source))
+                          ".parquet file; pass --log-format", path=str(source))
+    files = files_of(source, files)
     found: set[str] = set()
     byproducts: dict[str, set[str]] = {}  # primary format -> what it made that was not read
-    for folder, dirs, files in os.walk(source):
-        here = Path(folder)
+    for here, dirs, listed in files.walk(source):
         rel = here.relative_to(source).as_posix()
         dirs[:] = [d for d in dirs if not csvlogs.skip_folder(here / d)
                    and select.keeps_folder(f"{rel}/{d}".removeprefix("./"))]
-        names = {f for f in files if select.keeps(f"{rel}/{f}".removeprefix("./"))}
+        names = {f for f in listed if select.keeps(f"{rel}/{f}".removeprefix("./"))}
         if "study.json" in names:
             found.add("release")
         if "trainer_state.json" in names:
             found.add("hf")
-        if "meta.yaml" in names and ("metrics" in dirs or "experiment_id" in _peek(folder)):
+        if "meta.yaml" in names and ("metrics" in dirs
+                                     or "experiment_id" in _peek(here, files)):
             found.add("mlflow")
         if is_trial_folder(names):
             found.add("algoperf")
@@ -167,7 +173,7 @@ def detect_format(source: Path, select: FileFilter = ALL) -> str:
         for f in sorted(names):
             low = f.lower()
             if ".tfevents." in low:
-                if _under_mlflow_artifacts(here, source):
+                if _under_mlflow_artifacts(here, source, files):
                     byproducts.setdefault("mlflow", set()).add(
                         "TensorBoard event files under its runs' artifacts/")
                 else:
@@ -175,7 +181,7 @@ def detect_format(source: Path, select: FileFilter = ALL) -> str:
             elif low.endswith(".parquet"):
                 found.add("wandb")
             elif low.endswith(".csv") and "mlflow" not in found:
-                found.add(_csv_kind(here / f, f"{rel}/{f}".removeprefix("./")))
+                found.add(_csv_kind(here / f, f"{rel}/{f}".removeprefix("./"), files))
     if "mlflow" in found or "release" in found:
         found.discard("csv")  # MLflow artifacts may be CSV files; the release's measurements are
     if "hf" in found:  # the Trainer's TensorBoard callback writes the same scalars (runs/)
@@ -187,24 +193,21 @@ def detect_format(source: Path, select: FileFilter = ALL) -> str:
             others = "tensorboard" if picked == "mlflow" else "csv or tensorboard"
             warnings.warn(
                 f"{source}: read as {picked}; not read: {', '.join(sorted(made))}, "
-                f"by-products of the same runs (pass --format {others} to read those "
+                f"by-products of the same runs (pass --log-format {others} to read those "
                 "instead)", IngestWarning, stacklevel=2)
         return picked
     if not found:
         left_out = " that --include/--exclude left in" if select else ""
         raise IngestError("unknown format: found no study.json, MLflow meta.yaml, TensorBoard "
-                          f"event file, .csv or .parquet log here{left_out}; pass --format, or "
+                          f"event file, .csv or .parquet log here{left_out}; pass --log-format, or "
                           "point at the folder that holds the logs", path=str(source))
     raise IngestError(f"holds logs of several formats ({', '.join(sorted(found))}); pass "
-                      "--format to choose one, or leave files out with --exclude PATTERN",
+                      "--log-format to choose one, or leave files out with --exclude PATTERN",
                       path=str(source))
 
 
-def _peek(folder: str) -> str:
-    try:
-        return (Path(folder) / "meta.yaml").read_text(errors="replace")[:4096]
-    except OSError:
-        return ""
+def _peek(folder: Path, files: SourceFiles) -> str:
+    return files.read_head(folder / "meta.yaml", 4096).decode(errors="replace")
 
 
 # ---------------------------------------------------------------------- assembly
@@ -219,23 +222,40 @@ def _check_name(name: str | None, source: Path) -> tuple[str, str, str]:
 
 def check_names(data: WorkloadData) -> WorkloadData:
     """``data`` if its workload, metric and metaparameter names follow :mod:`curvekit.names`
-    (the one rule of every source), else :class:`IngestError` naming the file at fault."""
+    (the one rule of every source, names and column clashes) and its metaparameter values
+    :mod:`curvekit.values`, else :class:`IngestError` naming the file at fault."""
     Workload.parse(data.workload, fix="pass another --name")
+    columns = ColumnNames(IngestError,
+                          metric_fix="rename it with --map 'OLD=NEW' (or [metrics] in the "
+                          "manifest)",
+                          parameter_fix="rename it in the log, or give the run's parameters "
+                          "in a manifest ([[runs]] parameters = {...})",
+                          clash_fix="rename one of them in the log (a metric with --map "
+                          "'OLD=NEW')")
     for trial in data.trials:
-        for param in trial.parameters:
-            check_name(param, "metaparameter", fix="rename it in the log, or give the run's "
-                       "parameters in a manifest ([[runs]] parameters = {...})",
-                       error=_error_at(trial.member))
+        for param, value in trial.parameters.items():
+            columns.parameter(param, trial.member, error=_error_at(trial.member))
+            _check_value(param, value, trial.member)
     members = {(t.key, t.trial_id): t.member for t in data.trials}
     for study_trial, table in data.measurements.items():
+        member = members.get(study_trial) or ""
         for column in table.column_names:
-            check_name(column, "metric", fix="rename it with --map 'OLD=NEW' (or [metrics] "
-                       "in the manifest)", error=_error_at(members.get(study_trial)))
+            if column != "step":
+                columns.metric(column, member, error=_error_at(member))
     return data
 
 
-def _error_at(path: str | None) -> Callable[[str], IngestError]:
-    return lambda message: IngestError(message, path=path)
+def _check_value(name: str, value: Any, where: str) -> None:
+    """Refuse a metaparameter value the store cannot hold (curvekit.values): NaN, an
+    infinity, an integer beyond int64, a date."""
+    problem = parameter_problem(value, name)
+    if problem is not None:
+        raise IngestError(f"metaparameter {problem}; {parameter_fix(value)} where it is given",
+                          path=where)
+
+
+def _error_at(path: str | None, prefix: str = "") -> Callable[[str], IngestError]:
+    return lambda message: IngestError(prefix + message, path=path)
 
 
 def _specs_for(runs: Sequence[RunLog], specs: Sequence[manifest_.RunSpec], where: str
@@ -279,96 +299,50 @@ def _native_batch_size(run: RunLog) -> int | None:
     return None
 
 
-def _parameters(run: RunLog, specs: Iterable[manifest_.RunSpec], manifest: str
-                ) -> dict[str, tuple[Any, str, str]]:
+def _parameters(run: RunLog, specs: Iterable[manifest_.RunSpec], manifest: str,
+                columns: ColumnNames, batch_size: int) -> dict[str, tuple[Any, str, str]]:
     """The log's parameters updated by the manifest's; batch-size names left out (the batch
     size is the study), ``lr`` stored as ``learning_rate``, reserved names prefixed.
 
-    Returns stored name -> (value, name as given, where it was given). Two names that
-    become one column (``optimizer`` beside ``param_optimizer``; ``LR`` beside ``lr``) and
-    integers beyond int64 are refused: the first would lose a value, the second cannot be
-    stored.
+    Returns stored name -> (value, name as given, where it was given). Names are checked by
+    the one name rule before any renaming, then by ``columns`` (the workload's columns,
+    :class:`curvekit.names.ColumnNames`): two names that become one column (``optimizer``
+    beside ``param_optimizer``; ``LR`` beside ``lr``) are refused, and so are values the
+    store cannot hold (NaN, an infinity, an integer beyond int64). A batch-size name in a
+    manifest's ``parameters`` must agree with the run's batch size (``batch_size``): the
+    batch size is the study's, never a metaparameter column.
     """
     merged: dict[str, tuple[Any, str]] = {k: (v, run.path) for k, v in run.params.items()}
     for spec in specs:
         merged.update({k: (v, f"{manifest}, {spec.where}") for k, v in spec.parameters.items()})
     out: dict[str, tuple[Any, str, str]] = {}
-    seen: dict[str, str] = {}
     for given, (value, where) in merged.items():
+        at = _error_at(where, f"run {run.key!r}: ")
         if given in BATCH_SIZE_PARAMS:
+            if where != run.path and value != batch_size:  # given in the manifest
+                raise at(f"parameter {given!r} = {value!r} disagrees with the run's batch size "
+                         f"{batch_size}: the batch size is the study's, not a metaparameter; "
+                         "give it once, as the entry's batch_size")
             continue
+        check_name(given, "metaparameter", fix="rename it where it is given", error=at)
         key = given
         alias = PARAM_ALIASES.get(key)
         if alias is not None and alias not in merged:
             key = alias
-        if is_reserved(key):
-            key = PARAM_PREFIX + key
-        if isinstance(value, int) and not isinstance(value, bool) \
-                and not -INT64_MAX - 1 <= value <= INT64_MAX:
-            raise IngestError(
-                f"run {run.key!r}: metaparameter {given!r} is {value}, beyond what the store "
-                f"holds as an integer (-2**63 ... 2**63 - 1); write it as a float "
-                f"({float(value):.6g}) or as a string (\"{value}\") where it is given",
-                path=where)
-        other = seen.get(fold(key))
-        if other is not None:
-            first = out[other]
-            raise IngestError(
-                f"run {run.key!r}: metaparameters {first[1]!r} (from {first[2]}) and {given!r} "
-                f"(from {where}) would both be stored as the column {other!r}"
-                f"{' (names differ only in case, and queries ignore case)' if other != key else ''}"
-                f"; rename one of them where it is given (a name in {', '.join(sorted(RESERVED))}"
-                f" is stored as {PARAM_PREFIX}<name>)", path=where)
-        seen[fold(key)] = key
-        out[key] = (value, given, where)
+        problem = parameter_problem(value, given)
+        if problem is not None:
+            raise at(f"metaparameter {problem}; {parameter_fix(value)} where it is given")
+        column = columns.parameter(key, where, error=at)
+        out[column] = (value, given, where)
     return dict(sorted(out.items()))
 
 
-def _check_columns(metrics: Iterable[tuple[str, str, str]],
-                   parameters: Iterable[tuple[str, str, str]]) -> None:
-    """Refuse a workload whose columns would clash: the one place where the metric and
-    metaparameter columns of all runs meet.
-
-    ``metrics`` and ``parameters`` hold (stored name, name as logged, file) for each run.
-    Two metric columns that differ only in case are one column to DuckDB; a parameter named
-    like a metric shadows it in query answers; a byte-order mark (U+FEFF) is invisible,
-    so ``\ufeffloss`` beside ``loss`` looks like one name twice. (Metrics named like the
-    store's own columns are refused when each run's names are mapped, in ``apply_map``.)
-    """
-    seen: dict[str, dict[str, tuple[str, str, str]]] = {"metric": {}, "metaparameter": {}}
-    for kind, items in (("metric", metrics), ("metaparameter", parameters)):
-        mine = seen[kind]
-        for stored, given, where in items:
-            if "\ufeff" in stored:
-                raise IngestError(
-                    f"{kind} {given!r} has a byte-order mark (U+FEFF) in its name, an "
-                    "invisible character that makes two names look alike; remove it from the "
-                    "log" + (f", or rename the metric with --map '{given}=<new name>'"
-                             if kind == "metric" else ""), path=where)
-            key = fold(stored)
-            other, other_kind = mine.get(key), kind
-            if other is not None and other[0] == stored:
-                continue  # the same column again, from another run
-            if other is None and kind == "metaparameter":
-                other, other_kind = seen["metric"].get(key), "metric"
-            if other is not None:
-                fix = (f"rename one with --map '{given}=<another name>' (or the manifest's "
-                       "[metrics] table)" if kind == "metric" else
-                       "rename the metaparameter where it is given")
-                why = ("names that differ only in case are one column to queries"
-                       if other_kind == kind else
-                       "a metaparameter named like a metric shadows it in query answers")
-                raise IngestError(
-                    f"{kind} {given!r} (column {stored!r}, from {where}) and {other_kind} "
-                    f"{other[1]!r} (column {other[0]!r}, from {other[2]}) would clash: {why}; "
-                    f"{fix}", path=where)
-            mine[key] = (stored, given, where)
-            if kind == "metric" and len(mine) > MAX_COLUMNS:
-                raise IngestError(
-                    f"the runs have more than {MAX_COLUMNS:,} metric columns together; "
-                    f"curvekit stores at most {MAX_COLUMNS:,} per workload: drop the ones you "
-                    "do not need with --map 'NAME=' (or the manifest's [metrics] table)",
-                    path=where)
+def _workload_columns() -> ColumnNames:
+    """The columns of one import: every run's metrics and metaparameters meet here."""
+    return ColumnNames(
+        IngestError, parameter_fix="rename it where it is given",
+        clash_fix=f"rename one of them where it is given (a name in "
+        f"{', '.join(sorted(RESERVED))} is stored as {PARAM_PREFIX}<name>)")
 
 
 def _derived_configs(trials: Sequence[TrialRecord]) -> dict[str, Any]:
@@ -506,7 +480,8 @@ def _trial_ids(runs: Sequence[RunLog], explicit: Mapping[str, int | None], where
 def build(source: str | os.PathLike[str] | None = None, *, name: str | None = None,
           format: Format | str = "auto", manifest: str | os.PathLike[str] | None = None,
           metric_map: Mapping[str, str] | Sequence[str] | None = None,
-          include: Sequence[str] = (), exclude: Sequence[str] = ()) -> WorkloadData:
+          include: Sequence[str] = (), exclude: Sequence[str] = (),
+          follow_links: bool = False) -> WorkloadData:
     """Read and check every run; return the workload, ready to be written (nothing is).
 
     Arguments as for :func:`add`.
@@ -527,7 +502,9 @@ def build(source: str | os.PathLike[str] | None = None, *, name: str | None = No
     if format not in FORMATS:
         raise IngestError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
     select = man.select.merged(FileFilter.of(include, exclude))
-    fmt = detect_format(src, select) if format == "auto" else format
+    # every file of the source is found and read through this one door
+    files = SourceFiles.of(src, follow_links=follow_links, select=select)
+    fmt = detect_format(src, select, files=files) if format == "auto" else format
     overrides = dict(man.metrics)
     overrides.update(metric_map if isinstance(metric_map, Mapping)
                      else parse_overrides(list(metric_map or [])))
@@ -535,6 +512,12 @@ def build(source: str | os.PathLike[str] | None = None, *, name: str | None = No
         if new.removeprefix("1-"):
             check_name(new.removeprefix("1-"), "metric",
                        fix=f"give another name in --map '{old}=NEW'")
+        if old in csvlogs.NOT_METRICS and new not in ("", "step"):
+            raise IngestError(  # a map that no reader would apply is no silent no-op
+                f"--map {old!r}={new!r}: {old!r} is never a metric (the epoch tells the time "
+                f"axis; {', '.join(sorted(csvlogs.NOT_METRICS - {'epoch'}))} are the logger's "
+                f"own counters and clocks), so it cannot become one; leave the map out, or use "
+                f"--map '{old}=step' to make it the step column")
     if fmt == "release":
         if select:
             raise IngestError("--include/--exclude choose files of a folder of logs; a release "
@@ -542,15 +525,15 @@ def build(source: str | os.PathLike[str] | None = None, *, name: str | None = No
         from curvekit.ingest.release import build_release
 
         return check_names(build_release(src, name=name or man.name, overrides=overrides,
-                                         manifest=man))
+                                         manifest=man, files=files))
     wl_name = _check_name(name or man.name, src)
     renames = tuple(old for old, new in overrides.items() if new == "step")
     drop = frozenset(old for old, new in overrides.items() if not new)
-    runs = _readers()[fmt](src, ReadOptions(renames, drop, select))
+    runs = _readers()[fmt](src, ReadOptions(renames, drop, select, files))
     if not runs:
         left_out = " (or --include/--exclude left every file out)" if select else ""
         raise IngestError(f"no {fmt} runs found here{left_out}; check the path, or pass "
-                          "--format", path=str(src))
+                          "--log-format", path=str(src))
     return check_names(_assemble(runs, wl_name, fmt, src, man, overrides))
 
 
@@ -584,7 +567,6 @@ def _assemble(runs: list[RunLog], name: tuple[str, str, str], fmt: str, src: Pat
         if metrics:
             out = out.filter(pl.any_horizontal(pl.col(c).is_not_null() for c in metrics))
         prepared.setdefault(batch_size, []).append((run, mine, out, mapped.sources))
-        params[run.key] = _parameters(run, mine, where)
         metric_names.extend((new, old, run.path) for new, old in mapped.sources.items())
     if not per_epoch_used and (man.steps_per_epoch or man.train_examples):
         given = "steps_per_epoch" if man.steps_per_epoch else "train_examples"
@@ -593,8 +575,23 @@ def _assemble(runs: list[RunLog], name: tuple[str, str, str], fmt: str, src: Pat
             f"[workload] {given} = {value} is given, but no run counts epochs: "
             f"{runs[0].key!r} logs training steps (a step column, or an epoch series apart "
             f"from its steps); remove {given} from the manifest", path=where)
-    _check_columns(metric_names, ((stored, given, at) for p in params.values()
-                                  for stored, (_, given, at) in p.items()))
+    # The one place where the metric and metaparameter columns of all runs meet; metrics
+    # first, so that a metaparameter named like a metric is the one named at fault.
+    columns = _workload_columns()
+    for new, old, path in metric_names:
+        columns.metric(new, path, logged=old, error=_error_at(path),
+                       fix=f"rename it with --map '{old}=<new name>' (or the manifest's "
+                       f"[metrics] table), or drop it with --map '{old}='",
+                       clash_fix=f"rename one with --map '{old}=<another name>' (or the "
+                       "manifest's [metrics] table)")
+        if columns.metric_count > MAX_COLUMNS:
+            raise IngestError(
+                f"the runs have more than {MAX_COLUMNS:,} metric columns together; curvekit "
+                f"stores at most {MAX_COLUMNS:,} per workload: drop the ones you do not need "
+                "with --map 'NAME=' (or the manifest's [metrics] table)", path=where)
+    for batch_size, group in prepared.items():
+        for run, mine, _, _ in group:
+            params[run.key] = _parameters(run, mine, where, columns, batch_size)
     base_dir, model, optimizer = name
     studies, trials, measurements = [], [], {}
     origin_runs: dict[str, str] = {}
@@ -636,7 +633,7 @@ def add(source: str | os.PathLike[str] | None = None, *, name: str | None = None
         format: Format | str = "auto", manifest: str | os.PathLike[str] | None = None,
         metric_map: Mapping[str, str] | Sequence[str] | None = None, replace: bool = False,
         home: str | os.PathLike[str] | None = None, include: Sequence[str] = (),
-        exclude: Sequence[str] = ()) -> AddResult:
+        exclude: Sequence[str] = (), follow_links: bool = False) -> AddResult:
     """Import the training runs at ``source`` as the workload ``name`` of the store.
 
     ``format`` is one of :data:`FORMATS` (``auto`` detects it). ``manifest`` is a run
@@ -647,7 +644,9 @@ def add(source: str | os.PathLike[str] | None = None, *, name: str | None = None
     ``replace`` overwrites a workload added before under the same name. ``include`` and
     ``exclude`` are glob patterns relative to ``source`` choosing the files read (see
     :mod:`curvekit.ingest.select`; the manifest's ``[workload]`` ``include``/``exclude``
-    add to them).
+    add to them). Only regular files inside ``source`` are read, never through a symbolic
+    link (see :mod:`curvekit.ingest.files`); ``follow_links`` follows links wherever they
+    point (still to regular files only): use it for a folder of links you made yourself.
 
     Raises :class:`~curvekit.errors.IngestError` naming the file, line and problem when an
     input is bad, and :class:`~curvekit.errors.StoreError` when the name is taken; the store
@@ -664,5 +663,5 @@ def add(source: str | os.PathLike[str] | None = None, *, name: str | None = None
     ``docs/adding-workloads.md``.
     """
     data = build(source, name=name, format=format, manifest=manifest, metric_map=metric_map,
-                 include=include, exclude=exclude)
+                 include=include, exclude=exclude, follow_links=follow_links)
     return add_workload(home, data, replace=replace)

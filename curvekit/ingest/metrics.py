@@ -61,6 +61,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from curvekit.errors import IngestError
+from curvekit.names import RESERVED, check_name, fold, is_reserved
 
 __all__ = ["RESERVED", "MetricMap", "apply_map", "fold", "is_reserved", "parse_overrides",
            "target"]
@@ -82,27 +83,8 @@ KINDS: dict[tuple[str, ...], tuple[str, bool]] = {
     tuple(words.split()): kind for names, kind in _SYNONYMS for words in names}
 
 _SEPARATORS = re.compile(r"[/_\-.\s]+")
-RESERVED = frozenset({"base_dir", "model", "optimizer", "batch_size", "trial_id", "status",
-                      "steps", "n_measurements", "step", "effective_learning_rate"})
-"""Names no metric may take, in any case: the store's partition and fixed columns (of the
-measurements and trials tables, which queries join) and the columns queries compute."""
 MetricMap = Mapping[str, str]
 """Overrides ``old name -> new name`` (``1-new`` for 1 - value, empty to drop)."""
-
-
-def fold(name: str) -> str:
-    """The form under which two column names are the same column: DuckDB, which answers
-    every query, matches identifiers without regard to case (``Loss`` is ``loss``).
-
-    >>> fold("Val/Loss") == fold("val/loss")
-    True
-    """
-    return name.casefold()
-
-
-def is_reserved(name: str) -> bool:
-    """True when ``name`` is, in any case, one of the :data:`RESERVED` column names."""
-    return fold(name) in RESERVED
 
 
 def _words(name: str) -> list[str]:
@@ -232,6 +214,10 @@ def apply_map(frame: pl.DataFrame, axis: str, path: str, overrides: MetricMap | 
         new, complement = target(name, overrides, siblings)
         if not new:
             continue
+        # The one name rule, on the name as logged, before any renaming: a split word and
+        # a control character would otherwise vanish into the new name ("train\tloss").
+        check_name(name, "metric", fix=f"rename the column in the log, or drop it with "
+                   f"--map {name!r}=", error=lambda m: IngestError(m, path=path))
         if is_reserved(new):
             raise IngestError(
                 f"metric {name!r} would become the column {new!r}, a name the store reserves "

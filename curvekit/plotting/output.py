@@ -15,11 +15,11 @@ scripts run (:mod:`curvekit.plotting.page`): names in the store never become mar
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from curvekit import structured
 from curvekit._version import __version__
 from curvekit.errors import FigureError
 from curvekit.outputs import write_file
@@ -58,14 +58,14 @@ def save(chart: Spec | alt.TopLevelMixin, path: str | os.PathLike[str],
     spec["usermeta"] = {**spec.get("usermeta", {}), "curvekit": meta}
     what = f"the {fmt.upper()} chart"
     if fmt == "json":
-        return write_file(path, json.dumps(spec, indent=1), what)
-    text = json.dumps(spec)
+        return write_file(path, structured.dumps(spec, indent=1), what)
+    text = structured.dumps(spec)
     if fmt == "html":
         return write_file(path, html_page(spec), what)
     image = renderer.draw(text, fmt, scale) if renderer is not None else draw(text, fmt, scale)
     write_file(path, image, what)
     if path.is_file():  # not beside /dev/stdout or a pipe
-        write_file(path.with_name(path.name + ".json"), json.dumps(meta, indent=1) + "\n",
+        write_file(path.with_name(path.name + ".json"), structured.dumps(meta, indent=1) + "\n",
                    "the chart's provenance")
     return path
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from curvekit import structured
 from curvekit.errors import FigureError, FigureNotesWarning
 from curvekit.goals import paper_goal
 from curvekit.measure import best, steps_to_result, trial_outcomes
@@ -308,7 +309,7 @@ def _share_legends(panels: list[Spec], cols: int) -> None:
         return
 
     def signature(panel: Spec) -> str:
-        return json.dumps([(c["field"], c.get("scale", {}).get("domain"), c.get("sort"))
+        return structured.dumps([(c["field"], c.get("scale", {}).get("domain"), c.get("sort"))
                            for c in _legend_channels(panel)])
 
     first = signature(panels[0])

@@ -23,6 +23,7 @@ import subprocess
 import sys
 from types import TracebackType
 
+from curvekit import structured
 from curvekit._processes import python
 from curvekit.errors import RendererError
 
@@ -71,7 +72,7 @@ class Renderer:
 
     def draw(self, spec: str, fmt: str, scale: float = 1.0) -> bytes:
         """As :func:`draw`, in the helper process; raises RendererError if it fails."""
-        header = json.dumps({"format": fmt, "scale": scale}).encode() + b"\n"
+        header = structured.dumps({"format": fmt, "scale": scale}).encode() + b"\n"
         out, err = self._process.communicate(header + spec.encode())
         if self._process.returncode != 0:
             message = err.decode(errors="replace").strip().splitlines()
@@ -99,7 +100,7 @@ class Renderer:
 def serve() -> int:
     """The helper process (started by :class:`Renderer`): start the engine, then draw the
     one spec sent on stdin and write the image to stdout."""
-    draw(json.dumps(_WARM_UP), "svg")
+    draw(structured.dumps(_WARM_UP), "svg")
     header = sys.stdin.buffer.readline()
     if not header:  # the command stopped before it had anything to draw
         return 0

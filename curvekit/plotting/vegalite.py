@@ -19,10 +19,11 @@ Examples
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
+
+from curvekit import structured
 
 if TYPE_CHECKING:
     import altair as alt
@@ -61,7 +62,7 @@ def vega_string(text: str) -> str:
     >>> print(vega_string('a"b\\c é'))
     "a\"b\\c \u00e9"
     """
-    return json.dumps(text, ensure_ascii=True)
+    return structured.dumps(text, ensure_ascii=True)
 
 
 def expression_text(text: str) -> str:
@@ -108,7 +109,7 @@ def _name(rows: list[dict[str, Any]]) -> str:
     """The name Altair gives the same rows, so that a wrapped spec keeps its names."""
     if rows == [{}]:
         return "empty"
-    text = json.dumps(rows, sort_keys=True, default=str)
+    text = structured.dumps(rows, sort_keys=True, default=str)
     return "data-" + hashlib.sha256(text.encode()).hexdigest()[:32]
 
 

@@ -79,6 +79,7 @@ __all__ = [
     "EVAL_ALL_AT_ONCE",
     "SYNC_FREE",
     "BatchingFallbackWarning",
+    "group_bytes",
     "train_trials",
     "trial_bytes",
     "trials_that_fit",
@@ -368,22 +369,16 @@ def _stack(specs: Sequence[TrialSpec], data: Splits, device: str) -> _Stacked | 
     return stacked
 
 
-def trial_bytes(spec: TrialSpec, data: Splits, *, eval_chunk: int = _EVAL_CHUNK) -> int:
-    """Estimated memory (bytes) one trial of ``spec``'s study adds to a batched group.
-
-    Parameters count four times (weights, gradients, the masked update's copy and the
-    optimizer state, twice for Adam), activations three times per training example (the
-    forward pass kept for backward, its gradients and a temporary) plus once per example
-    of an evaluation chunk, and the trial's own batch of inputs.
-    """
+def _footprint(spec: TrialSpec, data: Splits, eval_chunk: int) -> tuple[int, int]:
+    """(bytes each trial adds to a group, bytes the group's evaluations need once)."""
     torch.manual_seed(0)
     model = build_model(spec.model, data.input_shape, data.num_classes)
     sizes: list[int] = []
     hooks = [m.register_forward_hook(lambda _m, _i, out: sizes.append(out.numel()))
              for m in model.modules() if not list(m.children())]
     model.eval()
-    with torch.no_grad():
-        model(data.splits["train"][0][:1].to(torch.get_default_dtype()))
+    with torch.no_grad():  # a probe on the CPU, wherever the data set lies
+        model(torch.zeros((1, *data.input_shape), dtype=torch.get_default_dtype()))
     for hook in hooks:
         hook.remove()
     element = torch.empty((), dtype=torch.get_default_dtype()).element_size()
@@ -392,17 +387,40 @@ def trial_bytes(spec: TrialSpec, data: Splits, *, eval_chunk: int = _EVAL_CHUNK)
     activations = sum(sizes)
     example = math.prod(data.input_shape)
     chunk = min(eval_chunk, max(len(y) for _, y in data.splits.values()))
-    return element * (params * (3 + state) + activations * (3 * spec.batch_size + chunk)
-                      + example * spec.batch_size)
+    per_trial = params * (3 + state) + activations * 3 * spec.batch_size \
+        + example * spec.batch_size
+    return element * per_trial, element * activations * chunk
+
+
+def trial_bytes(spec: TrialSpec, data: Splits) -> int:
+    """Estimated memory (bytes) one trial of ``spec``'s study adds to a batched group.
+
+    Parameters count four times (weights, gradients, the masked update's copy and the
+    optimizer state, twice for Adam), activations three times per training example (the
+    forward pass kept for backward, its gradients and a temporary), and the trial's own
+    batch of inputs. A group's evaluations need one chunk of activations more, whatever
+    its size (:func:`group_bytes`): on a CPU its trials are evaluated one after another,
+    on a GPU together, on a chunk shared between them.
+    """
+    return _footprint(spec, data, 0)[0]
+
+
+def group_bytes(spec: TrialSpec, data: Splits, trials: int, *,
+                eval_chunk: int = _EVAL_CHUNK) -> int:
+    """Estimated memory (bytes) of a batched group of ``trials`` trials of ``spec``'s study:
+    ``trials`` × :func:`trial_bytes` and the evaluation chunk's activations, once."""
+    per_trial, shared = _footprint(spec, data, eval_chunk)
+    return trials * per_trial + shared
 
 
 def trials_that_fit(spec: TrialSpec, data: Splits, device: str) -> int:
     """How many trials of ``spec``'s study fit together on ``device`` (at least 1): by the
-    memory estimate, and on a CPU by :data:`CPU_ROWS` too."""
+    memory estimate (:func:`group_bytes`), and on a CPU by :data:`CPU_ROWS` too."""
+    per_trial, shared = _footprint(spec, data, _EVAL_CHUNK)
     if device.startswith("cuda"):
         free, _total = torch.cuda.mem_get_info(torch.device(device))
-        return max(1, free * _GPU_PERCENT // 100 // max(1, trial_bytes(spec, data)))
-    by_memory = CPU_BUDGET_BYTES // max(1, trial_bytes(spec, data))
+        return max(1, (free * _GPU_PERCENT // 100 - shared) // max(1, per_trial))
+    by_memory = (CPU_BUDGET_BYTES - shared) // max(1, per_trial)
     return max(1, min(by_memory, CPU_ROWS // spec.batch_size))
 
 

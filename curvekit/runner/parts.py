@@ -21,7 +21,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from curvekit import structured
 from curvekit.errors import RunError
+from curvekit.home import parse_json
 from curvekit.outputs import write_file, writing
 from curvekit.runner.plan import Sweep, TrialResult, TrialSpec
 
@@ -44,12 +46,13 @@ def open_work_dir(work_dir: Path, sweep: Sweep) -> Sweep:
     plan = work_dir / PLAN_FILE
     with writing("the sweep's work folder", work_dir):
         if plan.is_file():
+            fix = "use another --work-dir, or move that folder away"
+            data = structured.load(plan, kind="json",
+                                   error=lambda m, _: RunError(f"{m}; {fix}"))
             try:
-                previous = Sweep.from_json(json.loads(plan.read_text()))
-            except (ValueError, TypeError, KeyError) as exc:
-                raise RunError(f"{plan} is not a curvekit sweep plan ({exc}); use another "
-                               "--work-dir or delete that folder") from exc
-            diff = previous.differences(sweep)
+                diff = Sweep.from_json(data).differences(sweep)
+            except (ValueError, TypeError, KeyError, AttributeError) as exc:
+                raise RunError(f"{plan} is not a curvekit sweep plan ({exc!r}); {fix}") from exc
             if diff:
                 raise RunError(f"{work_dir} holds another sweep (it differs in "
                                f"{', '.join(diff)}); rerun with the same options to resume "
@@ -60,7 +63,7 @@ def open_work_dir(work_dir: Path, sweep: Sweep) -> Sweep:
         for partial in [*work_dir.glob(".curvekit-*.tmp"),
                         *work_dir.glob("parts/*/*/.curvekit-*.tmp")]:
             partial.unlink(missing_ok=True)
-    write_file(plan, json.dumps(sweep.to_json(), indent=1, sort_keys=True) + "\n",
+    write_file(plan, structured.dumps(sweep.to_json(), indent=1, sort_keys=True) + "\n",
                "the sweep's plan")
     return sweep
 
@@ -89,7 +92,8 @@ def write_part(work_dir: Path, result: TrialResult) -> Path:
     meta = {"spec": _metadata(spec), "status": result.status, "steps": result.steps,
             "seconds": result.seconds, "device": result.device,
             "torch_version": result.torch_version}
-    table = pa.table(columns).replace_schema_metadata({TRIAL_KEY: json.dumps(meta).encode()})
+    table = pa.table(columns).replace_schema_metadata(
+        {TRIAL_KEY: structured.dumps(meta).encode()})
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, compression="zstd")
     return write_file(part_path(work_dir, spec), sink.getvalue().to_pybytes(),
@@ -110,10 +114,10 @@ def finished_trials(work_dir: Path, specs: list[TrialSpec]) -> dict[int, Finishe
             continue
         try:
             table = pq.read_table(path)
-            meta = json.loads((table.schema.metadata or {})[TRIAL_KEY])
-        except (OSError, pa.ArrowException, KeyError, ValueError):
+            meta = parse_json((table.schema.metadata or {})[TRIAL_KEY].decode(), RunError)
+        except (OSError, pa.ArrowException, KeyError, ValueError, RunError):
             continue
-        if meta.get("spec") != json.loads(json.dumps(_metadata(spec))):
+        if meta.get("spec") != json.loads(structured.dumps(_metadata(spec))):
             raise RunError(f"{path} holds a trial that differs from this sweep's plan; "
                            "delete it (it will run again) or use another --work-dir")
         done[i] = (meta, table.replace_schema_metadata(None), path)

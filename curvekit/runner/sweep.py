@@ -25,10 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from curvekit.errors import RunError
-from curvekit.home import resolve_home
+from curvekit.home import confined, resolve_home
 from curvekit.progress import Progress
 from curvekit.records import release_workloads
 from curvekit.runner.executors import EXECUTORS, execute
+from curvekit.runner.limits import MAX_BATCH_SIZE, MAX_TRIALS, MAX_WORKERS, check_count
 from curvekit.runner.names import (
     canonical_dataset,
     dataset_directory,
@@ -38,6 +39,7 @@ from curvekit.runner.names import (
 from curvekit.runner.parts import finished_trials, open_work_dir, write_part
 from curvekit.runner.plan import Sweep
 from curvekit.runner.protocols import PROTOCOLS, TUNED, Protocol, Warmup, parse_warmup
+from curvekit.values import exact_integer
 
 __all__ = ["BASE_METRIC", "Progress", "RunResult", "base_setting", "run"]
 
@@ -75,10 +77,10 @@ def _batch_sizes(sizes: Sequence[int | str], dataset: str, data_dir: str | None)
 
             out.append(load_dataset(dataset, data_dir).n_train)
             continue
-        try:
-            out.append(int(size))
-        except ValueError as exc:
-            raise RunError(f"batch size {size!r} is not an integer (or 'full')") from exc
+        value = exact_integer(size) if isinstance(size, str) else size
+        if value is None:
+            raise RunError(f"batch size {size!r} is not an integer (or 'full')")
+        out.append(check_count(value, "batch size", 1, MAX_BATCH_SIZE))
     return out
 
 
@@ -150,6 +152,9 @@ def _protocol(name: str, sweep_name: str | None, *, dataset: str, model: str,
     if base_batch_size is None:
         raise RunError(f"the {name} protocol scales from a base batch size: pass "
                        "--base-batch-size")
+    base_batch_size = check_count(base_batch_size, "base batch size", 1, MAX_BATCH_SIZE)
+    if ghost_batch_size is not None:
+        ghost_batch_size = check_count(ghost_batch_size, "ghost batch size", 2, MAX_BATCH_SIZE)
     opts = list(dict.fromkeys(optimizers))
     if len(opts) != 1:
         raise RunError(f"the {name} protocol takes one optimizer, got {', '.join(opts)}; "
@@ -320,8 +325,9 @@ def run(
                              n_train=n_train, noise_micro_batches=noise_micro_batches)
         _check_names(sweep.workloads())
         folder_name = model_directory(sweep.model) + ("" if chosen is None else f"+{chosen.name}")
+        # the default folder is in the home, so it stays there: a link out of it is refused
         folder = (Path(work_dir).expanduser() if work_dir is not None
-                  else home_path / "runs" / sweep.base_dir / folder_name)
+                  else confined(home_path, home_path / "runs" / sweep.base_dir / folder_name))
         if executor == "ray":
             resolved = device  # resolved on the worker that runs the trial
             gpus = 0
@@ -332,11 +338,9 @@ def run(
             gpus = torch.cuda.device_count() if resolved == "cuda" else 0
         if workers is None:
             workers = max(1, gpus)
-        if workers < 1:
-            raise RunError(f"workers must be at least 1, got {workers}")
-        if trials_at_once is not None and trials_at_once < 1:
-            raise RunError(f"trials at once must be at least 1, got {trials_at_once}; use 1 to "
-                           "train trials one by one, or leave it out for whole studies")
+        check_count(workers, "workers", 1, MAX_WORKERS)
+        if trials_at_once is not None:
+            check_count(trials_at_once, "trials at once", 1, MAX_TRIALS)
         open_work_dir(folder, sweep)
         specs = sweep.trial_specs(device=resolved)
         done = finished_trials(folder, specs)

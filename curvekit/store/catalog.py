@@ -1,7 +1,7 @@
 """Describe a store (``info``) and check its content and its manifest (``verify``).
 
 >>> import tempfile, pathlib
->>> from curvekit.testing import tiny_archive
+>>> from curvekit.release.synthetic import tiny_archive
 >>> from curvekit.store.build import convert
 >>> tmp = pathlib.Path(tempfile.mkdtemp())
 >>> _ = convert(tmp / "a.tar.bz2", tmp, manifest=tiny_archive(tmp / "a.tar.bz2"))
@@ -23,7 +23,7 @@ import duckdb
 import polars as pl
 import pyarrow.parquet as pq
 
-from curvekit.errors import CurvekitError
+from curvekit.errors import CurvekitError, StoreError
 from curvekit.records import STATUSES
 from curvekit.release.manifest import Manifest
 from curvekit.store.layout import MANIFEST_FILE, TABLES
@@ -86,7 +86,7 @@ def _info(store: Store, con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
             meta = pq.ParquetFile(path).metadata
         name = _workload(b, m, o)
         rows[name] = rows.get(name, 0) + meta.num_rows
-        metrics.setdefault(name, set()).update(metrics_with_values(meta))
+        metrics.setdefault(name, set()).update(metrics_with_values(meta, path))
     meas = pl.DataFrame({
         "workload": list(rows),
         "measurements": list(rows.values()),
@@ -181,7 +181,12 @@ def _check_files(store: Store, problems: list[str]) -> set[str]:
                 problems.append(f"{rel}: unreadable Parquet file ({exc}); to repair, "
                                 f"{repair_hint(store.metadata, rel)}")
                 bad.add(rel)
-    found = check_files(store.path, skip=frozenset(bad))
+    try:
+        found = check_files(store.path, skip=frozenset(bad))
+    except StoreError as exc:
+        # Damaged checksums vouch for nothing: name the record, judge no data file by it.
+        problems.append(str(exc))
+        return bad
     if not found.recorded:
         problems.append(f"{store.path}: no checksums recorded ({FILES_FILE} is missing), so "
                         "damaged files cannot be found; run `curvekit fetch --force` to "
@@ -192,8 +197,10 @@ def _check_files(store: Store, problems: list[str]) -> set[str]:
     for rel in found.missing:
         problems.append(f"{rel}: missing; to repair, {repair_hint(store.metadata, rel)}")
     for rel in found.unexpected:
-        problems.append(f"{rel}: unexpected file, not written with this snapshot (queries "
-                        "may read it); delete it, or run `curvekit fetch --force`")
+        problems.append(f"{rel}: unexpected file, not recorded in {FILES_FILE} when the "
+                        "snapshot was written (queries may read it); curvekit did not write "
+                        "it there and cannot vouch for it: move it out of the store folder "
+                        "if it is yours (keep a copy rather than deleting it)")
     return bad | set(found.damaged) | set(found.unexpected)
 
 

@@ -15,7 +15,6 @@ True
 from __future__ import annotations
 
 import difflib
-import json
 import os
 import re
 import threading
@@ -32,7 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from curvekit.errors import QueryError, StoreError
-from curvekit.home import resolve_home
+from curvekit.home import parse_json, resolve_home
 from curvekit.records import Workload
 from curvekit.release.manifest import Manifest
 from curvekit.store.layout import (
@@ -359,7 +358,7 @@ class Store:
         seen: set[str] = set()
         for path in root.glob("batch_size=*/*.parquet"):
             with self.reading(str(path)):
-                seen |= metrics_with_values(pq.ParquetFile(path).metadata)
+                seen |= metrics_with_values(pq.ParquetFile(path).metadata, path)
         return sorted(seen)
 
     def check_metric(self, workload: str, metric: str) -> None:
@@ -431,11 +430,23 @@ class Store:
             return frame.sort("batch_size", "trial_id", "step").collect()
 
 
-def metrics_with_values(meta: pq.FileMetaData) -> set[str]:
-    """Metric columns of a measurements file that hold a non-null value (from its footer)."""
+def metrics_with_values(meta: pq.FileMetaData, path: Path | None = None) -> set[str]:
+    """Metric columns of a measurements file that hold a non-null value (from its footer).
+
+    A footer whose list of metrics is not a JSON list of names (or nests too deep) is a
+    :class:`StoreError` naming the file ``path``.
+    """
     recorded = (meta.metadata or {}).get(METRICS_KEY.encode())
     if recorded is not None:
-        return set(json.loads(recorded))
+        def damaged(problem: str) -> StoreError:
+            return StoreError(f"cannot read {path or 'a measurements file'}: its footer's "
+                              f"{METRICS_KEY} is damaged ({problem}); `curvekit verify` lists "
+                              "every damaged file")
+
+        names = parse_json(recorded.decode("utf-8", "replace"), damaged)
+        if not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+            raise damaged(f"it is {type(names).__name__}, not a list of metric names")
+        return set(names)
     seen: set[str] = set()
     for g in range(meta.num_row_groups):
         group = meta.row_group(g)

@@ -30,7 +30,6 @@ False
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 from collections.abc import Mapping, Sequence
@@ -44,10 +43,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from curvekit import structured
 from curvekit._version import __version__
 from curvekit.errors import StoreError
 from curvekit.home import resolve_home
-from curvekit.names import check_name
+from curvekit.names import ColumnNames
 from curvekit.records import (
     STATUSES,
     StudyKey,
@@ -75,10 +75,9 @@ from curvekit.store.writer import (
     snapshot_columns,
     union_schemas,
 )
+from curvekit.values import INT64_MAX, parameter_fix, parameter_problem
 
 __all__ = ["AddResult", "WorkloadData", "add_workload", "carry_added", "remove_workload"]
-
-_RESERVED = {"base_dir", "model", "optimizer", "batch_size", "trial_id"}
 
 
 @dataclass(frozen=True)
@@ -124,9 +123,12 @@ def validate(data: WorkloadData) -> dict[tuple[StudyKey, int], pa.Table]:
     """
     name = data.workload
     _split(name)  # a well-formed base_dir/model/optimizer
-    for t in data.trials:  # the one name rule (curvekit.names), whatever built ``data``
+    # The store's column rule (curvekit.names), whatever built ``data``, before the store
+    # is locked; the writer applies it again to everything it writes.
+    columns = ColumnNames(StoreError)
+    for t in data.trials:
         for param in t.parameters:
-            check_name(param, "metaparameter", fix=f"rename it ({t.member})", error=StoreError)
+            columns.parameter(param, t.member)
     keys = [s.key for s in data.studies]
     if len(set(keys)) != len(keys):
         raise StoreError(f"{name}: two studies have the same batch size")
@@ -149,13 +151,12 @@ def validate(data: WorkloadData) -> dict[tuple[StudyKey, int], pa.Table]:
         if t.trial_id < 0:
             raise StoreError(f"{t.member}: trial id {t.trial_id} is negative")
         for pname, value in t.parameters.items():
-            # Python ints are unbounded; the trials table holds int64 (2**70 would crash
-            # the writer, or worse, wrap)
-            if isinstance(value, int) and not isinstance(value, bool) \
-                    and not -(2**63) <= value < 2**63:
-                raise StoreError(f"{t.member}: metaparameter {pname!r} is {value}, beyond a "
-                                 "64-bit integer (-2**63 ... 2**63 - 1); store it as a float "
-                                 "or a string")
+            # Python ints are unbounded and floats may be NaN; the trials table holds int64
+            # and finite numbers only (the one value rule, curvekit.values)
+            problem = parameter_problem(value, pname)
+            if problem is not None:
+                raise StoreError(f"{t.member}: metaparameter {problem}; "
+                                 f"{parameter_fix(value)}")
     missing = set(trial_keys) - set(data.measurements)
     extra = set(data.measurements) - set(trial_keys)
     for key, trial in sorted(missing):
@@ -166,7 +167,11 @@ def validate(data: WorkloadData) -> dict[tuple[StudyKey, int], pa.Table]:
     members = {(t.key, t.trial_id): t.member for t in data.trials}
     out = {}
     for (key, trial), table in data.measurements.items():
-        out[(key, trial)] = _canonical(table, trial, members[(key, trial)])
+        member = members[(key, trial)]
+        for metric in table.column_names:
+            if metric not in ("step", "trial_id"):
+                columns.metric(metric, member)
+        out[(key, trial)] = _canonical(table, trial, member)
     return out
 
 
@@ -183,10 +188,12 @@ def _canonical(table: pa.Table, trial: int, member: str) -> pa.Table:
     if step.null_count:
         raise StoreError(f"{member}: 'step' has empty values")
     if pa.types.is_unsigned_integer(step.type) and len(step) \
-            and pc.max(step).as_py() > 2**63 - 1:
+            and pc.max(step).as_py() > INT64_MAX:
         raise StoreError(f"{member}: step {pc.max(step).as_py()} is beyond 2**63 - 1, the "
                          "largest step the store holds (int64)")
     steps = step.to_numpy().astype(np.int64)
+    if len(steps) and steps.min() < 0:
+        raise StoreError(f"{member}: step {steps.min()} is negative; steps count from 0")
     if len(steps) > 1 and not bool(np.all(np.diff(steps) > 0)):
         i = int(np.argmax(np.diff(steps) <= 0))
         raise StoreError(f"{member}: steps must strictly increase, but step {steps[i + 1]} "
@@ -201,10 +208,6 @@ def _canonical(table: pa.Table, trial: int, member: str) -> pa.Table:
         "step": pa.array(steps),
     }
     for metric in metrics:
-        check_name(metric, "metric", fix=f"rename it ({member})", error=StoreError)
-        if metric in _RESERVED:
-            raise StoreError(f"{member}: {metric!r} is a reserved column name; rename the "
-                             "metric")
         col = table.column(metric)
         if not (pa.types.is_floating(col.type) or pa.types.is_integer(col.type)
                 or pa.types.is_null(col.type)):
@@ -231,7 +234,7 @@ def content_hash(data: WorkloadData, tables: Mapping[tuple[StudyKey, int], pa.Ta
 
 
 def _dumps(value: Any) -> bytes:
-    return json.dumps(value, sort_keys=True, default=str).encode()
+    return structured.dumps(value, sort_keys=True, default=str).encode()
 
 
 def _current(tx: Transaction) -> tuple[Path, StoreMetadata] | None:
@@ -334,7 +337,9 @@ def add_workload(home: str | os.PathLike[str] | None, data: WorkloadData, *,
             builder.add_study(study)
         for trial in data.trials:
             builder.add_trial(trial)
-        for (key, _), table in sorted(tables.items()):
+        members = {(t.key, t.trial_id): t.member for t in data.trials}
+        for (key, trial_id), table in sorted(tables.items()):
+            builder.add_metrics(table.column_names[2:], members[(key, trial_id)])
             builder.add_measurements(key, table)
         # One schema per table: the store's columns and the new workload's. The new
         # files are written with all of them; older files that lack one are rewritten.

@@ -19,7 +19,6 @@ that a plain Parquet reader (DuckDB, polars, pandas) finds every column in every
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import uuid
@@ -35,18 +34,26 @@ import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
-from curvekit.errors import StoreError
-from curvekit.records import StudyKey, StudyRecord, TrialRecord
+from curvekit import structured
+from curvekit.errors import CurvekitError, StoreError
+from curvekit.names import ColumnNames, ErrorType, parameter_column
+from curvekit.records import STATUSES, StudyKey, StudyRecord, TrialRecord, Workload
 from curvekit.store.layout import (
     FILE_NAME,
     METRICS_KEY,
     TABLES,
     fixed_schema,
-    partition_columns,
     partition_dir,
 )
 from curvekit.store.metadata import TABLE_COLUMNS_KEY, StoreMetadata
 from curvekit.store.snapshots import file_digest, read_records
+from curvekit.values import (
+    INT64_MAX,
+    flag_problem,
+    integer_problem,
+    parameter_fix,
+    parameter_problem,
+)
 
 __all__ = [
     "MAX_TABLE_COLUMNS",
@@ -70,7 +77,7 @@ Every file of a table carries every column, so each column costs each file a foo
 
 
 def _json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return structured.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 def _param_type(values: Iterable[Any]) -> pa.DataType:
@@ -91,9 +98,20 @@ def _param_value(value: Any, dtype: pa.DataType) -> Any:
 
 
 class StoreBuilder:
-    """Accumulate one store's content and write it into ``root`` (a staging folder)."""
+    """Accumulate one store's content and write it into ``root`` (a staging folder).
 
-    def __init__(self, root: Path, *, memory_limit: int = 512 << 20, threads: int = 2) -> None:
+    The one door every way into the store goes through (the conversion of the release, and
+    :func:`~curvekit.store.update.add_workload` for ``curvekit add`` and ``curvekit run``), so
+    it applies the store's rules to whatever it is given, before anything is written:
+    workload names (:meth:`curvekit.records.Workload.parse`), metric and metaparameter
+    columns (:class:`curvekit.names.ColumnNames`), steps, trial ids and budgets (whole
+    numbers within int64, steps never negative), statuses, flags and metaparameter values
+    (:mod:`curvekit.values`). A refusal raises ``error`` (a :class:`StoreError` unless the
+    caller names its own, e.g. an ``ArchiveError`` for the release) naming the file.
+    """
+
+    def __init__(self, root: Path, *, memory_limit: int = 512 << 20, threads: int = 2,
+                 error: ErrorType = StoreError) -> None:
         self.root = root
         self.studies: dict[StudyKey, StudyRecord] = {}
         self.trials: dict[tuple[StudyKey, int], TrialRecord] = {}
@@ -103,18 +121,68 @@ class StoreBuilder:
         self._spills: dict[StudyKey, list[Path]] = {}
         self._memory_limit = memory_limit
         self._threads = threads
+        self._error = error
+        self._names = ColumnNames(error, metric_fix="rename the metric where it is given",
+                                  parameter_fix="rename the metaparameter where it is given")
+        self._workloads: set[str] = set()
+
+    def _fail(self, where: str, message: str) -> CurvekitError:
+        return self._error(f"{where}: {message}")
+
+    def _check_key(self, key: StudyKey, where: str) -> None:
+        if key.workload not in self._workloads:
+            Workload.parse(key.workload, fix="rename it where it is given",
+                           error=lambda m: self._fail(where, m))
+            self._workloads.add(key.workload)
+        problem = integer_problem(key.batch_size, minimum=1)
+        if problem is not None:
+            raise self._fail(where, f"batch size {key.batch_size!r} {problem}")
 
     def add_study(self, record: StudyRecord) -> None:
-        """Add a parsed study.json."""
+        """Add a parsed study.json (its values checked, see the class docs)."""
+        where = record.member
+        self._check_key(record.key, where)
+        for field, problem in (("train_steps", integer_problem(record.train_steps)),
+                               ("early_stopping", flag_problem(record.early_stopping))):
+            if problem is not None:
+                value = getattr(record, field)
+                raise self._fail(where, f"{field} {value!r} {problem}")
+        problem = parameter_problem(record.parameter_configs, "parameter_configs")
+        if problem is not None:
+            raise self._fail(where, problem)
         self.studies[record.key] = record
 
     def add_trial(self, record: TrialRecord) -> None:
-        """Add a parsed metadata.json."""
+        """Add a parsed metadata.json (its names and values checked, see the class docs)."""
+        where = record.member
+        self._check_key(record.key, where)
+        for field in ("trial_id", "steps"):
+            value = getattr(record, field)
+            problem = integer_problem(value)
+            if problem is not None:
+                raise self._fail(where, f"{field} {value!r} {problem}")
+        if record.status not in STATUSES:
+            raise self._fail(where, f"status {record.status!r} is not one of "
+                             f"{', '.join(STATUSES)}")
+        for name, value in record.parameters.items():
+            self._names.parameter(name, where)
+            problem = parameter_problem(value, name)
+            if problem is not None:
+                raise self._fail(where, f"metaparameter {problem}; {parameter_fix(value)}")
         self.trials[(record.key, record.trial_id)] = record
+
+    def add_metrics(self, names: Iterable[str], where: str) -> None:
+        """Add metric columns that may hold no value (a header without rows)."""
+        for name in names:
+            self.metrics.add(self._names.metric(name, where))
 
     def add_measurements(self, key: StudyKey, table: pa.Table) -> None:
         """Add rows of one study (``trial_id``, ``step``, metric columns)."""
-        self.metrics.update(n for n in table.column_names if n not in ("trial_id", "step"))
+        where = f"{key.path()}/<trial>/measurements"
+        self._check_key(key, where)
+        _check_steps(table, lambda m: self._fail(where, m))
+        self.add_metrics((n for n in table.column_names if n not in ("trial_id", "step")),
+                         where)
         self._pending.setdefault(key, []).append(table)
         self._pending_bytes += table.nbytes
         if self._pending_bytes > self._memory_limit:
@@ -203,10 +271,9 @@ class StoreBuilder:
     def _parameters(self) -> tuple[dict[str, str], dict[str, pa.DataType]]:
         """Each metaparameter's column name and type (null when no trial gives it a value)."""
         names = sorted({n for t in self.trials.values() for n in t.parameters})
-        # A metaparameter named like a column or a partition (e.g. "optimizer") is prefixed.
-        fixed = fixed_schema("trials")
-        reserved = set(fixed.names) | set(partition_columns("trials"))
-        columns = {n: (f"param_{n}" if n in reserved else n) for n in names}
+        # A metaparameter named like a column (e.g. "optimizer") is prefixed; add_trial
+        # refused two names that would share a column.
+        columns = {n: parameter_column(n) for n in names}
         types = {}
         for n in names:
             values = [t.parameters.get(n) for t in self.trials.values()]
@@ -261,6 +328,28 @@ class StoreBuilder:
                         self.root / partition_dir("studies", *workload) / FILE_NAME)
 
 
+def _check_steps(table: pa.Table, error: ErrorType) -> None:
+    """Refuse a step column that is not whole numbers in 0 … 2**63 - 1 (int64 exactly)."""
+    if "step" not in table.column_names:
+        raise error("no step column")
+    step = table.column("step")
+    if not pa.types.is_integer(step.type):
+        raise error(f"steps are {step.type}, not integers: steps are stored exactly as int64 "
+                    "(a float would round those above 2**53)")
+    if step.null_count:
+        raise error("a row has no step")
+    for chunk in step.chunks:  # NumPy's min and max: microseconds per table, no copy
+        values = chunk.to_numpy(zero_copy_only=False)
+        if not values.size:
+            continue
+        low, high = int(values.min()), int(values.max())
+        if low < 0:
+            raise error(f"step {low} is negative; steps count from 0")
+        if high > INT64_MAX:
+            raise error(f"step {high} is beyond 2**63 - 1 = {INT64_MAX}, the largest step "
+                        "the store holds (int64)")
+
+
 def write_table(table: pa.Table, path: Path, *, measurements: bool = False) -> None:
     """Write one file of the store with the store's encodings (``path``'s folder is made)."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -270,7 +359,7 @@ def write_table(table: pa.Table, path: Path, *, measurements: bool = False) -> N
     dictionary, split = _float_encodings(table)
     present = [f.name for f in table.schema if pa.types.is_floating(f.type)
                and table.column(f.name).null_count < table.num_rows]
-    table = table.replace_schema_metadata({METRICS_KEY: json.dumps(present)})
+    table = table.replace_schema_metadata({METRICS_KEY: structured.dumps(present)})
     pq.write_table(
         table, path, **PARQUET_OPTIONS,
         use_dictionary=["trial_id", *dictionary],
@@ -326,8 +415,10 @@ def union_schemas(sources: Iterable[Columns]) -> dict[str, pa.Schema]:
 
     A column that no source gives a value is typed as the writer would type it alone
     (bool for a metaparameter, float64 for a metric). Raises :class:`StoreError` when two
-    sources give one column types without a common one (see :func:`merge_type`), or when a
-    table would exceed :data:`MAX_TABLE_COLUMNS` columns.
+    sources give one column types without a common one (see :func:`merge_type`), when a
+    table would exceed :data:`MAX_TABLE_COLUMNS` columns, or when two sources' columns
+    would clash in queries (:class:`curvekit.names.ColumnNames`: names that differ only in
+    case, a metric named like a column of the store), whichever workloads they come from.
 
     >>> a = Columns("trials", "a/m/sgd", pa.schema([("lr", pa.int64())]), frozenset({"lr"}))
     >>> b = Columns("trials", "b/m/sgd", pa.schema([("lr", pa.float64()), ("x", pa.null())]),
@@ -337,12 +428,19 @@ def union_schemas(sources: Iterable[Columns]) -> dict[str, pa.Schema]:
     """
     types: dict[str, dict[str, pa.DataType]] = {t: {} for t in TABLES}
     holder: dict[tuple[str, str], str] = {}
+    names = {t: ColumnNames(StoreError, metric_fix="rename the metric (or remove a workload)",
+                            parameter_fix="rename the metaparameter (or remove a workload)")
+             for t in TABLES}
     for source in sources:
         fixed = set(fixed_schema(source.table).names)
         have = types[source.table]
         for f in source.schema:
             if f.name in fixed:
                 continue
+            if source.table == "measurements":
+                names[source.table].metric(f.name, source.label)
+            elif source.table == "trials":
+                names[source.table].parameter(f.name, source.label, column=True)
             new = f.type if f.name in source.valued else pa.null()
             old = have.get(f.name, pa.null())
             merged = merge_type(old, new)

@@ -39,7 +39,6 @@ import bz2
 import copy
 import hashlib
 import io
-import json
 import math
 import os
 import tarfile
@@ -55,9 +54,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
+from curvekit import structured
 from curvekit._processes import fork_pool
 from curvekit.errors import ArchiveError, ManifestError
 from curvekit.outputs import output_stream, write_file
+from curvekit.progress import Progress
 from curvekit.records import STATUSES
 from curvekit.release.manifest import Manifest, StudyCounts, load_manifest
 
@@ -512,11 +513,11 @@ def _render_json(st: _Study, tr: _Trial | None) -> bytes:
             "early_stopping": _family(st.workload) == "lm", "model": st.model,
             "optimizer": st.optimizer, "parameter_configs": st.configs,
             "train_steps": st.train_steps, **st.extra}
-        return json.dumps(doc, indent=2).encode() + b"\n"
+        return structured.dumps(doc, indent=2).encode() + b"\n"
     doc = {"_internal_study_name": f"bs-{zlib.crc32(st.workload.encode()):08x}-{st.batch_size}",
            "_internal_trial_id": st.internal_base + tr.trial_id, "parameters": tr.params,
            "status": tr.status, "steps": tr.end, "trial_id": tr.trial_id}
-    return json.dumps({**doc, **(_EXTRA_META if tr.extra_meta else {})}).encode()
+    return structured.dumps({**doc, **(_EXTRA_META if tr.extra_meta else {})}).encode()
 
 
 def _render(plan: _Plan, ref: _Ref) -> tuple[str, bytes | None, int]:
@@ -649,6 +650,7 @@ def generate_archive(
     jobs: int | None = None,
     float_style: Literal["mixed", "repr", "short"] = "mixed",
     chunk_bytes: int = 16 << 20,
+    progress: Progress | None = None,
 ) -> Manifest:
     """Write a synthetic archive in the release's layout and return its manifest.
 
@@ -664,7 +666,9 @@ def generate_archive(
     ``float_style`` picks the number format (see the module docstring). The bzip2 output
     is one stream per ``chunk_bytes`` of tar data, compressed at level 9 in ``jobs``
     processes (default: every CPU); the bytes depend on the arguments, not on ``jobs``.
-    The file is written to a work file beside it and renamed when complete.
+    The file is written to a work file beside it and renamed when complete. ``progress`` (a
+    :class:`curvekit.progress.Progress`) hears ``("generate", done, total)``: archive
+    members written, after each compressed chunk.
 
     Examples
     --------
@@ -691,11 +695,18 @@ def generate_archive(
     tasks = _chunks(plan, _order(plan, order, seed), chunk_bytes)
     target = Path(path)
     digest, raw_size, rows = hashlib.sha256(), 0, 0
+    total, done = sum(map(len, tasks)), 0
+    if progress is not None:
+        progress("generate", 0, total)
     with output_stream(target, "the generated archive") as f:
-        for blob, raw, n in _compressed(tasks, plan, jobs or os.cpu_count() or 1):
+        chunks = _compressed(tasks, plan, jobs or os.cpu_count() or 1)
+        for task, (blob, raw, n) in zip(tasks, chunks, strict=True):
             f.write(blob)
             digest.update(blob)
             raw_size, rows = raw_size + raw, rows + n
+            done += len(task)
+            if progress is not None:
+                progress("generate", done, total)
         # end of archive: two zero blocks, padded to a whole record like tar(1)
         end = b"\0" * (1024 + (-(raw_size + 1024) % tarfile.RECORDSIZE))
         f.write(blob := bz2.compress(end, 9))
@@ -739,7 +750,7 @@ def write_manifest(manifest: Manifest, path: str | os.PathLike[str]) -> Path:
     >>> Manifest.from_file(p).dataset
     'batch_science_synthetic'
     """
-    return write_file(path, json.dumps(manifest.to_dict(), indent=2) + "\n",
+    return write_file(path, structured.dumps(manifest.to_dict(), indent=2) + "\n",
                       "the manifest")
 
 
