@@ -426,8 +426,11 @@ _STOPPED_REPORT = """
 import sys, threading
 import curvekit.reporting.site as site
 from curvekit.store.store import Store
-def stop(*args, **kwargs):
-    print("writing the workload pages", flush=True)
+first = threading.Lock()
+def stop(*args, **kwargs):  # pages are written by several threads: one line, once
+    if first.acquire(blocking=False):
+        sys.stdout.write("writing the workload pages\n")
+        sys.stdout.flush()
     threading.Event().wait()
 site.workload_data = stop
 site.report(Store.open(sys.argv[1]), sys.argv[2], bootstrap=0, figures=False)
