@@ -429,7 +429,7 @@ from curvekit.store.store import Store
 first = threading.Lock()
 def stop(*args, **kwargs):  # pages are written by several threads: one line, once
     if first.acquire(blocking=False):
-        sys.stdout.write("writing the workload pages\n")
+        sys.stdout.write("writing the workload pages\\n")
         sys.stdout.flush()
     threading.Event().wait()
 site.workload_data = stop
