@@ -75,7 +75,7 @@ def du(path: Path) -> int:
 
 def archive(name: str, **options: Any) -> tuple[Path, Path]:
     """A generated archive and its manifest, made once and cached under WORK."""
-    from curvekit.testing import generate_archive, write_manifest
+    from curvekit.release.synthetic import generate_archive, write_manifest
 
     WORK.mkdir(parents=True, exist_ok=True)
     path = WORK / f"{name}.tar.bz2"

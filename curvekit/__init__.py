@@ -32,6 +32,7 @@ from curvekit.errors import (
     IngestError,
     IngestWarning,
     ManifestError,
+    OutputError,
     QueryError,
     RendererError,
     ReportError,
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
     from curvekit.plotting.render import render_all as figures
     from curvekit.progress import Progress
     from curvekit.release.manifest import Manifest, load_manifest
+    from curvekit.release.synthetic import generate_archive
     from curvekit.reporting.site import report
     from curvekit.runner.demo import demo
     from curvekit.runner.sweep import RunResult, run
@@ -63,9 +65,9 @@ if TYPE_CHECKING:
     from curvekit.store.fetch import FetchResult, fetch
     from curvekit.store.store import Store
     from curvekit.store.store import open_store as open
+    from curvekit.store.transaction import wait_for_writers
     from curvekit.store.update import AddResult, WorkloadData, add_workload, remove_workload
     from curvekit.store.upgrade import UpgradeResult, upgrade
-    from curvekit.testing import generate_archive
 
 _LAZY = {
     "FetchResult": ("curvekit.store.fetch", "FetchResult"),
@@ -97,7 +99,7 @@ _LAZY = {
     "add": ("curvekit.ingest.add", "add"),
     "figure": ("curvekit.plotting.render", "figure"),
     "figures": ("curvekit.plotting.render", "render_all"),
-    "generate_archive": ("curvekit.testing", "generate_archive"),
+    "generate_archive": ("curvekit.release.synthetic", "generate_archive"),
     "Progress": ("curvekit.progress", "Progress"),
     "query": ("curvekit.store.export", "query"),
     "report": ("curvekit.reporting.site", "report"),
@@ -110,6 +112,7 @@ _LAZY = {
     "RunResult": ("curvekit.runner.sweep", "RunResult"),
     "run": ("curvekit.runner.sweep", "run"),
     "demo": ("curvekit.runner.demo", "demo"),
+    "wait_for_writers": ("curvekit.store.transaction", "wait_for_writers"),
 }
 
 
@@ -144,6 +147,7 @@ __all__ = [
     "IngestWarning",
     "Manifest",
     "ManifestError",
+    "OutputError",
     "Progress",
     "QueryError",
     "RendererError",
@@ -187,4 +191,5 @@ __all__ = [
     "trial_outcomes",
     "upgrade",
     "verify",
+    "wait_for_writers",
 ]

@@ -1,4 +1,5 @@
-"""Where curvekit's package data is: the data manifests, the demo tables, the package itself.
+"""Where curvekit's package data is: the data manifests, the demo tables, the package itself
+(which :mod:`curvekit._processes` loads in every Python process it starts).
 
 One place finds them through :mod:`importlib.resources`, so an installed wheel and a source
 checkout behave the same. The wheel ships ``data_manifest/`` inside the package as
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from curvekit.errors import ManifestError
 
-__all__ = ["demo_dir", "manifest_dir", "manifest_path", "package_dir", "package_root"]
+__all__ = ["demo_dir", "manifest_dir", "manifest_path", "package_dir"]
 
 
 def package_dir() -> Path:
@@ -30,12 +31,6 @@ def package_dir() -> Path:
         raise ManifestError(f"curvekit is imported from {root}, not from a folder; install it "
                             "with pip so that its data files are on disk")
     return root
-
-
-def package_root() -> Path:
-    """The folder that holds the ``curvekit`` package: what a helper process's import path
-    needs to import this very copy of curvekit."""
-    return package_dir().parent
 
 
 def manifest_dir() -> Path:

@@ -6,7 +6,6 @@ Output formatting lives here only; errors are caught once, at the root.
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 import warnings
@@ -17,12 +16,21 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from curvekit import structured
 from curvekit._exits import exit_broken_pipe, exit_interrupted
 from curvekit._version import __version__
-from curvekit.errors import CurvekitError
+from curvekit.errors import CurvekitError, RunError
 from curvekit.home import ENV_HOME
 from curvekit.ingest import FORMATS
+from curvekit.outputs import stdout_guard
 from curvekit.progress import Progress
+from curvekit.runner.limits import (
+    MAX_BATCH_SIZE,
+    MAX_SEED,
+    MAX_STEPS,
+    MAX_TRIALS,
+    MAX_WORKERS,
+)
 
 if TYPE_CHECKING:
     import polars as pl
@@ -67,6 +75,29 @@ home_option = click.option(
 format_option = click.option(
     "--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
     show_default=True, help="Output format.")
+def _seconds(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    if math.isnan(value):  # FloatRange lets nan through: it compares false with every bound
+        raise click.BadParameter("nan is not a number of seconds: give 0 or more, or inf")
+    return value
+
+
+wait_option = click.option(
+    "--wait", type=click.FloatRange(min=0), default=0, show_default=True, metavar="SECONDS",
+    callback=_seconds,
+    help="If another curvekit process is writing to the store, wait up to SECONDS for it "
+         "to finish (saying so on stderr) instead of failing at once; 'inf' waits as long as "
+         "it takes.")
+
+
+@contextmanager
+def _waiting(seconds: float) -> Iterator[None]:
+    """The library's :func:`~curvekit.store.transaction.wait_for_writers` for a writing
+    command's ``--wait``, its notice on stderr."""
+    from curvekit.store.transaction import wait_for_writers
+
+    with wait_for_writers(seconds, notice=lambda message: click.echo(
+            f"Note: {message}.", err=True)):
+        yield
 
 
 class _Group(click.Group):
@@ -118,6 +149,13 @@ def _readable(value: Any) -> str:
     return str(value)
 
 
+def _echo(message: str = "", *, nl: bool = True) -> None:
+    """Print ``message`` on stdout: every write of the CLI to stdout goes through here (or
+    :func:`curvekit.outputs.stdout_guard` itself), so a full disk is an ``Error:`` line."""
+    with stdout_guard():
+        click.echo(message, nl=nl)
+
+
 def emit(frame: pl.DataFrame, fmt: str) -> None:
     """Print a DataFrame as an aligned table, CSV or JSON records.
 
@@ -127,32 +165,32 @@ def emit(frame: pl.DataFrame, fmt: str) -> None:
     import polars as pl
 
     if fmt == "json":
-        click.echo(json.dumps(frame.to_dicts(), indent=1, default=str))
+        _echo(structured.dumps(frame.to_dicts(), indent=1, default=str))
         return
     if fmt == "csv":
         flat = frame.with_columns(
             pl.col(c).list.eval(pl.element().cast(pl.String)).list.join(" ")
             for c, t in frame.schema.items() if isinstance(t, pl.List))
-        click.echo(flat.write_csv(), nl=False)
+        _echo(flat.write_csv(), nl=False)
         return
     rows = [frame.columns] + [[_readable(v) for v in r] for r in frame.iter_rows()]
     widths = [max(len(r[i]) for r in rows) for i in range(len(frame.columns))]
     for n, row in enumerate(rows):
-        click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+        _echo("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
         if n == 0:
-            click.echo("  ".join("-" * w for w in widths))
+            _echo("  ".join("-" * w for w in widths))
 
 
 _STAGE_LABELS = {"download": "Downloading", "verify": "Checking sha256",
                  "convert": "Converting", "workloads": "Workload pages", "figures": "Figures",
-                 "trials": "Training"}
+                 "trials": "Training", "generate": "Generating"}
 """The bar's label of each stage of :data:`curvekit.progress.STAGES`."""
 
 
 @contextmanager
 def _progress(quiet: bool = False) -> Iterator[Progress | None]:
-    """The :class:`~curvekit.progress.Progress` of fetch, report and run: one bar per stage,
-    on stderr (``None`` with ``quiet``)."""
+    """The :class:`~curvekit.progress.Progress` of fetch, report, run and generate-archive:
+    one bar per stage, on stderr (``None`` with ``quiet``)."""
     if quiet:
         yield None
         return
@@ -165,7 +203,7 @@ def _progress(quiet: bool = False) -> Iterator[Progress | None]:
                 other.render_finish()
             bar = bars[stage] = click.progressbar(
                 length=total or 0, label=_STAGE_LABELS[stage], file=sys.stderr,
-                show_pos=stage in ("convert", "trials"))
+                show_pos=stage in ("convert", "trials", "generate"))
             bar.__enter__()
         if total and bar.length != total:
             bar.length = total
@@ -191,12 +229,14 @@ def _progress(quiet: bool = False) -> Iterator[Progress | None]:
               default="auto", show_default=True,
               help="bzip2 decoder: auto picks lbzip2 if installed, else indexed_bzip2.")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
+@wait_option
 def fetch(home: Path | None, url: str | None, archive: Path | None, sha256: str | None,
-          manifest: Path | None, force: bool, decompressor: str, quiet: bool) -> None:
+          manifest: Path | None, force: bool, decompressor: str, quiet: bool,
+          wait: float) -> None:
     """Download the release archive, verify it, and convert it into the store."""
     from curvekit.store.fetch import fetch as fetch_
 
-    with _progress(quiet) as progress:
+    with _progress(quiet) as progress, _waiting(wait):
         result = fetch_(home=home, url=url, archive=archive, sha256=sha256, manifest=manifest,
                         force=force, decompressor=decompressor,  # type: ignore[arg-type]
                         progress=progress)
@@ -204,10 +244,10 @@ def fetch(home: Path | None, url: str | None, archive: Path | None, sha256: str 
     summary = (f"{counts.get('workloads')} workloads, {counts.get('studies')} studies, "
                f"{counts.get('trials')} trials, {counts.get('measurements')} measurements")
     if result.action == "up-to-date":
-        click.echo(f"Nothing to do: the store at {result.store} is up to date ({summary}). "
+        _echo(f"Nothing to do: the store at {result.store} is up to date ({summary}). "
                    "Use --force to convert again.")
     else:
-        click.echo(f"Converted {result.archive} into {result.store} ({summary}).")
+        _echo(f"Converted {result.archive} into {result.store} ({summary}).")
 
 
 @main.command()
@@ -223,9 +263,9 @@ def verify(home: Path | None, manifest: Path | None) -> None:
     report = verify_(store, Manifest.from_file(manifest) if manifest else None)
     checked = ", ".join(f"{v} {k}" for k, v in report.checked.items())
     for problem in report.problems:
-        click.echo(problem)
+        _echo(problem)
     if report.ok:
-        click.echo(f"OK: {checked} match the manifest.")
+        _echo(f"OK: {checked} match the manifest.")
     else:
         click.echo(f"{len(report.problems)} mismatches ({checked} checked).", err=True)
         sys.exit(1)
@@ -251,7 +291,11 @@ def upgrade(home: Path | None) -> None:
 @home_option
 @format_option
 def info(home: Path | None, fmt: str) -> None:
-    """Workloads in the store: batch sizes, trials by status, metrics, rows."""
+    """Workloads in the store: batch sizes, trials by status, metrics, rows.
+
+    The table gives each workload a block of lines that fit 100 columns, long names
+    wrapped; csv and json give one row per workload with every value.
+    """
     from curvekit.store.catalog import info as info_
     from curvekit.store.catalog import synthetic_note
 
@@ -260,11 +304,93 @@ def info(home: Path | None, fmt: str) -> None:
     if note:  # on stderr, so that csv and json stay data only
         click.echo(f"Note: {note} (converted from {store.metadata['source'].get('archive')}).",
                    err=True)
-    emit(info_(store), fmt)
+    frame = info_(store)
+    if fmt != "table":
+        emit(frame, fmt)
+        return
+    for line in info_lines(frame.to_dicts()):
+        _echo(line)
+
+
+INFO_WIDTH = 100
+"""Terminal columns that every line of ``info``'s table fits in."""
+
+
+def info_lines(rows: list[dict[str, Any]], width: int = INFO_WIDTH) -> list[str]:
+    """``info``'s table: a summary line, then a block per workload, every line at most
+    ``width`` terminal columns (names wrapped at spaces, or inside a word too wide).
+
+    >>> row = {"workload": "demo/digits/fc/sgd", "batch_sizes": [2, 4], "studies": 2,
+    ...        "trials": 5, "complete": 4, "incomplete": 0, "infeasible": 1,
+    ...        "metrics": ["val/error", "train/loss"], "measurements": 1234}
+    >>> print("\\n".join(info_lines([row])))
+    1 workload: 2 studies, 5 trials, 1,234 measurements
+    <BLANKLINE>
+    demo/digits/fc/sgd
+      batch sizes   2 4 (2 studies)
+      trials        5: 4 complete, 0 incomplete, 1 infeasible
+      measurements  1,234 rows
+      metrics       val/error, train/loss
+    """
+    def total(column: str) -> int:
+        return sum(int(r[column] or 0) for r in rows)
+
+    lines = [f"{len(rows)} workload{'' if len(rows) == 1 else 's'}: {total('studies'):,} "
+             f"studies, {total('trials'):,} trials, {total('measurements'):,} measurements"]
+    for r in rows:
+        lines += ["", *_wrap(r["workload"], "", "", width)]
+        fields = {
+            "batch sizes": f"{' '.join(map(str, r['batch_sizes'] or []))} "
+                           f"({r['studies']} studies)",
+            "trials": f"{r['trials']:,}: {r['complete']:,} complete, {r['incomplete']:,} "
+                      f"incomplete, {r['infeasible']:,} infeasible",
+            "measurements": f"{r['measurements']:,} rows",
+            "metrics": ", ".join(r["metrics"] or []) or "none",
+        }
+        for key, value in fields.items():
+            lines += _wrap(value, f"  {key:<14}", " " * 16, width)
+    return [line.rstrip() for line in lines]
+
+
+def _columns(text: str) -> int:
+    """The terminal columns ``text`` takes: East Asian wide and full-width characters two,
+    combining marks and format characters (zero-width space, ...) none, others one."""
+    import unicodedata
+
+    def one(char: str) -> int:
+        if unicodedata.category(char) in ("Mn", "Me", "Cf"):
+            return 0
+        return 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
+
+    return sum(map(one, text))
+
+
+def _wrap(text: str, first: str, rest: str, width: int) -> list[str]:
+    """``text`` in lines of at most ``width`` columns, the first starting with ``first``,
+    the others with ``rest``: broken at spaces, and inside a word only where the word alone
+    is wider than a line."""
+    lines: list[str] = []
+    line, empty = first, True  # empty: nothing of ``text`` on this line yet
+    for word in text.split(" "):
+        if not empty:
+            if _columns(line) + 1 + _columns(word) <= width:
+                line += " " + word
+                continue
+            lines.append(line)
+            line, empty = rest, True
+        for char in word:
+            if not empty and _columns(line) + _columns(char) > width:
+                lines.append(line)
+                line = rest
+            line += char
+            empty = False
+    lines.append(line)
+    return lines
 
 
 @main.command()
-@click.argument("source", required=False, type=click.Path(exists=True, path_type=Path))
+@click.argument("source", required=False, type=click.Path(exists=True, path_type=Path),
+                help="The logs: a file or a folder of them.")
 @click.option("--name", help="The workload's name: base_dir/model/optimizer "
               "(e.g. my_data/resnet_20/momentum).")
 @click.option("--log-format", "--format", "fmt", cls=AliasedOption, hidden_aliases=("--format",),
@@ -283,13 +409,18 @@ def info(home: Path | None, fmt: str) -> None:
               help="Leave out files or folders matching this glob (e.g. 'measurements.csv', "
               "'trial_3/*'); repeatable.")
 @click.option("--replace", is_flag=True, help="Overwrite a workload added before under NAME.")
+@click.option("--follow-links", is_flag=True,
+              help="Read through symbolic links, wherever they point (by default a link "
+              "inside SOURCE is refused): for a folder of links you made yourself.")
 @click.option("--example-run-manifest", "--example-manifest", "example_manifest",
               cls=AliasedOption, hidden_aliases=("--example-manifest",), is_flag=True,
               help="Print a documented run-manifest template and exit.")
 @home_option
+@wait_option
 def add(source: Path | None, name: str | None, fmt: str, manifest: Path | None,
         mapping: tuple[str, ...], include: tuple[str, ...], exclude: tuple[str, ...],
-        replace: bool, example_manifest: bool, home: Path | None) -> None:
+        replace: bool, follow_links: bool, example_manifest: bool, home: Path | None,
+        wait: float) -> None:
     """Add training runs of your own as a workload: release layout, CSV, TensorBoard, MLflow,
     Weights & Biases or AlgoPerf logs.
 
@@ -300,19 +431,19 @@ def add(source: Path | None, name: str | None, fmt: str, manifest: Path | None,
     from curvekit.ingest.manifest import EXAMPLE
 
     if example_manifest:
-        click.echo(EXAMPLE, nl=False)
+        _echo(EXAMPLE, nl=False)
         return
     if source is None and manifest is None:
         raise click.UsageError("give SOURCE (the logs), --run-manifest, or "
                                "--example-run-manifest")
     from curvekit.ingest.runs import IngestWarning
 
-    with warnings.catch_warnings(record=True) as caught:
+    with warnings.catch_warnings(record=True) as caught, _waiting(wait):
         warnings.simplefilter("always", IngestWarning)
         try:
             result = add_(source, name=name, format=fmt, manifest=manifest,
                           metric_map=list(mapping), replace=replace, home=home,
-                          include=include, exclude=exclude)
+                          include=include, exclude=exclude, follow_links=follow_links)
         finally:  # what the logs hold is worth knowing even when the import is refused
             for warning in caught:
                 if issubclass(warning.category, IngestWarning):
@@ -323,44 +454,50 @@ def add(source: Path | None, name: str | None, fmt: str, manifest: Path | None,
     counts = (f"{result.studies} studies, {result.trials} trials, "
               f"{result.measurements:,} measurements")
     if result.changed:
-        click.echo(f"Added {result.workload} ({counts}) to the store at {result.path}.")
+        _echo(f"Added {result.workload} ({counts}) to the store at {result.path}.")
     else:
-        click.echo(f"Nothing to do: {result.workload} is already in the store with the same "
+        _echo(f"Nothing to do: {result.workload} is already in the store with the same "
                    f"data ({counts}).")
 
 
 @main.command("generate-archive")
-@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path),
+                help="The archive to write (.tar.bz2); its manifest goes beside it.")
 @click.option("--workload", "workloads", multiple=True,
               help="Only this workload (base_dir/model/optimizer); repeatable. Default: all 35.")
 @click.option("--trial-fraction", type=float, default=1.0, show_default=True,
               help="Fraction of the published trial counts per status.")
-@click.option("--max-trials", type=int, help="Cap on trials per study.")
+@click.option("--max-trials", type=click.IntRange(min=1, max=MAX_TRIALS),
+              help="Cap on trials per study.")
 @click.option("--evals-scale", type=float, default=1.0, show_default=True,
               help="Scale of the number of evaluation rows per trial.")
 @click.option("--order", type=click.Choice(["walk", "shuffled"]), default="walk",
               show_default=True, help="Member order: like tar(1), or fully shuffled.")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--jobs", type=int, help="Worker processes (default: every CPU).")
+@click.option("--seed", type=click.IntRange(min=0, max=MAX_SEED), default=0, show_default=True,
+              help="Seed of the random draws: the same seed writes the same bytes.")
+@click.option("--jobs", type=click.IntRange(min=1, max=MAX_WORKERS),
+              help="Worker processes (default: every CPU).")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
 def generate_archive(path: Path, workloads: tuple[str, ...], trial_fraction: float,
                      max_trials: int | None, evals_scale: float, order: str, seed: int,
-                     jobs: int | None) -> None:
+                     jobs: int | None, quiet: bool) -> None:
     """Write a synthetic archive in the release's exact layout, and its manifest.
 
     The defaults make a full-scale archive (454 studies, the published trial counts, about
     70 million evaluation rows). The manifest goes to PATH.manifest.json; convert with
     `curvekit fetch --archive PATH --manifest PATH.manifest.json`.
     """
-    from curvekit.testing import generate_archive as generate
-    from curvekit.testing import write_manifest
+    from curvekit.release.synthetic import generate_archive as generate
+    from curvekit.release.synthetic import write_manifest
 
-    manifest = generate(path, workloads=list(workloads) or None, trial_fraction=trial_fraction,
-                        max_trials_per_study=max_trials, evals_scale=evals_scale,
-                        order=order,  # type: ignore[arg-type]
-                        seed=seed, jobs=jobs)
+    with _progress(quiet) as progress:
+        manifest = generate(path, workloads=list(workloads) or None,
+                            trial_fraction=trial_fraction, max_trials_per_study=max_trials,
+                            evals_scale=evals_scale, order=order,  # type: ignore[arg-type]
+                            seed=seed, jobs=jobs, progress=progress)
     target = write_manifest(manifest, path.with_name(path.name + ".manifest.json"))
     totals = manifest.totals
-    click.echo(f"Wrote {path} ({path.stat().st_size:,} bytes: {totals['studies']} studies, "
+    _echo(f"Wrote {path} ({path.stat().st_size:,} bytes: {totals['studies']} studies, "
                f"{totals['trials']} trials, {manifest.measurements:,} measurements) and "
                f"{target}.")
 
@@ -420,7 +557,8 @@ def _selection(*, goal: str = "required", goal_help: str = "The target value of 
         # options declared below this decorator were attached to f already
         command.__click_params__ = list(getattr(f, "__click_params__", []))  # type: ignore[attr-defined]
         decorators: list[Callable[[Any], Any]] = [
-            click.argument("workload", required=not optional),
+            click.argument("workload", required=not optional,
+                           help="The workload: base_dir/model/optimizer."),
             click.option("--metric", required=not optional,
                          help="Metric column, e.g. val/classification_error."),
         ]
@@ -564,7 +702,7 @@ TABLE_ROWS = 1000
 
 
 @main.command()
-@click.argument("sql")
+@click.argument("sql", help="The query, in DuckDB's SQL.")
 @home_option
 @format_option
 def query(sql: str, home: Path | None, fmt: str) -> None:
@@ -580,9 +718,10 @@ def query(sql: str, home: Path | None, fmt: str) -> None:
 
     store = _open(home)
     if fmt != "table":
-        out = sys.stdout.buffer
-        export(store, sql, out, fmt)  # a reader that stops early (`| head`): a quiet 141
-        out.flush()
+        with stdout_guard():  # a full disk behind `>`: Error; a reader gone (`| head`): 141
+            out = sys.stdout.buffer
+            export(store, sql, out, fmt)
+            out.flush()
         return
     frame, total = preview(store, sql, TABLE_ROWS)
     emit(frame, fmt)
@@ -602,7 +741,8 @@ def query(sql: str, home: Path | None, fmt: str) -> None:
               "(former name --model).")
 @click.option("--bootstrap", "samples", type=click.IntRange(min=0), default=0,
               show_default=True, help="Bootstrap resamples over trials for intervals.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed.")
+@click.option("--seed", type=click.IntRange(min=0, max=MAX_SEED), default=0, show_default=True,
+              help="Bootstrap seed.")
 @format_option
 def fit(selection: Selection | None, chosen: tuple[str, ...], all_: bool,
         statuses: tuple[str, ...], model: str, samples: int, seed: int, home: Path | None,
@@ -714,7 +854,7 @@ def _save_plot(chart: Any, meta: dict[str, Any], out: Path | None, default: str,
     from curvekit.plotting.output import save
 
     target = save(chart, out or Path(f"{default}.{fmt}"), meta, fmt=fmt, scale=scale)
-    click.echo(f"Wrote {target}")
+    _echo(f"Wrote {target}")
 
 
 def _out_option(default: str) -> Callable[[F], F]:
@@ -771,7 +911,7 @@ def plot_best(selection: Selection, home: Path | None, fmt: str, out: Path | Non
 
 
 @main.command("figure")
-@click.argument("number", type=int)
+@click.argument("number", type=int, help="The figure's number in the paper, 1 to 24.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
               help="Output file (default figure-NN.<format>).")
 @plot_format_option
@@ -793,7 +933,7 @@ def figure_(number: int, out: Path | None, fmt: str, scale: float, home: Path | 
             chart, meta = figure_spec(number, _open(home))
         target = save(chart, out or Path(f"figure-{number:02d}.{fmt}"), meta, fmt=fmt,
                       scale=scale, renderer=renderer)
-    click.echo(f"Wrote {target}")
+    _echo(f"Wrote {target}")
 
 
 @main.command()
@@ -811,7 +951,7 @@ def figures(folder: Path, fmt: str, scale: float, home: Path | None) -> None:
 
     with _figure_notes():
         written = render_all(_open(home), folder, fmt=fmt, scale=scale)
-    click.echo(f"Wrote {len(written)} figures and {folder / 'index.html'}")
+    _echo(f"Wrote {len(written)} figures and {folder / 'index.html'}")
 
 
 @main.command("report")
@@ -833,7 +973,7 @@ def report_(folder: Path, samples: int, no_figures: bool, workloads: tuple[str, 
     with _progress(quiet) as progress:
         site = report(store, folder, bootstrap=samples, figures=not no_figures,
                       workloads=list(workloads) or None, progress=progress)
-    click.echo(f"Wrote {site / 'index.html'} (open it in a browser; no server needed)")
+    _echo(f"Wrote {site / 'index.html'} (open it in a browser; no server needed)")
 
 
 def _int_list(text: str, what: str) -> list[int | str]:
@@ -877,7 +1017,8 @@ def _base_parameters(items: tuple[str, ...]) -> dict[str, float]:
 
 
 @main.command("run")
-@click.argument("name", required=False)
+@click.argument("name", required=False,
+                help="The base_dir of the new workloads (default: the data set's name).")
 @click.option("--dataset", default="digits", show_default=True,
               help="digits, mnist, fashion_mnist, cifar_10, or package.module:function.")
 @click.option("--model", default="fc_128_128", show_default=True,
@@ -888,22 +1029,25 @@ def _base_parameters(items: tuple[str, ...]) -> dict[str, float]:
 @click.option("--batch-sizes", default="16,64,256", show_default=True,
               help="Comma-separated batch sizes; 'full' is the whole training set.")
 @click.option("--trials-per-study", "--trials", "trials", cls=AliasedOption,
-              hidden_aliases=("--trials",), type=click.IntRange(min=1),
+              hidden_aliases=("--trials",), type=click.IntRange(min=1, max=MAX_TRIALS),
               help="Trials (quasi-random search points) per study, that is per optimizer and "
                    "batch size [default: 8; 1 seed with a scaling protocol].")
 @click.option("--steps", default="1000", show_default=True,
               help="Step budget of every trial, or per batch size as 8:4000,16:2000,...")
-@click.option("--eval-every", type=click.IntRange(min=1), default=50, show_default=True,
+@click.option("--eval-every", type=click.IntRange(min=1, max=MAX_STEPS), default=50,
+              show_default=True,
               help="Evaluate every N steps (and at step 0 and the last step).")
 @click.option("--space", type=click.Path(dir_okay=False, exists=True, path_type=Path),
               help="Search space JSON in the release's parameter_configs format (or one "
                    "per optimizer). Default: see docs/running.md.")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=click.IntRange(min=0, max=MAX_SEED), default=0, show_default=True,
+              help="Seed of the search and of the training: the same seed trains the same "
+                   "trials.")
 @click.option("--sampler", type=click.Choice(["sobol", "halton"]), default="sobol",
               show_default=True, help="Quasi-random sequence of the search.")
 @click.option("--device", default="auto", show_default=True,
               help="auto (a GPU if torch sees one, else the CPU), cpu, cuda or cuda:N.")
-@click.option("--workers", type=click.IntRange(min=1),
+@click.option("--workers", type=click.IntRange(min=1, max=MAX_WORKERS),
               help="Trials in parallel (default 1, or one per GPU).")
 @click.option("--executor", type=click.Choice(["local", "ray"]), default="local",
               show_default=True, help="Local processes, or a Ray cluster.")
@@ -919,7 +1063,7 @@ def _base_parameters(items: tuple[str, ...]) -> dict[str, float]:
               help="tuned: search at every batch size; linear-/sqrt-scaling: scale a base "
                    "learning rate with the batch size, no search (--trials-per-study seeds "
                    "each).")
-@click.option("--base-batch-size", type=click.IntRange(min=1),
+@click.option("--base-batch-size", type=click.IntRange(min=1, max=MAX_BATCH_SIZE),
               help="Scaling protocols: the batch size the base setting belongs to.")
 @click.option("--base-learning-rate", type=click.FloatRange(min=0, min_open=True),
               help="Scaling protocols: the learning rate at the base batch size (default: "
@@ -929,17 +1073,23 @@ def _base_parameters(items: tuple[str, ...]) -> dict[str, float]:
                    "(repeatable).")
 @click.option("--warmup", default="0", show_default=True,
               help="Scaling protocols: warmup in steps (200) or epochs (5e).")
-@click.option("--ghost-batch-size", type=click.IntRange(min=2),
+@click.option("--ghost-batch-size", type=click.IntRange(min=2, max=MAX_BATCH_SIZE),
               help="Scaling protocols: batch-norm statistics per chunk of this many examples "
                    "(models with batch norm, e.g. fc_128_128_bn).")
-@click.option("--noise-micro-batches", type=click.IntRange(min=0), default=0,
+@click.option("--noise-micro-batches", type=click.IntRange(min=0, max=MAX_BATCH_SIZE),
+              default=0,
               show_default=True,
               help="Record the gradient noise scale at every evaluation from this many "
                    "micro-batches of a batch (2 or more; 0: off).")
-@click.option("--trials-at-once", type=click.IntRange(min=1),
+@click.option("--trials-at-once", type=click.IntRange(min=1, max=MAX_TRIALS),
               help="Train up to N trials of a study together as one batched model "
                    "[default: the whole study, as memory allows]; 1: one by one.")
+@click.option("--import-path", "import_paths", multiple=True, metavar="DIR",
+              type=click.Path(file_okay=False, exists=True, path_type=Path),
+              help="Look a package.module:function --dataset or --model up in DIR first "
+                   "(repeatable); the working folder is not searched otherwise.")
 @home_option
+@wait_option
 def run(name: str | None, dataset: str, model: str, optimizers: str, batch_sizes: str,
         trials: int | None, steps: str, eval_every: int, space: Path | None, seed: int,
         sampler: str, device: str, workers: int | None, executor: str,
@@ -947,7 +1097,8 @@ def run(name: str | None, dataset: str, model: str, optimizers: str, batch_sizes
         no_store: bool, quiet: bool, protocol: str, base_batch_size: int | None,
         base_learning_rate: float | None, base_parameters: tuple[str, ...], warmup: str,
         ghost_batch_size: int | None, noise_micro_batches: int,
-        trials_at_once: int | None, home: Path | None) -> None:
+        trials_at_once: int | None, import_paths: tuple[Path, ...],
+        home: Path | None, wait: float) -> None:
     """Train a sweep with the paper's protocol and add it to the store.
 
     One study per optimizer and batch size, each with --trials-per-study quasi-random
@@ -960,12 +1111,9 @@ def run(name: str | None, dataset: str, model: str, optimizers: str, batch_sizes
     """
     from curvekit.runner.sweep import run as run_
 
-    space_data = None
-    if space is not None:
-        try:
-            space_data = json.loads(space.read_text())
-        except ValueError as exc:
-            raise click.BadParameter(f"{space} is not JSON: {exc}", param_hint="--space") from None
+    space_data = None if space is None else structured.load(
+        space, kind="json", expect=dict, error=lambda message, _: RunError(
+            f"--space {message} (a search space is a JSON object of parameter_configs)"))
     options: dict[str, Any] = dict(
         dataset=dataset, model=model, optimizers=[o.strip() for o in optimizers.split(",")],
         batch_sizes=_int_list(batch_sizes, "--batch-sizes"), trials=trials,
@@ -976,24 +1124,26 @@ def run(name: str | None, dataset: str, model: str, optimizers: str, batch_sizes
         base_learning_rate=base_learning_rate,
         base_parameters=_base_parameters(base_parameters), warmup=warmup,
         ghost_batch_size=ghost_batch_size, noise_micro_batches=noise_micro_batches,
-        trials_at_once=trials_at_once)
-    with _progress(quiet) as progress, _explained():
+        trials_at_once=trials_at_once, import_paths=import_paths)
+    with _progress(quiet) as progress, _explained(), _waiting(wait):
         result = run_(name, **options, progress=progress)
     counts = ", ".join(f"{n} {s}" for s, n in sorted(result.statuses.items()))
-    click.echo(f"{result.trials} trials ({result.ran} run now, {result.resumed} from "
+    _echo(f"{result.trials} trials ({result.ran} run now, {result.resumed} from "
                f"{result.work_dir}) in {result.seconds:.0f} s: {counts}.")
     if result.added:
-        click.echo("In the store: " + ", ".join(result.workloads))
+        _echo("In the store: " + ", ".join(result.workloads))
 
 
 @main.command()
 @home_option
-def demo(home: Path | None) -> None:
+@wait_option
+def demo(home: Path | None, wait: float) -> None:
     """Install the demo data set (digits, made with curvekit run) into the store, offline."""
     from curvekit.runner.demo import demo as demo_
 
-    result = demo_(home)
-    click.echo(f"{'Added' if result.changed else 'Already in the store:'} "
+    with _waiting(wait):
+        result = demo_(home)
+    _echo(f"{'Added' if result.changed else 'Already in the store:'} "
                f"{', '.join(result.workloads)} ({result.trials} trials, "
                f"{result.measurements:,} measurements). Try: curvekit steps-to-result "
                f"{result.workloads[-1]} --metric {result.metric} --goal {result.goal}")

@@ -18,7 +18,8 @@ __all__ = ["cli_reference"]
 def _option_row(param: click.Parameter) -> str:
     if isinstance(param, click.Argument):
         required = " (required)" if param.required else ""
-        return f"| `{param.human_readable_name}` | argument{required} |"
+        text = (param.help or "").replace("|", "\\|").replace("\n", " ")
+        return f"| `{param.human_readable_name}` | Argument{required}: {text.strip()} |"
     assert isinstance(param, click.Option)
     hidden = set(getattr(param, "hidden_aliases", ()))  # old spellings kept for a release
     names = ", ".join(f"`{n}`" for n in [*param.opts, *param.secondary_opts] if n not in hidden)

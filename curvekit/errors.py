@@ -16,7 +16,8 @@ names the offending value, what was expected and how to fix it. The whole tree::
     ├── FitError             a curve cannot be fitted
     ├── FigureError          a figure or plot cannot be drawn or saved
     │   └── RendererError    drawing failed in the renderer's helper process
-    └── ReportError          the report cannot be written where asked
+    ├── ReportError          the report cannot be written where asked
+    └── OutputError          an output file, folder or stdout cannot be written (disk full, ...)
 
     CurvekitWarning (a UserWarning)
     ├── EmptyResultWarning   a measurement has no row at some batch sizes, and why
@@ -49,6 +50,7 @@ __all__ = [
     "IngestError",
     "IngestWarning",
     "ManifestError",
+    "OutputError",
     "QueryError",
     "RendererError",
     "ReportError",
@@ -130,6 +132,17 @@ class RendererError(FigureError):
 class ReportError(CurvekitError):
     """The report cannot be written where asked: its folder is a file or a symbolic link,
     holds the working directory or the store, or holds files a report does not write."""
+
+
+class OutputError(CurvekitError):
+    """What a command writes cannot be written: a plot or figure file, the report, a sweep's
+    work folder or the standard output, on a full disk, in a read-only folder, under a name
+    too long for the file system, or where a file stands in place of a folder
+    (:mod:`curvekit.outputs`). ``path`` names the file or folder at fault (None: stdout)."""
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 class CurvekitWarning(UserWarning):

@@ -2,8 +2,9 @@
 
 Every import source (``curvekit add`` for each log format and the release layout, the run
 manifest, ``curvekit run``) and the store's own writer check names with these functions,
-so a name that one door accepts, every door accepts. The store treats names as data: they
-become Parquet column names and percent-encoded folder names, never SQL.
+so a name that one door accepts, every door accepts. The store treats names as data: a
+metric or a metaparameter is a value in the store's rows (its columns are fixed), a
+workload part a percent-encoded folder name; never a column, never SQL.
 
 A **name** (of a metric, a metaparameter, or one part of a workload) is refused when it is
 
@@ -13,6 +14,14 @@ A **name** (of a metric, a metaparameter, or one part of a workload) is refused 
 * holding a control character (Unicode category Cc, e.g. a newline, a tab or NUL) or a
   line or paragraph separator (U+2028, U+2029);
 * longer than :data:`MAX_NAME_CHARS` characters (metrics and metaparameters).
+
+**Names meet as data.** :class:`ColumnNames` is the one place the metric and metaparameter
+names of one import (or of what the store's writer is given) meet, with the file each came
+from. Since names are values in the store, none is reserved and none clashes: ``step``,
+``batch_size`` or ``optimizer`` is a metric or a metaparameter like any other, ``val/err``
+and ``VAL/ERR`` are two, a metaparameter may share a metric's name. On top of the rule
+above, a name holding a byte-order mark (U+FEFF) is refused: invisible, it makes two names
+look alike.
 
 A **workload** ``base_dir/model/optimizer`` (``base_dir`` may hold ``/``, as the release's
 ``mnist_subsets/mnist_6875``) is refused, on top of that, when a part
@@ -48,6 +57,7 @@ __all__ = [
     "MAX_FOLDER_BYTES",
     "MAX_HOME_BYTES",
     "MAX_NAME_CHARS",
+    "ColumnNames",
     "check_home_path",
     "check_name",
     "folder_problem",
@@ -171,3 +181,61 @@ def check_home_path(path: str | os.PathLike[str], error: ErrorType) -> Path:
                         "which Parquet readers take for a partition column of every table; "
                         "choose a folder without '=' (--home or CURVEKIT_HOME)")
     return out
+
+
+class ColumnNames:
+    """The metric and metaparameter names of one import (or one write), checked as each
+    arrives, with where it was found (a file, a member, a workload).
+
+    :meth:`metric` and :meth:`parameter` apply the one name rule (:func:`check_name`) and
+    refuse a byte-order mark, raising ``error`` with the fix; they return the name as it is
+    stored: as given. Names are data in the store, so no two of them clash.
+
+    >>> from curvekit.errors import StoreError
+    >>> names = ColumnNames(StoreError)
+    >>> names.metric("val/err", "a.csv"), names.metric("VAL/ERR", "b.csv")
+    ('val/err', 'VAL/ERR')
+    >>> names.parameter("optimizer", "a.json"), names.metric_count
+    ('optimizer', 2)
+    """
+
+    def __init__(self, error: ErrorType = IngestError, *,
+                 metric_fix: str = "rename the metric",
+                 parameter_fix: str = "rename the metaparameter where it is given",
+                 clash_fix: str = "") -> None:
+        self._error = error
+        self._fixes = {"metric": metric_fix, "metaparameter": parameter_fix}
+        self._seen: dict[str, set[str]] = {"metric": set(), "metaparameter": set()}
+
+    @property
+    def metric_count(self) -> int:
+        """How many distinct metric names were met so far."""
+        return len(self._seen["metric"])
+
+    def metric(self, name: object, where: str, *, fix: str | None = None,
+               clash_fix: str | None = None, error: ErrorType | None = None,
+               logged: str | None = None) -> str:
+        """The metric ``name`` found in ``where``, checked (``logged``: the name the log
+        used, when a map renamed it into ``name``; messages show it)."""
+        return self._add("metric", name, fix, error, logged)
+
+    def parameter(self, name: object, where: str, *, fix: str | None = None,
+                  clash_fix: str | None = None, error: ErrorType | None = None,
+                  column: bool = False) -> str:
+        """The metaparameter ``name`` found in ``where``, checked."""
+        return self._add("metaparameter", name, fix, error, None)
+
+    def _add(self, kind: str, name: object, fix: str | None, error: ErrorType | None,
+             logged: str | None) -> str:
+        mine = self._seen[kind]
+        if isinstance(name, str) and name in mine:
+            return name
+        fix = fix or self._fixes[kind]
+        fail = error or self._error
+        given = check_name(name, kind, fix=fix, error=fail)
+        if "\ufeff" in given:
+            raise fail(
+                f"{kind} {logged or given!r} has a byte-order mark (U+FEFF) in its name, an "
+                f"invisible character that makes two names look alike; {fix}")
+        mine.add(given)
+        return given

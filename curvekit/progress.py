@@ -1,9 +1,9 @@
 """How long operations report their progress: one callback type for all of them.
 
-The library never prints. :func:`curvekit.store.fetch`, :func:`curvekit.reporting` and
-:func:`curvekit.run` each take a ``progress`` argument of the one type :class:`Progress`,
-called as ``progress(stage, done, total)``; the CLI draws one bar per stage from it. The
-stages and what they count are in :data:`STAGES`.
+The library never prints. :func:`curvekit.store.fetch`, :func:`curvekit.reporting`,
+:func:`curvekit.run` and :func:`curvekit.generate_archive` each take a ``progress``
+argument of the one type :class:`Progress`, called as ``progress(stage, done, total)``; the
+CLI draws one bar per stage from it. The stages and what they count are in :data:`STAGES`.
 
 The building blocks of a stage (a download, a checksum, a conversion) count on their own,
 ``counter(done, total)`` (a :data:`StageCounter`); :func:`stage_counter` turns a
@@ -34,6 +34,7 @@ STAGES: dict[str, str] = {
     "workloads": "workload pages of the report written",
     "figures": "figures of the report drawn",
     "trials": "trials of a sweep finished (resumed ones included)",
+    "generate": "members of a synthetic archive written",
 }
 """Every stage a :class:`Progress` hears of, and what its ``done`` and ``total`` count."""
 

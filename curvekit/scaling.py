@@ -47,6 +47,7 @@ from scipy.optimize import least_squares
 
 from curvekit.errors import FitError
 from curvekit.selection import DEFAULT_STATUSES, Selection
+from curvekit.values import INT64_MAX, integer_problem
 
 if TYPE_CHECKING:
     from curvekit.store.store import Store
@@ -69,6 +70,9 @@ __all__ = [
     "predict_critical_batch",
     "range_note",
 ]
+
+MAX_RESAMPLES = 100_000
+"""The most bootstrap resamples one fit takes (intervals settle within a few thousand)."""
 
 Floats = NDArray[np.float64]
 SEGMENTS = ("perfect", "diminishing", "plateau")
@@ -434,8 +438,12 @@ def bootstrap(hits: dict[int, ArrayLike], *, n: int = 1000, seed: int = 0,
     """
     if not 0 < level < 1:
         raise FitError(f"level must be between 0 and 1, got {level}")
-    if n < 1:
-        raise FitError(f"the number of resamples must be positive, got {n}")
+    for what, given, low, high in (("the number of resamples", n, 1, MAX_RESAMPLES),
+                                   ("the seed", seed, 0, INT64_MAX)):
+        problem = integer_problem(given, minimum=low, maximum=high)
+        if problem is not None:
+            raise FitError(f"{what} {given!r} {problem}; give a whole number from {low:,} to "
+                           f"{high:,}")
     rng = np.random.default_rng(seed)
     arrays = {int(b): np.where(np.isnan(a := np.asarray(h, dtype=float)), np.inf, a)
               for b, h in hits.items()}

@@ -6,6 +6,7 @@ import bz2
 import hashlib
 import io
 import json
+import shutil
 import tarfile
 from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
@@ -46,6 +47,58 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
     report = yield
     _say_how_to_install(report)
     return report
+
+# -- what pip cannot install ------------------------------------------------------------
+# A test that needs a program pip cannot install carries its marker; this file is the one
+# place that skips it when the program is missing, saying how to get it. README.md states
+# how many tests each marker holds, and tests/test_docs.py checks that against them.
+
+def find_chromium() -> str | None:
+    """The Chromium (or Chrome) executable the browser tests drive, or None."""
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        if path := shutil.which(name):
+            return path
+    return None
+
+
+NEEDS: dict[str, tuple[str, Callable[[], object], str]] = {
+    "needs_chromium": ("Chromium", find_chromium,
+                       "no Chromium on this machine: apt install chromium"),
+    "needs_lbzip2": ("lbzip2", lambda: shutil.which("lbzip2"),
+                     "lbzip2 not installed: apt install lbzip2"),
+}
+"""Marker → (program, how to find it, the skip's reason when it is missing)."""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for marker, (_, find, reason) in NEEDS.items():
+        if item.get_closest_marker(marker) is not None and not find():
+            pytest.skip(reason)
+
+
+BROWSER_FIXTURES = {"browser", "browser_page"}
+"""The fixtures that start Chromium (tests/test_report*.py)."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    unmarked = [i.nodeid for i in items
+                if BROWSER_FIXTURES & set(getattr(i, "fixturenames", ()))
+                and i.get_closest_marker("needs_chromium") is None]
+    if unmarked:
+        raise pytest.UsageError("a test that drives Chromium carries "
+                                f"@pytest.mark.needs_chromium: {', '.join(unmarked)}")
+
+
+def pytest_report_collectionfinish(config: pytest.Config, start_path: Path,
+                                   items: Sequence[pytest.Item]) -> list[str]:
+    """With --collect-only, how many tests need each program pip cannot install."""
+    if not config.option.collectonly:
+        return []
+    counts = (f"{program} {sum(1 for i in items if i.get_closest_marker(marker))}"
+              for marker, (program, _, _) in NEEDS.items())
+    return [f"tests that need a program pip cannot install: {', '.join(counts)}"]
+
 
 Members = dict[str, bytes]
 
@@ -121,15 +174,16 @@ def make_archive(tmp_path: Path) -> Callable[..., Path]:
 def converted_home(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
     """Make a home holding a store converted from a generated archive in the release layout.
 
-    ``converted_home()`` converts :func:`curvekit.testing.tiny_archive` (four workloads at two
-    batch sizes, every quirk of the release); ``converted_home(workloads, max_trials=N)``
+    ``converted_home()`` converts :func:`curvekit.release.synthetic.tiny_archive` (four
+    workloads at two batch sizes, every quirk of the release);
+    ``converted_home(workloads, max_trials=N)``
     the named workloads of the full-scale generator, at most N trials per study and
     ``evals_scale`` of its evaluation rows. Every call converts into a fresh folder, so a
     test may change the home it gets; the archive lies beside it (``home.parent``), named
     ``tiny.tar.bz2`` or ``a.tar.bz2``.
     """
+    from curvekit.release.synthetic import generate_archive, tiny_archive
     from curvekit.store.build import convert
-    from curvekit.testing import generate_archive, tiny_archive
 
     def make(workloads: Sequence[str] | None = None, *, max_trials: int | None = None,
              evals_scale: float = 0.1, name: str = "home") -> Path:

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Literal
 
+from tests.patience import PATIENCE
+
 Mode = Literal["normal", "break", "ignore-range", "wrong-content", "range-from-zero", "status",
                "trickle", "endless", "huge-length"]
 
@@ -27,13 +29,31 @@ instead of filling the disk."""
 
 @dataclass
 class Hit:
-    """One request the server answered."""
+    """One request the server answered.
+
+    ``path``, ``range``, ``user_agent`` and ``status`` are known before the response goes
+    out. The count of bytes sent is known only once the server has finished answering, which
+    can be after the client already has every byte it asked for: :attr:`bytes_sent` waits
+    for that moment (:attr:`answered`) rather than reading a count still being made.
+    """
 
     path: str
     range: str | None
     user_agent: str | None
     status: int
-    bytes_sent: int = 0
+    sent: int = 0
+    """Bytes written so far (the handler's running count)."""
+    answered: threading.Event = field(default_factory=threading.Event, repr=False,
+                                      compare=False)
+    """Set when the handler has written its last byte or seen the client hang up."""
+
+    @property
+    def bytes_sent(self) -> int:
+        """The bytes of the whole response, once the server has finished answering."""
+        if not self.answered.wait(PATIENCE):
+            raise AssertionError(f"the server has not finished answering {self.path} "
+                                 f"after {PATIENCE:g} s")
+        return self.sent
 
 
 @dataclass
@@ -67,6 +87,12 @@ class _Handler(BaseHTTPRequestHandler):
         state = self.server.state
         hit = Hit(self.path, self.headers.get("Range"), self.headers.get("User-Agent"), 200)
         state.hits.append(hit)
+        try:
+            self._answer(hit, state)
+        finally:
+            hit.answered.set()
+
+    def _answer(self, hit: Hit, state: ServerState) -> None:
         if state.mode == "status":
             hit.status = state.status
             self.send_error(state.status)
@@ -102,11 +128,11 @@ class _Handler(BaseHTTPRequestHandler):
                 for i in range(len(payload)):
                     self.wfile.write(payload[i : i + 1])
                     self.wfile.flush()
-                    hit.bytes_sent += 1
+                    hit.sent += 1
                     time.sleep(state.trickle_interval)
                 return
             self.wfile.write(payload)
-            hit.bytes_sent = len(payload)
+            hit.sent = len(payload)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client hung up on purpose (e.g. to restart without Range)
 
@@ -118,9 +144,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         block = (state.body or b"x") * max(1, 65536 // max(1, len(state.body)))
         try:
-            while hit.bytes_sent < ENDLESS_CAP:
+            while hit.sent < ENDLESS_CAP:
                 self.wfile.write(block)
-                hit.bytes_sent += len(block)
+                hit.sent += len(block)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client stopped reading: what a bounded download does
 

@@ -263,7 +263,7 @@ def test_unknown_format(tmp_path: Path, home: Path) -> None:
     (tmp_path / "logs" / "notes.txt").write_text("hello")
     before = snapshot(home)
     with pytest.raises(IngestError, match=r"logs: unknown format: found no study\.json.*pass "
-                       "--format"):
+                       "--log-format"):
         add(tmp_path / "logs", name=NAME, home=home)
     with pytest.raises(IngestError, match=r"unknown format: not a \.tar"):
         add(tmp_path / "logs" / "notes.txt", name=NAME, home=home)

@@ -81,17 +81,19 @@ def test_a_million_columns_are_refused_from_the_header_alone(tmp_path: Path,
     n = 10**6
     header = "step," + ",".join(f"m{i}" for i in range(n))
     logs = _logs(tmp_path / "logs", header + "\n0," + ",".join("1" for _ in range(n)) + "\n")
-    start = time.perf_counter()
+    # CPU time, not the clock: other work on a busy machine does not lengthen it.
+    start = time.process_time()
     message = _refused(logs, home, r"run\.csv, line 1: the header has at least 5\d\d,\d{3} "
                        r"columns; curvekit reads at most 10,000 per log")
-    assert time.perf_counter() - start < 2.0, message
+    assert time.process_time() - start < 2.0, message
 
 
 def test_the_column_limit_is_exact_and_headers_parse_in_linear_time(tmp_path: Path) -> None:
     names = [f"val/metric_{i}" for i in range(MAX_COLUMNS)]
-    start = time.perf_counter()
+    # CPU time, not the clock: other work on a busy machine does not lengthen it.
+    start = time.process_time()
     assert csvlogs._header(",".join(names).encode(), "x.csv") == names
-    assert time.perf_counter() - start < 1.0  # 100 s when repeats were counted per name
+    assert time.process_time() - start < 1.0  # 100 s when repeats were counted per name
     with pytest.raises(IngestError, match=r"x\.csv, line 1: the header has 10,001 columns"):
         csvlogs._header(",".join([*names, "one_more"]).encode(), "x.csv")
     with pytest.raises(IngestError, match=r"repeated column names \['a'\]"):
@@ -233,8 +235,8 @@ def test_wandb_parquet_steps_are_exact(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------- numbers too large
 def test_a_metaparameter_beyond_int64_is_refused(tmp_path: Path, home: Path) -> None:
     logs = _logs(tmp_path / "logs", "step,val/error\n0,0.5\n", params=f"seed = {2**70}")
-    _refused(logs, home, r"runs\.toml, runs\[0\]: run 'run\.csv': metaparameter 'seed' is "
-             r"1180591620717411303424, beyond what the store holds as an integer .* as a float "
+    _refused(logs, home, r"runs\.toml: runs\[0\]\.parameters: 'seed' "
+             r"= 1180591620717411303424 does not fit in a 64-bit integer .* as a float "
              r"\(1\.18059e\+21\) or as a string")
 
 
@@ -244,7 +246,7 @@ def test_a_metaparameter_in_hparams_yaml_beyond_int64_is_refused(tmp_path: Path)
     (logs / "version_0" / "metrics.csv").write_text("step,val_loss\n0,2.0\n")
     (logs / "version_0" / "hparams.yaml").write_text(f"batch_size: 32\nseed: {2**64}\n")
     with pytest.raises(IngestError, match=r"metrics\.csv: run 'version_0/metrics\.csv': "
-                       r"metaparameter 'seed' is 18446744073709551616"):
+                       r"metaparameter 'seed' = 18446744073709551616"):
         build(logs, name=NAME)
 
 
@@ -253,8 +255,8 @@ def test_the_store_refuses_an_integer_parameter_beyond_int64(tmp_path: Path) -> 
     data = _build(logs)
     (trial,) = data.trials
     trial.parameters["seed"] = -(2**63) - 1
-    with pytest.raises(StoreError, match=r"metaparameter 'seed' is -9223372036854775809, "
-                       r"beyond a 64-bit integer"):
+    with pytest.raises(StoreError, match=r"metaparameter 'seed' = -9223372036854775809 "
+                       r"does not fit in a 64-bit integer"):
         add_workload(tmp_path / "home", data)
     assert not (tmp_path / "home" / "store").exists()
 
@@ -274,8 +276,8 @@ def test_a_step_budget_that_is_no_count_is_refused(tmp_path: Path, value: str) -
     (logs / "run.csv").unlink()
     (logs / "runs.toml").unlink()
     with pytest.raises(IngestError, match=r"run 'version_0/metrics\.csv': (its max_steps "
-                       r"parameter .* is not a step count|metaparameter 'max_steps' is "
-                       r"1180591620717411303424, beyond)"):
+                       r"parameter .* is not a step count|metaparameter 'max_steps' "
+                       r"(= 1180591620717411303424 does not fit|= (nan|inf) is not a finite))"):
         build(logs, name=NAME)
 
 

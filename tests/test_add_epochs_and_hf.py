@@ -369,7 +369,7 @@ def test_hf_trainer_bad_state_is_refused_and_the_store_unchanged(tmp_path: Path)
     with pytest.raises(IngestError, match=r"entry 1 has step 1\.5, not a non-negative integer"):
         add(logs, name="my_data/cnn/other", home=home)
     (logs / "bs16" / "trainer_state.json").write_text('{"log_history": ')
-    with pytest.raises(IngestError, match=r"trainer_state\.json: not valid JSON"):
+    with pytest.raises(IngestError, match=r"trainer_state\.json, line 1: malformed JSON"):
         add(logs, name="my_data/cnn/other", home=home)
     assert snapshot(home) == before
 

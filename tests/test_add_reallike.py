@@ -175,7 +175,7 @@ def test_chart_export_read_as_plain_csv_says_what_it_is(tmp_path: Path, home: Pa
     _chart(path, {"a": {0: 1.0}, "b": {0: 2.0}})
     _refused_unchanged(home, [str(path), "--format", "csv", "--name", NAME, "--manifest",
                               str(_manifest(tmp_path, 4))],
-                       "W&B chart export holding 2 run(s)", "--format wandb")
+                       "W&B chart export holding 2 run(s)", "--log-format wandb")
 
 
 def test_wandb_runs_table_is_not_a_history(tmp_path: Path, home: Path) -> None:
@@ -366,7 +366,7 @@ def test_mlflow_with_tensorboard_artifacts_is_mlflow(tmp_path: Path) -> None:
     experiment = _mlflow_run_with_tensorboard_artifacts(tmp_path)
     for source in (experiment, experiment.parent):
         with pytest.warns(IngestWarning, match=r"read as mlflow; not read: TensorBoard event "
-                          r"files under its runs' artifacts/.*--format tensorboard"):
+                          r"files under its runs' artifacts/.*--log-format tensorboard"):
             assert detect_format(source) == "mlflow"
     # a TensorBoard log that is no artifact of a run is a second format: still refused
     (tmp_path / "mlruns" / "tb").mkdir()

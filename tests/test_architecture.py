@@ -19,8 +19,9 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "curvekit"
 
 GROUND = {"curvekit", "curvekit.errors", "curvekit.records", "curvekit.names",
-          "curvekit.home", "curvekit.selection", "curvekit._resources", "curvekit._version",
-          "curvekit._exits", "curvekit.progress", "curvekit.noise"}
+          "curvekit.values", "curvekit.structured", "curvekit.home", "curvekit.selection",
+          "curvekit._resources", "curvekit._version", "curvekit._exits", "curvekit.progress",
+          "curvekit.noise", "curvekit._processes", "curvekit.outputs"}
 """The ground floor: what anything may import (``curvekit`` itself is lazy)."""
 RELEASE_READERS = {"curvekit.store.build", "curvekit.ingest.release", "curvekit.store.fetch"}
 """The only modules above ``release/`` that read the archive (the converter, the release
@@ -104,10 +105,11 @@ def test_release_never_imports_the_store() -> None:
 
 def test_only_the_converter_the_release_importer_and_fetch_read_the_archive() -> None:
     # release.manifest describes the release (what verify and the paper goals compare
-    # with); the readers (archive, tarstream, csvparse) and download are for the doors
-    # that bring the release in.
+    # with) and release.synthetic writes archives in its layout (generate-archive), reading
+    # none; the readers (archive, tarstream, csvparse) and download are for the doors that
+    # bring the release in.
     readers = {m for m in modules() if _below(m, "curvekit.release")} - {
-        "curvekit.release", "curvekit.release.manifest"}
+        "curvekit.release", "curvekit.release.manifest", "curvekit.release.synthetic"}
     bad = {m: sorted(edges(m) & readers) for m in modules()
            if not _below(m, "curvekit.release") and m not in RELEASE_READERS}
     assert {m: t for m, t in bad.items() if t} == {}
@@ -202,3 +204,20 @@ def test_a_cycle_is_found() -> None:
     graph = {"a": ["b"], "b": ["c"], "c": ["a"], "d": ["a"], "e": []}
     assert cycles(graph) == [["a", "b", "c"]]
     assert cycles({"a": ["b"], "b": []}) == []
+
+
+def test_the_package_holds_no_test_configuration_or_test_helpers() -> None:
+    """``help(curvekit)`` lists what a user imports: the suite's conftest lives beside the
+    package, and the archive generator is ``curvekit.release.synthetic``, a feature
+    (``curvekit generate-archive``), not a test helper."""
+    import pydoc
+
+    import curvekit
+
+    bad = sorted(m for m in modules() if m.rsplit(".", 1)[-1] in ("conftest", "testing", "tests")
+                 or m.rsplit(".", 1)[-1].startswith("test_"))
+    assert bad == []
+    contents = pydoc.render_doc(curvekit, renderer=pydoc.plaintext)
+    listed = contents.split("PACKAGE CONTENTS", 1)[1].split("\n\n", 1)[0].split()
+    assert "release (package)" in " ".join(listed)
+    assert not {"conftest", "testing"} & set(listed), listed

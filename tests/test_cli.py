@@ -10,17 +10,21 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 import pytest
+import wcwidth
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from curvekit.__main__ import BROKEN_PIPE, INTERRUPTED
-from curvekit.cli import _readable, emit, main
+from curvekit.cli import INFO_WIDTH, _readable, emit, info_lines, main
 from curvekit.release.manifest import Manifest
-from curvekit.testing import tiny_archive, write_manifest
+from curvekit.release.synthetic import tiny_archive, write_manifest
+from curvekit.store.update import WorkloadData
+from tests.patience import PATIENCE
 
 
 @pytest.fixture(scope="module")
@@ -61,8 +65,73 @@ def test_info_formats(home: Path) -> None:
     csv = runner.invoke(main, ["info", "--home", str(home), "--format", "csv"]).stdout
     assert csv.splitlines()[0] == ("workload,batch_sizes,studies,trials,complete,incomplete,"
                                    "infeasible,metrics,measurements")
-    table = runner.invoke(main, ["info", "--home", str(home)]).stdout
-    assert table.splitlines()[1].startswith("-----")
+    table = runner.invoke(main, ["info", "--home", str(home)]).stdout.splitlines()
+    assert table[0] == (f"{len(rows)} workloads: {sum(r['studies'] for r in rows)} studies, "
+                        f"{sum(r['trials'] for r in rows)} trials, "
+                        f"{sum(r['measurements'] for r in rows):,} measurements")
+    sizes = " ".join(map(str, rows[0]["batch_sizes"]))
+    assert f"  batch sizes   {sizes} ({rows[0]['studies']} studies)" in table
+
+
+def _columns(line: str) -> int:
+    width: int = wcwidth.wcswidth(line)
+    assert width >= 0, f"{line!r} holds a character a terminal cannot show"
+    return width
+
+
+def _with_metrics(data: WorkloadData, names: dict[str, str]) -> WorkloadData:
+    return WorkloadData(data.studies, data.trials, {
+        key: table.rename_columns([names.get(c, c) for c in table.column_names])
+        for key, table in data.measurements.items()}, data.origin)
+
+
+def test_info_table_fits_100_columns_with_long_names(tmp_path: Path) -> None:
+    """Long workload and metric names wrap: no line of `curvekit info` is wider than 100
+    terminal columns, nothing is cut, and csv and json keep one row per workload."""
+    from curvekit.store.update import add_workload
+    from tests.test_update import workload
+
+    home = tmp_path / "home"
+    metrics = {"valid/error": "val/" + "error on the held-out split, " * 8 + "top-1",
+               "train/loss": "train/" + "cross_entropy_" * 17}
+    names = [f"{'long_dataset_name_' * 13}/{'model_' * 40}/sgd",
+             f"数据集{'中文' * 12}/模型/{'nesterov_momentum_' * 5}x",
+             "short/m/o"]
+    for name in names:
+        add_workload(home, _with_metrics(workload(name), metrics))
+    table = CliRunner().invoke(main, ["info", "--home", str(home)]).stdout.splitlines()
+    assert max(map(_columns, table)) <= 100, "\n".join(table)
+    text = "".join(table).replace(" ", "")
+    for name in [*names, *metrics.values()]:
+        assert name.replace(" ", "") in text
+    rows = json.loads(CliRunner().invoke(main, ["info", "--home", str(home), "--format",
+                                                "json"]).stdout)
+    assert sorted(r["workload"] for r in rows) == sorted(names)
+    assert all(sorted(r["metrics"]) == sorted(metrics.values()) for r in rows)
+    csv = CliRunner().invoke(main, ["info", "--home", str(home), "--format", "csv"]).stdout
+    assert len(csv.splitlines()) == 1 + len(names)
+
+
+_SHOWN = st.sampled_from([*"abcxyz_/-. 0129éü", "中", "文", "数", "\u0301", "\u200b"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.fixed_dictionaries({
+    "workload": st.text(_SHOWN, min_size=1, max_size=300),
+    "batch_sizes": st.lists(st.integers(1, 2**40), max_size=40),
+    "studies": st.integers(0, 10**4), "trials": st.integers(0, 10**9),
+    "complete": st.integers(0, 10**9), "incomplete": st.integers(0, 10**9),
+    "infeasible": st.integers(0, 10**9),
+    "metrics": st.lists(st.text(_SHOWN, min_size=1, max_size=255), max_size=8),
+    "measurements": st.integers(0, 10**12)}), max_size=4))
+def test_every_line_of_the_info_table_fits_and_keeps_every_name(
+        rows: list[dict[str, Any]]) -> None:
+    lines = info_lines(rows)
+    assert all(_columns(line) <= INFO_WIDTH for line in lines), lines
+    text = "".join(lines).replace(" ", "")
+    for row in rows:
+        for name in [row["workload"], *row["metrics"]]:
+            assert name.replace(" ", "") in text
 
 
 def test_verify_reports_mismatches(home: Path, tmp_path: Path) -> None:
@@ -153,7 +222,7 @@ def test_ctrl_c_while_importing_exits_130_with_one_line(
     code = SIGINT_AT_IMPORT.format(module=module, argv=[*argv, "--home", str(home)]
                                    if argv[0] != "--version" else argv)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=_env(), timeout=60)
+                          env=_env(), timeout=PATIENCE)
     assert (proc.returncode, proc.stderr, proc.stdout) == (130, "Aborted.\n", "")
 
 
@@ -211,19 +280,32 @@ SYNTHETIC = ("Note: Synthetic data generated by curvekit — not the paper's (co
              "tiny.tar.bz2).\n").encode()
 
 
+def _closed_pipe() -> int:
+    """The writing end of a pipe whose reader is gone before any writer starts."""
+    read, write = os.pipe()
+    os.close(read)
+    return write
+
+
 def test_output_cut_short_by_its_reader_ends_quietly(home: Path) -> None:
     # Like `| head -1`, status 141 as git's. The table is written line by line, and 20,000
-    # lines are more than a pipe holds: a write meets the closed pipe. info's few lines are
-    # still buffered when the reader has already gone: the flush at exit meets it.
+    # lines are more than a pipe holds: the command blocks on the full pipe until the reader
+    # goes, and a write meets the closed pipe. info's few lines are still buffered when the
+    # reader has gone (before the command started, so however fast it runs): the flush at
+    # exit meets it.
     for argv, lines in ((["query", "select range as i from range(20000)"], 1), (["info"], 0)):
+        stdout = subprocess.PIPE if lines else _closed_pipe()
         proc = subprocess.Popen([sys.executable, "-m", "curvekit", *argv, "--home", str(home)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
-        assert proc.stdout is not None and proc.stderr is not None
-        for _ in range(lines):
-            proc.stdout.readline()
-        proc.stdout.close()
+                                stdout=stdout, stderr=subprocess.PIPE, env=_env())
+        assert proc.stderr is not None
+        if proc.stdout is None:
+            os.close(stdout)  # type: ignore[arg-type]
+        else:
+            for _ in range(lines):
+                proc.stdout.readline()
+            proc.stdout.close()
         stderr = proc.stderr.read()
-        assert proc.wait(timeout=60) == BROKEN_PIPE, argv
+        assert proc.wait(timeout=PATIENCE) == BROKEN_PIPE, argv
         # nothing about the pipe (the generated store's note is the only line info writes)
         assert stderr.replace(SYNTHETIC, b"") == b"", (argv, stderr)
 

@@ -118,9 +118,9 @@ def test_no_bare_root_error_is_raised() -> None:
 
 def test_former_bare_errors_are_named(tmp_path: Path) -> None:
     from curvekit.plotting.output import save
+    from curvekit.release.synthetic import generate_archive
     from curvekit.reporting.site import check_out
     from curvekit.store.store import Store
-    from curvekit.testing import generate_archive
 
     curvekit.demo(tmp_path / "home")
     store = Store.open(tmp_path / "home")
@@ -230,8 +230,8 @@ def test_add_with_old_and_new_spellings(logs: Path, tmp_path: Path) -> None:
 # --- one Progress ---------------------------------------------------------------------
 
 def test_fetch_and_report_speak_the_one_progress(tmp_path: Path) -> None:
+    from curvekit.release.synthetic import tiny_archive
     from curvekit.store.fetch import fetch
-    from curvekit.testing import tiny_archive
 
     heard: list[tuple[str, int, int | None]] = []
 
@@ -271,3 +271,36 @@ def test_run_defaults_its_trials_in_the_library() -> None:
     params = main.commands["run"].make_context("run", []).params
     assert params["trials"] is None
     assert inspect.signature(curvekit.run).parameters["trials"].default is None
+
+
+# --- every option and argument says what it is for ----------------------------------
+
+def _params(group: click.Group, prefix: tuple[str, ...] = ()
+            ) -> Iterator[tuple[str, click.Parameter]]:
+    """Every parameter of every command under ``group``, groups included, with its command."""
+    for name, command in sorted(group.commands.items()):
+        path = (*prefix, name)
+        for param in command.params:
+            yield " ".join(path), param
+        if isinstance(command, click.Group):
+            yield from _params(command, path)
+
+
+PARAMS = list(_params(main))
+
+
+def test_the_parameter_walk_sees_arguments_and_options() -> None:
+    kinds = {type(p).__name__ for _, p in PARAMS}
+    assert {"Argument", "Option"} <= kinds and len(PARAMS) > 100
+    assert ("run", "seed") in {(c, p.name) for c, p in PARAMS}
+
+
+@pytest.mark.parametrize(("command", "param"), PARAMS,
+                         ids=[f"{c} {p.name}" for c, p in PARAMS])
+def test_every_option_and_argument_has_help(command: str, param: click.Parameter) -> None:
+    """`--help` and docs/cli.md say what every option and argument is for; a hidden option
+    (a former spelling) is the only one left without."""
+    if isinstance(param, click.Option) and param.hidden:
+        return
+    name = param.opts[0] if isinstance(param, click.Option) else param.human_readable_name
+    assert (param.help or "").strip(), f"curvekit {command}: {name} has no help text"

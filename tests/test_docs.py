@@ -97,7 +97,7 @@ def test_no_docstring_example_is_skipped_entirely() -> None:
     skipped = []
     finder = doctest.DocTestFinder()
     for info in pkgutil.walk_packages(curvekit.__path__, "curvekit."):
-        if info.name.endswith(("__main__", "conftest")) or (
+        if info.name.endswith("__main__") or (
                 info.name in ("curvekit.runner.train", "curvekit.runner.workloads",
                               "curvekit.runner.batched")
                 and importlib.util.find_spec("torch") is None):
@@ -128,3 +128,66 @@ def test_demo_examples_use_the_demo_goal() -> None:
                 found = re.search(r"--goal (\S+)", line)
                 assert found and float(found[1]) == goal, (page.name, line)
     assert seen >= 2
+
+
+def _python_blocks(page: Path) -> list[str]:
+    import re
+
+    return re.findall(r"```python\n(.*?)```", page.read_text(), re.S)
+
+
+def test_the_user_install_has_what_the_documented_examples_import() -> None:
+    """README: `pip install -e .` is enough for every example (pandas included): each
+    package a README or docs example imports, or needs for `.to_pandas()`, is one of the
+    core dependencies, not only of an extra."""
+    import ast
+    import re
+    import tomllib
+
+    project = tomllib.loads((README.parent / "pyproject.toml").read_text())["project"]
+    core = {re.split(r"[<>=!~\[; ]", d, maxsplit=1)[0].lower().replace("-", "_")
+            for d in project["dependencies"]}
+    missing = set()
+    for page in [README, *sorted(DOCS.glob("*.md"))]:
+        for block in _python_blocks(page):
+            tree = ast.parse(block)
+            needed = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import)
+                      for a in n.names}
+            needed |= {n.module.split(".")[0] for n in ast.walk(tree)
+                       if isinstance(n, ast.ImportFrom) and n.module}
+            if any(isinstance(n, ast.Attribute) and n.attr == "to_pandas"
+                   for n in ast.walk(tree)):
+                needed.add("pandas")
+            missing |= {(page.name, m) for m in needed - core - {"curvekit"}
+                        if m not in sys.stdlib_module_names}
+    assert "pandas" in core and missing == set()
+
+
+@pytest.mark.slow
+def test_the_readme_says_exactly_what_skips_without_what(tmp_path: Path) -> None:
+    """README, Quick start, and docs/security.md, Skips: the number of tests that skip
+    without Chromium, without lbzip2 and without the corpus of real logs, as the suite's
+    own markers count them (with the corpus made absent)."""
+    import re
+
+    text = README.read_text().split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    said = {
+        "Chromium": re.search(r"^\| Chromium \| the report's (\d+) browser tests \|", text, re.M),
+        "lbzip2": re.search(r"^\| lbzip2 \| (\d+) decompression tests \|", text, re.M),
+        "corpus": re.search(r"^\| the corpus of real logs \| `tests/test_reallogs.py`: (\d+) "
+                            r"skips", text, re.M),
+        "total": re.search(r"the suite ends with (\d+) skips", text),
+    }
+    assert all(said.values()), said
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+         str(README.parent / "tests")], capture_output=True, text=True, cwd=README.parent,
+        env={**os.environ, "CURVEKIT_REALLOGS": str(tmp_path / "absent")})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    counted = re.search(r"need a program pip cannot install: Chromium (\d+), lbzip2 (\d+)",
+                        proc.stdout)
+    corpus = re.search(r"SKIPPED \[(\d+)\] tests/test_reallogs\.py", proc.stdout)
+    assert counted and corpus, proc.stdout[-3000:]
+    counts = {"Chromium": int(counted[1]), "lbzip2": int(counted[2]), "corpus": int(corpus[1])}
+    stated = {k: int(m[1]) for k, m in said.items() if m}
+    assert stated == {**counts, "total": sum(counts.values())}

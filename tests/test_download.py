@@ -6,6 +6,7 @@ import hashlib
 import http.client
 import itertools
 import random
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 
 from curvekit.errors import ChecksumError, DownloadError
 from curvekit.release.download import download, file_sha256, verify_file
-from tests.httpserver import RunningServer, serve, silent_server, unused_port
+from tests.httpserver import RunningServer, _Handler, serve, silent_server, unused_port
 
 BODY = random.Random(2019).randbytes(3 * 2**20 + 12345)  # not a multiple of the chunk size
 SHA = hashlib.sha256(BODY).hexdigest()
@@ -90,6 +91,45 @@ def test_broken_transfer_keeps_part_and_rerun_resumes(
     assert (first.bytes_sent, second.bytes_sent) == (kept, len(BODY) - kept)
     assert calls[0] == (kept, len(BODY))
     assert calls[-1] == (len(BODY), len(BODY))
+
+
+class _LateToCount:
+    """A handler's output stream that holds the handler back after each body write, as a
+    busy machine does when it deschedules the server's thread: the client has every byte,
+    the server has not yet counted them."""
+
+    LATE = 0.5
+
+    def __init__(self, wfile: Any) -> None:
+        self._wfile, self._writes = wfile, 0
+
+    def write(self, data: bytes) -> int:
+        written: int = self._wfile.write(data)
+        self._writes += 1
+        if self._writes > 1:  # the first write is the status line and the headers
+            threading.Event().wait(self.LATE)
+        return written
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._wfile, name)
+
+
+def test_the_servers_count_is_read_once_it_has_finished_answering(
+    server: RunningServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A test reads how many bytes the server sent only once the server's thread has
+    finished the answer, however late that thread runs: the count was read as 0 on a loaded
+    machine, after the client had all the bytes."""
+    setup = _Handler.setup
+
+    def late_setup(handler: _Handler) -> None:
+        setup(handler)
+        handler.wfile = _LateToCount(handler.wfile)  # type: ignore[assignment]
+
+    monkeypatch.setattr(_Handler, "setup", late_setup)
+    download(server.url(), tmp_path / "data.bin", sha256=SHA, chunk_size=CHUNK)
+    [hit] = server.state.hits
+    assert hit.bytes_sent == len(BODY)
 
 
 class _DyingResponse:

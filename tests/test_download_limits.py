@@ -6,8 +6,8 @@ import errno
 import hashlib
 import json
 import random
+import re
 import shutil
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -19,9 +19,10 @@ from curvekit.cli import main
 from curvekit.errors import ChecksumError, DownloadError
 from curvekit.release import download as download_module
 from curvekit.release.download import RESUME_HINT, download, size_bound
+from curvekit.release.synthetic import tiny_archive
 from curvekit.store.fetch import fetch
-from curvekit.testing import tiny_archive
 from tests.httpserver import ENDLESS_CAP, RunningServer, serve
+from tests.patience import PATIENCE
 
 BODY = random.Random(7).randbytes(300_000)
 SHA = hashlib.sha256(BODY).hexdigest()
@@ -50,17 +51,19 @@ def test_trickling_server_stops_within_the_window_and_resumes(
 ) -> None:
     dest = tmp_path / "data.bin"
     part = tmp_path / "data.bin.part"
-    server.state.mode = "trickle"  # 1 byte per 20 ms: 50 bytes/s
-    began = time.monotonic()
+    server.state.mode = "trickle"  # 1 byte per 20 ms: 50 bytes/s, however busy the machine
+    # No clock is read here: the message says which window ended the transfer (the default
+    # one is 60 s), and a busy machine only makes the trickle slower still.
     with pytest.raises(DownloadError) as info:
-        download(server.url(), dest, sha256=SHA, timeout=5, min_rate=1000, rate_window=0.3)
-    took = time.monotonic() - began
+        download(server.url(), dest, sha256=SHA, timeout=PATIENCE, min_rate=1000,
+                 rate_window=0.3)
     message = str(info.value)
-    assert took < 5.0  # the default window alone is 60 s
     assert "too slow" in message and "below the minimum of 1000 bytes/s" in message
+    window = re.search(r"bytes in the last ([\d.e+-]+) s", message)
+    assert window is not None and 0.3 <= float(window[1]) < 60, message
     assert RESUME_HINT in message and str(part) in message and "valid prefix" in message
     kept = part.read_bytes()
-    assert 0 < len(kept) < 250 and kept == BODY[: len(kept)]
+    assert 0 < len(kept) < len(BODY) and kept == BODY[: len(kept)]
 
     server.state.mode = "normal"
     assert download(server.url(), dest, sha256=SHA).read_bytes() == BODY
@@ -69,12 +72,10 @@ def test_trickling_server_stops_within_the_window_and_resumes(
 
 
 def test_deadline_bounds_the_whole_transfer(server: RunningServer, tmp_path: Path) -> None:
-    server.state.mode = "trickle"
-    began = time.monotonic()
+    server.state.mode = "trickle"  # never ends by itself: only the deadline can end it
     with pytest.raises(DownloadError, match=r"within the deadline of 0\.3 s") as info:
-        download(server.url(), tmp_path / "d.bin", sha256=SHA, timeout=5, min_rate=0,
+        download(server.url(), tmp_path / "d.bin", sha256=SHA, timeout=PATIENCE, min_rate=0,
                  deadline=0.3)
-    assert time.monotonic() - began < 5.0
     assert RESUME_HINT in str(info.value)
 
 

@@ -29,6 +29,7 @@ from curvekit.plotting.plots import plot_steps_to_result
 from curvekit.scaling import FitError, fit_workload
 from curvekit.store.store import Store
 from tests.conftest import snapshot
+from tests.patience import PATIENCE
 
 NAME = "my/net/sgd"
 METRIC = "val/classification_error"
@@ -383,7 +384,7 @@ def test_a_log_written_by_lightning_itself(tmp_path: Path) -> None:
     """Train 20 steps with Lightning's own CSVLogger (the dev extra installs it) and import
     the log: its last row is at step 19, and the run is complete."""
     subprocess.run([sys.executable, "-c", GENERATE, str(tmp_path / "logs")], check=True,
-                   capture_output=True, timeout=300)
+                   capture_output=True, timeout=PATIENCE)
     (tmp_path / "runs.toml").write_text('[[runs]]\nrun = "*"\nbatch_size = 8\n')
     data = build(tmp_path / "logs", name="l/net/sgd", manifest=tmp_path / "runs.toml")
     assert [(t.status, t.steps) for t in data.trials] == [("COMPLETE", 19)]

@@ -100,8 +100,8 @@ def test_figure24_png(home: Path, tmp_path: Path) -> None:
 
 
 def test_missing_workloads_and_unknown_figures(home: Path, tmp_path: Path) -> None:
+    from curvekit.release.synthetic import tiny_archive
     from curvekit.store.build import convert
-    from curvekit.testing import tiny_archive
 
     other = tmp_path / "other"
     convert(tmp_path / "t.tar.bz2", other, manifest=tiny_archive(tmp_path / "t.tar.bz2"))

@@ -31,13 +31,13 @@ from curvekit.errors import IngestError, StoreError
 from curvekit.ingest.add import add
 from curvekit.names import MAX_FOLDER_BYTES
 from curvekit.records import StudyKey, StudyRecord, TrialRecord, Workload
+from curvekit.release.synthetic import tiny_archive
 from curvekit.store.build import convert
 from curvekit.store.fetch import fetch
 from curvekit.store.metadata import METADATA_FILE, StoreMetadata
 from curvekit.store.store import Store
 from curvekit.store.transaction import transaction
 from curvekit.store.update import WorkloadData, add_workload, remove_workload
-from curvekit.testing import tiny_archive
 from tests.conftest import ROOT, small_members, snapshot
 
 NAME = "mine/mlp/sgd"

@@ -21,12 +21,12 @@ from curvekit.errors import CurvekitError, IngestError, RunError, StoreError
 from curvekit.ingest.add import BATCH_SIZE_PARAMS, PARAM_ALIASES, add
 from curvekit.names import MAX_BASE_DIR_PARTS, MAX_FOLDER_BYTES
 from curvekit.records import Workload
+from curvekit.release.synthetic import tiny_archive
 from curvekit.runner.plan import Sweep
 from curvekit.store.build import convert
 from curvekit.store.catalog import info, verify
 from curvekit.store.store import Store
 from curvekit.store.wide import frame_names
-from curvekit.testing import tiny_archive
 from tests.conftest import ROOT, metadata_json, small_members
 from tests.logfiles import write_plain
 

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.patience import PATIENCE
+
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 
@@ -16,5 +18,5 @@ ANALYSES = Path(__file__).resolve().parent.parent / "analyses"
 def test_notebook_runs(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CURVEKIT_HOME", str(tmp_path / "empty-home"))
     notebook = nbformat.read(path, as_version=4)
-    nbclient.NotebookClient(notebook, timeout=300, kernel_name="python3",
+    nbclient.NotebookClient(notebook, timeout=PATIENCE, kernel_name="python3",
                             resources={"metadata": {"path": str(tmp_path)}}).execute()

@@ -26,6 +26,7 @@ from curvekit.errors import StoreError
 from curvekit.ingest.add import add
 from curvekit.records import StudyKey, StudyRecord, TrialRecord
 from curvekit.release.download import file_sha256
+from curvekit.release.synthetic import tiny_archive
 from curvekit.runner.demo import demo
 from curvekit.store.build import convert
 from curvekit.store.catalog import verify
@@ -34,7 +35,6 @@ from curvekit.store.layout import TABLES, fixed_schema, partition_columns
 from curvekit.store.snapshots import check_files
 from curvekit.store.store import Store
 from curvekit.store.update import WorkloadData, add_workload, remove_workload
-from curvekit.testing import tiny_archive
 from tests.conftest import small_members, snapshot, write_archive
 from tests.logfiles import manifest_toml
 

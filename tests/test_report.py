@@ -7,7 +7,6 @@ import http.server
 import json
 import os
 import re
-import shutil
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,6 +21,8 @@ from curvekit.plotting.page import page_name
 from curvekit.reporting.site import report
 from curvekit.store.store import Store
 from curvekit.store.update import add_workload
+from tests.conftest import find_chromium
+from tests.patience import PATIENCE_MS, wait_for_charts
 from tests.test_update import workload as own_workload
 
 WORKLOADS = ["cifar_10/resnet_8/nesterov_momentum", "mnist/simple_cnn_base/nesterov_momentum",
@@ -128,19 +129,11 @@ def test_unknown_workload_fails_before_any_work(home: Path, tmp_path: Path) -> N
 
 # -- a real browser --------------------------------------------------------------------------
 
-def _chromium() -> str | None:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        if path := shutil.which(name):
-            return path
-    return None
-
-
 @pytest.fixture(scope="module")
 def browser_page(site: Path) -> Iterator[tuple[object, str]]:
     sync_api = pytest.importorskip("playwright.sync_api")
-    executable = _chromium()
-    if executable is None:
-        pytest.skip("no Chromium on this machine: apt install chromium")
+    executable = find_chromium()
+    assert executable is not None  # needs_chromium skipped the test otherwise
     handler = functools.partial(_QuietHandler, directory=str(site))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -163,9 +156,7 @@ def _open(page: object, url: str) -> list[str]:
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)  # type: ignore[attr-defined]
     page.on("pageerror", lambda e: errors.append(str(e)))  # type: ignore[attr-defined]
     page.goto(url)  # type: ignore[attr-defined]
-    charts = page.locator(".chart")  # type: ignore[attr-defined]
-    for i in range(charts.count()):
-        charts.nth(i).locator("svg.marks").wait_for(timeout=15_000)
+    wait_for_charts(page)
     return errors
 
 
@@ -174,6 +165,7 @@ def _shot(page: object, name: str) -> None:
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)  # type: ignore[attr-defined]
 
 
+@pytest.mark.needs_chromium
 def test_every_page_renders_without_errors(browser_page: tuple[object, str],
                                            site: Path) -> None:
     page, base = browser_page
@@ -191,6 +183,13 @@ def test_every_page_renders_without_errors(browser_page: tuple[object, str],
         _shot(page, rel.replace("/", "_").removesuffix(".html"))
 
 
+_POINTS_JS = ("[...document.querySelectorAll('#chart-scatter svg g.mark-symbol path')]"
+              ".map(p => p.getAttribute('transform') || '').sort().join('|')")
+_LINE_JS = ("(document.querySelector('#chart-steps svg g.mark-line path') || {getAttribute: "
+            "() => null}).getAttribute('d')")
+
+
+@pytest.mark.needs_chromium
 def test_batch_size_selector_changes_the_scatter(browser_page: tuple[object, str]) -> None:
     page, base = browser_page
     assert _open(page, f"{base}/workloads/{_slug(WORKLOADS[0])}.html") == []
@@ -206,7 +205,9 @@ def test_batch_size_selector_changes_the_scatter(browser_page: tuple[object, str
 
     before = points()
     select.select_option(options[-1])
-    page.wait_for_timeout(300)  # type: ignore[attr-defined]
+    # Vega redraws after the selection's event: wait for the points to move, not for a time.
+    page.wait_for_function(  # type: ignore[attr-defined]
+        f"before => ({_POINTS_JS}) !== before", arg="|".join(before), timeout=PATIENCE_MS)
     after = points()
     assert before and after and before != after
     _shot(page, "scatter-after-select")
@@ -215,5 +216,6 @@ def test_batch_size_selector_changes_the_scatter(browser_page: tuple[object, str
     line = page.locator("#chart-steps svg g.mark-line path").first  # type: ignore[attr-defined]
     first = line.get_attribute("d")
     goal.select_option(goals[0] if goals[0] != goal.input_value() else goals[-1])
-    page.wait_for_timeout(300)  # type: ignore[attr-defined]
+    page.wait_for_function(  # type: ignore[attr-defined]
+        f"first => ({_LINE_JS}) !== first", arg=first, timeout=PATIENCE_MS)
     assert line.get_attribute("d") != first

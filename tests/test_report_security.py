@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import urllib.parse
 from collections.abc import Iterator
 from html.parser import HTMLParser
@@ -22,7 +21,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from click.testing import CliRunner
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from curvekit.cli import main
@@ -42,6 +41,8 @@ from curvekit.records import StudyKey, StudyRecord, TrialRecord
 from curvekit.reporting.site import MARKER, report
 from curvekit.store.store import Store
 from curvekit.store.update import WorkloadData, add_workload
+from tests.conftest import find_chromium
+from tests.patience import PATIENCE, PATIENCE_MS, wait_for_charts
 
 HOSTILE = ["x'><img src=x onerror=alert(1)>", "</script><script>alert(1)</script>",
            '"onmouseover=alert(1) x="', "javascript:alert(1)"]
@@ -55,10 +56,11 @@ REPORT_TAGS = {"html", "head", "meta", "title", "link", "script", "body", "heade
 
 # -- a store full of hostile names ------------------------------------------------------------
 
-def _hostile_workload(name: str, metric: str, parameter: str) -> WorkloadData:
+def _hostile_workload(name: str, metric: str, parameter: str,
+                      sizes: tuple[int, ...] = (16, 64)) -> WorkloadData:
     base_dir, model, optimizer = name.rsplit("/", 2)
     studies, records, rows = [], [], {}
-    for bs in (16, 64):
+    for bs in sizes:
         key = StudyKey(base_dir, model, optimizer, bs)
         studies.append(StudyRecord(key, base_dir, False, 400, {}, {"source": name}, "m.toml"))
         for t in range(3):
@@ -418,13 +420,19 @@ def test_a_report_left_aside_by_a_killed_swap_comes_back(hostile_home: Path,
     assert store.workloads()
 
 
-_SLOW_REPORT = """
-import sys, time
+# The report stops where it writes its first workload page (its work folder made and
+# marked), says so on stdout and waits there to be killed.
+_STOPPED_REPORT = """
+import sys, threading
 import curvekit.reporting.site as site
 from curvekit.store.store import Store
-def slow(*args, **kwargs):
-    time.sleep(120)
-site.workload_data = slow
+first = threading.Lock()
+def stop(*args, **kwargs):  # pages are written by several threads: one line, once
+    if first.acquire(blocking=False):
+        sys.stdout.write("writing the workload pages\\n")
+        sys.stdout.flush()
+    threading.Event().wait()
+site.workload_data = stop
 site.report(Store.open(sys.argv[1]), sys.argv[2], bootstrap=0, figures=False)
 """
 
@@ -434,18 +442,17 @@ def test_a_killed_report_leaves_litter_the_next_run_removes(hostile_home: Path,
     site = _report(hostile_home, tmp_path / "site")
     before = _tree(site)
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    child = subprocess.Popen([sys.executable, "-c", _SLOW_REPORT, str(hostile_home),
-                              str(site)], env=env)
+    child = subprocess.Popen([sys.executable, "-c", _STOPPED_REPORT, str(hostile_home),
+                              str(site)], env=env, stdout=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 60
-        while not list(tmp_path.glob(f".site.curvekit-tmp-*/{MARKER}")):
-            assert time.monotonic() < deadline and child.poll() is None
-            time.sleep(0.1)
+        assert child.stdout is not None
+        assert child.stdout.readline() == "writing the workload pages\n"
     finally:
         child.send_signal(signal.SIGKILL)
-        child.wait()
+        child.wait(timeout=PATIENCE)
     litter = list(tmp_path.glob(".site.curvekit-tmp-*"))
-    assert len(litter) == 1 and _tree(site) == before  # killed: the old report untouched
+    assert len(litter) == 1 and (litter[0] / MARKER).is_file()
+    assert _tree(site) == before  # killed: the old report untouched
     _report(hostile_home, site)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["site"]
 
@@ -455,15 +462,6 @@ def test_a_killed_report_leaves_litter_the_next_run_removes(hostile_home: Path,
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update",
                   "--disable-sync"]
-
-
-def _chromium() -> str | None:
-    import shutil
-
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        if path := shutil.which(name):
-            return path
-    return None
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -476,10 +474,8 @@ def browser(hostile_site: Path, hostile_home: Path, tmp_path_factory: pytest.Tem
             ) -> Iterator[tuple[object, str]]:
     sync_api = pytest.importorskip("playwright.sync_api",
                                    reason="needs playwright (pip install playwright)")
-    executable = _chromium()
-    if executable is None:
-        pytest.skip("no Chromium on this machine: install it (apt install chromium) to run "
-                    "the browser tests")
+    executable = find_chromium()
+    assert executable is not None  # needs_chromium skipped the test otherwise
     plot = hostile_site.parent / "plot.html"  # served beside the report
     result = CliRunner().invoke(main, [
         "plot", "steps-to-result", f"{HOSTILE[0]}/m0/sgd", "--metric", f"val/{HOSTILE[0]}",
@@ -524,10 +520,8 @@ def _visit(chrome: object, url: str, *, charts: bool = True
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(url)
-    drawn = page.locator(".chart")
-    for i in range(drawn.count() if charts else 0):
-        drawn.nth(i).locator("svg.marks").wait_for(timeout=15_000)
-    page.wait_for_timeout(200)
+    if charts:
+        wait_for_charts(page)
     return page.evaluate(_INJECTED), dialogs, errors, page
 
 
@@ -536,6 +530,7 @@ BROWSED = ["report/index.html", "plot.html",
              [CSV_WORKLOAD, *(f"{h}/m{i}/sgd" for i, h in enumerate(HOSTILE)), *TWINS])]
 
 
+@pytest.mark.needs_chromium
 @pytest.mark.parametrize("rel", BROWSED)
 def test_browser_runs_nothing_a_name_says(browser: tuple[object, str], rel: str) -> None:
     chrome, base = browser
@@ -548,6 +543,7 @@ def test_browser_runs_nothing_a_name_says(browser: tuple[object, str], rel: str)
     page.close()  # type: ignore[attr-defined]
 
 
+@pytest.mark.needs_chromium
 def test_hovering_shows_hostile_names_as_text(browser: tuple[object, str]) -> None:
     chrome, base = browser
     workload = f"{HOSTILE[0]}/m0/sgd"
@@ -557,7 +553,7 @@ def test_hovering_shows_hostile_names_as_text(browser: tuple[object, str]) -> No
     point = page.locator("#chart-steps svg g.mark-symbol path").first  # type: ignore[attr-defined]
     point.hover(force=True)
     tooltip = page.locator("#vg-tooltip-element")  # type: ignore[attr-defined]
-    tooltip.wait_for(state="visible", timeout=5_000)
+    tooltip.wait_for(state="visible", timeout=PATIENCE_MS)
     assert HOSTILE[0] in tooltip.inner_text()
     assert tooltip.locator("img").count() == 0
     options = page.locator("#chart-steps select option").all_inner_texts()  # type: ignore[attr-defined]
@@ -567,6 +563,7 @@ def test_hovering_shows_hostile_names_as_text(browser: tuple[object, str]) -> No
     page.close()  # type: ignore[attr-defined]
 
 
+@pytest.mark.needs_chromium
 def test_pages_open_from_the_file_system_under_their_policy(browser: tuple[object, str],
                                                             hostile_site: Path) -> None:
     chrome, _ = browser
@@ -579,6 +576,7 @@ def test_pages_open_from_the_file_system_under_their_policy(browser: tuple[objec
         page.close()  # type: ignore[attr-defined]
 
 
+@pytest.mark.needs_chromium
 def test_the_policy_blocks_an_injected_handler(browser: tuple[object, str],
                                                tmp_path: Path) -> None:
     """Were a name ever to slip through, the page's policy would still stop it."""
@@ -590,3 +588,131 @@ def test_the_policy_blocks_an_injected_handler(browser: tuple[object, str],
     assert dialogs == [] and found["images"] == 1
     assert any("Content Security Policy" in e for e in errors)
     page.close()  # type: ignore[attr-defined]
+
+
+# -- names in Vega and Vega-Lite's own expressions (descriptions, tooltips, filters) -----------
+
+VEGA_NAMES = ['a\\"b ${x} </script> [0].c', "end\\", "x\"]);alert(1);'", "\\u0041\\x41\\"]
+"""Names that Vega-Lite would copy into an expression: a backslash before a quote, a
+trailing backslash, quotes that close a string, escape-like sequences, ``${``, brackets and
+dots (a path in a field), ``</script>``."""
+
+
+@pytest.fixture(scope="module")
+def vega_pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    tmp = tmp_path_factory.mktemp("vega-names")
+    home = tmp / "home"
+    for i, name in enumerate(VEGA_NAMES):
+        add_workload(home, _hostile_workload(f"v{i}{name}/m/sgd", f"val/{name}",
+                                             f"p_{name}".replace('"', ""), (16, 32, 64, 128)))
+    site = report(Store.open(home), tmp / "report", bootstrap=0, figures=False)
+    pages = {f"report {i}": site / "workloads" / f"{page_name(f'v{i}{n}/m/sgd')}.html"
+             for i, n in enumerate(VEGA_NAMES)}
+    for i, name in enumerate(VEGA_NAMES):
+        workload, metric = f"v{i}{name}/m/sgd", f"val/{name}"
+        plots = {"best": [], "steps-to-result": ["--goal", "0.5", "--fit"]}
+        if i == 0:  # every other chart once, with the name holding every hostile feature
+            plots |= {"metaparameters": ["--goal", "0.9", "--parameter",
+                                         f"p_{name}".replace('"', "")],
+                      "scatter": ["--goal", "0.5", "--batch-size", "16"]}
+        for plot, options in plots.items():
+            out = tmp / f"{plot}-{i}.html"
+            result = CliRunner().invoke(main, [
+                "plot", plot, workload, "--metric", metric, *options, "--home", str(home),
+                "--out", str(out), "--format", "html"])
+            assert result.exit_code == 0, result.output
+            pages[f"{plot} {i}"] = out
+    return pages
+
+
+@pytest.mark.needs_chromium
+def test_names_in_vega_expressions_draw_every_chart(
+        browser: tuple[object, str], vega_pages: dict[str, Path]) -> None:
+    """Each chart draws, runs nothing, and describes its marks with the names as given
+    (Vega-Lite's accessibility descriptions are expressions it writes from the titles)."""
+    chrome, _ = browser
+    for label, path in vega_pages.items():
+        found, dialogs, errors, page = _visit(chrome, path.as_uri())
+        assert dialogs == [] and errors == [], (label, dialogs, errors)
+        assert found["rendered"] == found["charts"] > 0, (label, found)
+        if label.startswith(("best", "report")):
+            i = int(label.split()[-1])
+            best = "#chart-best " if label.startswith("report") else ""
+            described = page.locator(  # type: ignore[attr-defined]
+                f"{best}svg path[aria-label*='batch_size:']").first.get_attribute("aria-label")
+            assert f"; Best val/{VEGA_NAMES[i]}: " in described, (label, described)
+        page.close()  # type: ignore[attr-defined]
+
+
+_HOSTILE_TEXT = st.text(alphabet=st.sampled_from(list('\\"\'${}<>/[].:;&`# aZé中²')),
+                        min_size=1, max_size=10)
+
+
+@pytest.fixture(scope="module")
+def regimes() -> object:
+    from curvekit.scaling import fit_regimes
+
+    sizes = [16, 32, 64, 128, 256, 512]
+    return fit_regimes(sizes, [6400 / b if b < 128 else 50 + 0.1 * b for b in sizes])
+
+
+@settings(max_examples=12, deadline=None)
+@given(name=_HOSTILE_TEXT)
+@example(name='a\\"b')
+@example(name="end\\")
+@example(name="x.y[0]²")
+def test_any_name_draws_in_every_chart_and_is_described_as_given(
+        name: str, regimes: object) -> None:
+    """Wherever a builder puts a name (titles, axis titles, labels, drop-down options and
+    the filters they drive, a selector's name keeping only ASCII letters and digits), the
+    chart draws, and Vega-Lite's descriptions read it."""
+    import html as html_module
+
+    import polars as pl
+
+    from curvekit.plotting.builders import (
+        best_chart,
+        metaparameter_chart,
+        scatter_chart,
+        steps_chart,
+    )
+    from curvekit.plotting.static import draw
+
+    sizes = [16.0, 32.0, 64.0, 128.0, 256.0, 512.0]
+    curve = pl.DataFrame({"batch_size": sizes, "step": [6400 / b for b in sizes],
+                          "value": [0.1 * b for b in sizes]})
+    trials = pl.DataFrame({"learning_rate": [0.1, 0.2], "momentum": [0.9, 0.5],
+                           "outcome": ["Goal Achieved", "Infeasible"], "winner": [True, False],
+                           "trial_id": [1, 2], "batch_size": [16, 16]})
+    specs = {
+        "best": best_chart([(name, curve), ("other", curve)], title=name,
+                           y_title=f"Best {name}", goal_line=0.5, goal_label=name),
+        "steps": steps_chart([(name, curve), (f"{name}2", curve)], title=name,
+                             scaling_label=name, select=name, fit=regimes),  # type: ignore[arg-type]
+        "optimal": metaparameter_chart([(name, curve.select("batch_size", "value"))],
+                                       title=name, y_title=name),
+        "scatter": scatter_chart(trials, title=name, select=[16]),
+    }
+    for chart, spec in specs.items():
+        svg = html_module.unescape(draw(json.dumps(spec), "svg").decode())
+        assert svg.startswith("<svg"), chart
+        if chart == "best":
+            assert f"; Best {name}: " in svg and f"curve: {name};" in svg
+
+
+@settings(max_examples=12, deadline=None)
+@given(column=_HOSTILE_TEXT)
+@example(column="a.b[0]")
+@example(column="end\\")
+def test_a_column_name_is_read_as_a_column_never_a_path(column: str) -> None:
+    """A column reaches Vega-Lite through ``channel()``: ``.``, ``[``, ``]`` and ``\\`` in its
+    name are escaped, so the value drawn is the column's own."""
+    import html as html_module
+
+    from curvekit.plotting.static import draw
+    from curvekit.plotting.vegalite import channel, top_level
+
+    spec = top_level({"data": {"values": [{column: 7.25}]}, "mark": "text",
+                      "encoding": {"text": channel(f"{column}:Q")}}, {})
+    svg = html_module.unescape(draw(json.dumps(spec), "svg").decode())
+    assert ">7.25</text>" in svg and f'aria-label="{column}: 7.25"' in svg

@@ -313,7 +313,7 @@ def test_cli_option_and_refusals(tmp_path: Path) -> None:
     bad = runner.invoke(main, [*args, "--trials-at-once", "0", "--work-dir", str(tmp_path / "b")])
     assert bad.exit_code == 2 and "--trials-at-once" in bad.output
     assert not (tmp_path / "b").exists()
-    with pytest.raises(RunError, match="trials at once must be at least 1, got 0"):
+    with pytest.raises(RunError, match="trials at once 0 is less than 1"):
         curvekit.run("c", dataset="digits", model="fc_16", optimizers=["sgd"],
                      batch_sizes=[32], trials=1, steps=5, device="cpu", trials_at_once=0,
                      work_dir=tmp_path / "c", store=False)

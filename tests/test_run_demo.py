@@ -53,9 +53,10 @@ def test_the_shipped_files_are_the_plan_s_trials() -> None:
 
 
 def test_demo_installs_offline_in_seconds_and_is_idempotent(tmp_path: Path) -> None:
-    start = time.perf_counter()
+    # CPU time, not the clock: other work on a busy machine does not lengthen it.
+    start = time.process_time()
     result = curvekit.demo(tmp_path)
-    assert time.perf_counter() - start < 20
+    assert time.process_time() - start < 20
     assert sorted(result.workloads) == sorted(WORKLOADS)
     assert result.changed and result.trials == 528
     again = CliRunner().invoke(main, ["demo", "--home", str(tmp_path)])
@@ -91,6 +92,30 @@ def test_demo_curves_have_the_paper_s_shape(demo_store: Any, workload: str) -> N
     assert 8 <= steps[0] / min(steps) <= 200
     critical = fit_critical_batch(sizes, steps)
     assert 4 <= critical.b_crit <= 256
+
+
+REGIMES = {WORKLOADS[0]: "perfect+diminishing+plateau", WORKLOADS[1]: "perfect+plateau"}
+
+
+@pytest.mark.parametrize("workload", WORKLOADS)
+def test_the_regimes_the_readme_names_are_the_ones_fit_finds(demo_store: Any,
+                                                             workload: str) -> None:
+    """README, the demo data set: `curvekit fit` finds the paper's three regimes in the sgd
+    workload, and two (perfect scaling, then a plateau) in the nesterov_momentum one."""
+    metric, goal = DEMO_GOAL
+    [row] = curvekit.fit(demo_store, curvekit.Selection(workload, metric, goal),
+                         explain=False)
+    assert row["model"] == REGIMES[workload]
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme.split("## Try it on real curves", 1)[1].split("\n## ", 1)[0]
+    text = " ".join(section.split())
+    assert ("finds the paper's three regimes in the sgd workload: perfect scaling up to batch "
+            "size ~6, diminishing returns up to ~100, then a plateau") in text
+    assert ("The nesterov_momentum workload has two: perfect scaling up to ~40, then a "
+            "plateau") in text
+    ends = {WORKLOADS[0]: (6, 96), WORKLOADS[1]: (38, 38)}[workload]
+    assert (round(float(row["perfect_scaling_end"])),  # type: ignore[arg-type]
+            round(float(row["max_useful_batch_size"]))) == ends  # type: ignore[arg-type]
 
 
 # torch promises the same numbers only on the same machine, build and thread count, not

@@ -20,6 +20,8 @@ OPTIONS = dict(dataset="digits", model="fc_16", optimizers=["sgd"], batch_sizes=
 
 @pytest.mark.slow
 def test_ray_executor_matches_local_processes(tmp_path: Path) -> None:
+    """A Ray started by the caller is used as it is (docs/security.md, "Processes curvekit
+    starts"); its trials equal those of local processes."""
     ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
     try:
         on_ray = curvekit.run("ray", **OPTIONS, executor="ray", work_dir=tmp_path / "ray",

@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ pytest.importorskip("sklearn")
 import curvekit
 from curvekit.cli import main
 from curvekit.errors import RunError
+from tests.patience import PATIENCE
 
 TINY: dict[str, Any] = dict(dataset="digits", model="fc_32", optimizers=["nesterov_momentum"],
                             batch_sizes=[16, 64], trials=3, steps=200, eval_every=50,
@@ -86,25 +86,44 @@ def test_interrupted_sweep_resumes_keeping_finished_trials(tmp_path: Path) -> No
         assert pq.read_table(work / name).equals(pq.read_table(fresh / name))
 
 
+# The sweep stops in the middle of writing its second part (the file written, not yet
+# renamed into place), says so on stdout and waits there to be killed: the kill lands at
+# that moment however busy the machine is.
+_STOP_AT_SECOND_PART = """
+import os, sys, threading
+import curvekit
+import curvekit.outputs as outputs
+rename, written = os.replace, []
+def replace(src, dst):
+    if str(dst).endswith(".parquet"):
+        written.append(dst)
+        if len(written) == 2:
+            print("writing the second part", flush=True)
+            threading.Event().wait()
+    rename(src, dst)
+outputs.os.replace = replace
+curvekit.run("tiny", **{options!r}, work_dir={work!r}, store=False)
+"""
+
+
 def test_killed_process_resumes(tmp_path: Path) -> None:
     work = tmp_path / "work"
-    options = {**TINY, "steps": 800, "eval_every": 400, "batch_sizes": [8, 16]}
-    script = (f"import curvekit; curvekit.run('tiny', **{options!r}, "
-              f"work_dir={str(work)!r}, store=False)")
-    proc = subprocess.Popen([sys.executable, "-c", script])
+    options = {**TINY, "batch_sizes": [8, 16]}
+    script = _STOP_AT_SECOND_PART.format(options=options, work=str(work))
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 120
-        while len(parts(work)) < 1 and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.1)
-        assert proc.poll() is None, "the sweep ended before it could be killed"
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == "writing the second part\n"
         os.kill(proc.pid, signal.SIGKILL)
     finally:
-        proc.wait()
+        proc.kill()
+        proc.wait(timeout=PATIENCE)
     kept = parts(work)
-    assert 1 <= len(kept) < 6
+    assert len(kept) == 1
+    assert len(list(work.glob("parts/**/.*"))) == 1  # the part being written when killed
     resumed = curvekit.run("tiny", **options, work_dir=work, store=False)
-    assert not list(work.glob("parts/**/.*"))  # a half-written part was cleared away
-    assert resumed.resumed == len(kept) and resumed.ran == 6 - len(kept)
+    assert not list(work.glob("parts/**/.*"))  # the half-written part was cleared away
+    assert resumed.resumed == 1 and resumed.ran == 5
     assert all(parts(work)[p] == t for p, t in kept.items())
 
 

@@ -8,10 +8,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
+import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -29,6 +29,7 @@ from curvekit.store.snapshots import FILES_FILE, LEASE_FILE, file_digest
 from curvekit.store.store import Store
 from curvekit.store.update import add_workload
 from tests.conftest import small_members, snapshot, write_archive
+from tests.patience import PATIENCE
 from tests.test_update import workload
 
 WORKLOAD = "cifar_10/resnet_8/sgd"
@@ -205,12 +206,18 @@ def test_a_reader_keeps_its_snapshot_until_it_closes(home: Path) -> None:
     assert snapshots(home) == [current(home).name]
 
 
+# The swapper converts one archive after the other into the same home, each time once the
+# reader says "go", and says "swapped" when the new store is in place: every round's swap
+# runs while the reader queries, and the reader sees every round's store, however the two
+# processes are scheduled.
 _SWAPPER = """
 import sys
 from curvekit.store.build import convert
 home, archives, rounds = sys.argv[1], sys.argv[2:4], int(sys.argv[4])
 for n in range(rounds):
+    assert sys.stdin.readline() == "go\\n"
     convert(archives[n % 2], home)
+    print("swapped", flush=True)
 """
 
 
@@ -235,11 +242,25 @@ def test_queries_during_repeated_swaps_never_fail_nor_mix(tmp_path: Path) -> Non
     first = _answer(long_lived)
     count = "select count(*), sum(step) from measurements"
     first_count = long_lived.sql(count).row(0)
+    rounds = 16
     proc = subprocess.Popen([sys.executable, "-c", _SWAPPER, str(home), *map(str, archives),
-                             "16"], env={**os.environ, "PYTHONPATH": os.getcwd()})
+                             str(rounds)], env={**os.environ, "PYTHONPATH": os.getcwd()},
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdin is not None and proc.stdout is not None
+    swapped = threading.Semaphore(0)
+    said: list[str] = []
+
+    def listen(stdout: IO[str]) -> None:
+        for line in stdout:
+            said.append(line)
+            swapped.release()
+        swapped.release()  # the swapper is gone: wake the reader
+
+    listener = threading.Thread(target=listen, args=(proc.stdout,), daemon=True)
+    listener.start()
     answers, errors, opened = [], [], set()
-    deadline = time.monotonic() + 60
-    while proc.poll() is None and time.monotonic() < deadline:
+
+    def query() -> None:
         try:
             with Store.open(home) as fresh:
                 opened.add(fresh.path.name)
@@ -247,13 +268,32 @@ def test_queries_during_repeated_swaps_never_fail_nor_mix(tmp_path: Path) -> Non
             assert long_lived.sql(count).row(0) == first_count
         except Exception as exc:  # every failure is counted, none may happen
             errors.append(repr(exc))
-    proc.wait(timeout=60)
-    assert proc.returncode == 0
+
+    try:
+        for _ in range(rounds):
+            before = Store.open(home)  # opened before the swap, queried after it
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+            query()  # while the swapper converts (at least one query per round)
+            while not swapped.acquire(blocking=False):
+                query()
+            query()  # the round's new store
+            try:
+                answers.append(_answer(before))
+            except Exception as exc:
+                errors.append(repr(exc))
+            before.close()
+        proc.stdin.close()
+    finally:
+        assert proc.wait(timeout=PATIENCE) == 0
+        listener.join(timeout=PATIENCE)
+    assert said == ["swapped\n"] * rounds
     assert errors == []
-    assert len(answers) > 5 and len(opened) > 2  # the queries did overlap many swaps
+    assert len(answers) >= 3 * rounds
+    assert len(opened) > rounds  # each round's query after its swap opened its new store
     assert _answer(long_lived) == first
     assert set(answers) <= expected
-    print(f"{len(answers)} answers from {len(opened)} snapshots during 16 swaps")
+    print(f"{len(answers)} answers from {len(opened)} snapshots during {rounds} swaps")
     long_lived.close()
     convert(archives[0], home)
     assert snapshots(home) == [current(home).name]

@@ -16,12 +16,12 @@ import curvekit
 from curvekit.errors import StoreError
 from curvekit.records import StudyKey, StudyRecord, TrialRecord
 from curvekit.release.download import file_sha256
+from curvekit.release.synthetic import tiny_archive
 from curvekit.store.build import convert
 from curvekit.store.catalog import info, verify
 from curvekit.store.fetch import fetch
 from curvekit.store.store import Store
 from curvekit.store.update import WorkloadData, add_workload, remove_workload
-from curvekit.testing import tiny_archive
 from tests.conftest import snapshot
 
 NAME = "my_data/mlp_64/momentum"

@@ -19,13 +19,13 @@ from click.testing import CliRunner
 import curvekit
 from curvekit.cli import main
 from curvekit.errors import StoreError
+from curvekit.release.synthetic import tiny_archive
 from curvekit.store.build import convert
 from curvekit.store.catalog import verify
 from curvekit.store.layout import STORE_FORMAT, TABLES, fixed_schema
 from curvekit.store.store import Store
 from curvekit.store.update import add_workload, remove_workload
 from curvekit.store.upgrade import upgrade
-from curvekit.testing import tiny_archive
 from tests.conftest import snapshot
 from tests.test_update import workload
 

@@ -2,7 +2,9 @@
 
 One module per log format reads runs into :class:`~curvekit.ingest.runs.RunLog` objects
 (``release``, ``csvlogs``, ``tensorboard``, ``mlflow``, ``wandb``,
-``algoperf``, ``hf`` for Hugging Face Trainer logs); ``select`` chooses the files a source
+``algoperf``, ``hf`` for Hugging Face Trainer logs, reading TensorBoard's records through
+``tfrecord``); ``files`` is the one door through which they all list and open a source's
+files (regular files inside it, no links followed); ``select`` chooses the files a source
 folder contributes; ``manifest`` reads the
 run manifest that supplies batch sizes and metaparameters, ``metrics`` maps metric names onto
 the release's ``<split>/<metric>`` convention, ``status`` decides each run's status, and

@@ -38,6 +38,7 @@ from curvekit.errors import IngestError
 from curvekit.ingest import FORMATS, csvlogs
 from curvekit.ingest import manifest as manifest_
 from curvekit.ingest.algoperf import is_trial_folder
+from curvekit.ingest.files import SourceFiles, files_of
 from curvekit.ingest.metrics import apply_map, parse_overrides
 from curvekit.ingest.runs import (
     INT64_MAX,
@@ -50,9 +51,10 @@ from curvekit.ingest.runs import (
 )
 from curvekit.ingest.select import ALL, FileFilter
 from curvekit.ingest.status import decide
-from curvekit.names import check_name
+from curvekit.names import ColumnNames, check_name
 from curvekit.records import StudyKey, StudyRecord, TrialRecord, Workload
 from curvekit.store.update import AddResult, WorkloadData, add_workload
+from curvekit.values import parameter_fix, parameter_problem
 
 __all__ = ["FORMATS", "Format", "add", "build", "detect_format"]
 
@@ -71,51 +73,55 @@ def _readers() -> dict[str, Reader]:
     from curvekit.ingest import algoperf, hf, mlflow, tensorboard, wandb
 
     return {
-        "hf": lambda s, o: hf.read_hf_runs(s, select=o.select),
+        "hf": lambda s, o: hf.read_hf_runs(s, select=o.select, files=o.files),
         "csv": csvlogs.read_csv_runs,
         "wandb": wandb.read_wandb_runs,
         "algoperf": algoperf.read_algoperf_runs,
-        "tensorboard": lambda s, o: tensorboard.read_tensorboard_runs(s, select=o.select),
-        "mlflow": lambda s, o: mlflow.read_mlflow_runs(s, select=o.select),
+        "tensorboard": lambda s, o: tensorboard.read_tensorboard_runs(s, select=o.select,
+                                                                      files=o.files),
+        "mlflow": lambda s, o: mlflow.read_mlflow_runs(s, select=o.select, files=o.files),
     }
 
 
 # ---------------------------------------------------------------------- format detection
-def _csv_kind(path: Path, key: str) -> str:
+def _csv_kind(path: Path, key: str, files: SourceFiles) -> str:
     """``wandb`` for a W&B history (``_step``) or chart export; else ``csv``. A W&B runs
     table is refused here: it is no history of any format."""
+    # bounded: a header of a million columns is no reason to read on
+    line = files.read_line(path, csvlogs.MAX_HEADER_BYTES).decode("utf-8-sig",
+                                                                  errors="replace")
     try:
-        with open(path, "rb") as fh:  # bounded: a header of a million columns is no reason
-            line = fh.readline(csvlogs.MAX_HEADER_BYTES).decode("utf-8-sig", errors="replace")
-    except OSError:
+        names = [n.strip() for n in next(csv.reader([line]), [])]
+    except csv.Error:  # a line break inside the header: the CSV reader refuses it, with the line
         return "csv"
-    names = [n.strip() for n in next(csv.reader([line]), [])]
     csvlogs.refuse_runs_table(names, str(path), key)
     if "_step" in names or csvlogs.chart_export_runs(names) is not None:
         return "wandb"
     return "csv"
 
 
-def _under_mlflow_artifacts(folder: Path, source: Path) -> bool:
+def _under_mlflow_artifacts(folder: Path, source: Path, files: SourceFiles) -> bool:
     """True for a folder inside an MLflow run's ``artifacts/`` (autolog copies TensorBoard
     logs there: a by-product of the run, whose metrics MLflow holds itself)."""
     rel = folder.relative_to(source).parts
     here = source
     for part in rel:
-        if part == "artifacts" and (here / "meta.yaml").is_file():
+        if part == "artifacts" and files.exists(here / "meta.yaml"):
             return True
         here = here / part
     return False
 
 
-def detect_format(source: Path, select: FileFilter = ALL) -> str:
+def detect_format(source: Path, select: FileFilter = ALL, *,
+                  files: SourceFiles | None = None) -> str:
     """Which format ``source`` holds (a file or folder); :class:`IngestError` if unclear.
 
     Files a second format writes as a by-product of the first are not a second format:
     TensorBoard event files inside an MLflow run's ``artifacts/``, and the event files and
     ``measurements.csv`` in an AlgoPerf trial folder. The primary format is picked, and an
     :class:`~curvekit.ingest.runs.IngestWarning` says so. ``select`` leaves files out
-    (``--include``/``--exclude``).
+    (``--include``/``--exclude``); ``files`` walks the folders and reads what detection
+    needs (:mod:`curvekit.ingest.files`: no link is followed unless asked).
 
     >>> import pathlib, tempfile
     >>> d = pathlib.Path(tempfile.mkdtemp()); _ = (d / "run.csv").write_text("step,loss\\n")
@@ -135,22 +141,23 @@ def detect_format(source: Path, select: FileFilter = ALL) -> str:
         if source.name == csvlogs.ALGOPERF_CURVE:
             return "algoperf"
         if name.endswith(".csv"):
-            return _csv_kind(source, source.name)
+            return _csv_kind(source, source.name, files_of(source, files))
         raise IngestError("unknown format: not a .tar.* archive, an event file, a .csv or a "
-                          ".parquet file; pass --format", path=str(source))
+                          ".parquet file; pass --log-format", path=str(source))
+    files = files_of(source, files)
     found: set[str] = set()
     byproducts: dict[str, set[str]] = {}  # primary format -> what it made that was not read
-    for folder, dirs, files in os.walk(source):
-        here = Path(folder)
+    for here, dirs, listed in files.walk(source):
         rel = here.relative_to(source).as_posix()
         dirs[:] = [d for d in dirs if not csvlogs.skip_folder(here / d)
                    and select.keeps_folder(f"{rel}/{d}".removeprefix("./"))]
-        names = {f for f in files if select.keeps(f"{rel}/{f}".removeprefix("./"))}
+        names = {f for f in listed if select.keeps(f"{rel}/{f}".removeprefix("./"))}
         if "study.json" in names:
             found.add("release")
         if "trainer_state.json" in names:
             found.add("hf")
-        if "meta.yaml" in names and ("metrics" in dirs or "experiment_id" in _peek(folder)):
+        if "meta.yaml" in names and ("metrics" in dirs
+                                     or "experiment_id" in _peek(here, files)):
             found.add("mlflow")
         if is_trial_folder(names):
             found.add("algoperf")
@@ -162,7 +169,7 @@ def detect_format(source: Path, select: FileFilter = ALL) -> str:
         for f in sorted(names):
             low = f.lower()
             if ".tfevents." in low:
-                if _under_mlflow_artifacts(here, source):
+                if _under_mlflow_artifacts(here, source, files):
                     byproducts.setdefault("mlflow", set()).add(
                         "TensorBoard event files under its runs' artifacts/")
                 else:
@@ -170,7 +177,7 @@ def detect_format(source: Path, select: FileFilter = ALL) -> str:
             elif low.endswith(".parquet"):
                 found.add("wandb")
             elif low.endswith(".csv") and "mlflow" not in found:
-                found.add(_csv_kind(here / f, f"{rel}/{f}".removeprefix("./")))
+                found.add(_csv_kind(here / f, f"{rel}/{f}".removeprefix("./"), files))
     if "mlflow" in found or "release" in found:
         found.discard("csv")  # MLflow artifacts may be CSV files; the release's measurements are
     if "hf" in found:  # the Trainer's TensorBoard callback writes the same scalars (runs/)
@@ -182,24 +189,21 @@ def detect_format(source: Path, select: FileFilter = ALL) -> str:
             others = "tensorboard" if picked == "mlflow" else "csv or tensorboard"
             warnings.warn(
                 f"{source}: read as {picked}; not read: {', '.join(sorted(made))}, "
-                f"by-products of the same runs (pass --format {others} to read those "
+                f"by-products of the same runs (pass --log-format {others} to read those "
                 "instead)", IngestWarning, stacklevel=2)
         return picked
     if not found:
         left_out = " that --include/--exclude left in" if select else ""
         raise IngestError("unknown format: found no study.json, MLflow meta.yaml, TensorBoard "
-                          f"event file, .csv or .parquet log here{left_out}; pass --format, or "
+                          f"event file, .csv or .parquet log here{left_out}; pass --log-format, or "
                           "point at the folder that holds the logs", path=str(source))
     raise IngestError(f"holds logs of several formats ({', '.join(sorted(found))}); pass "
-                      "--format to choose one, or leave files out with --exclude PATTERN",
+                      "--log-format to choose one, or leave files out with --exclude PATTERN",
                       path=str(source))
 
 
-def _peek(folder: str) -> str:
-    try:
-        return (Path(folder) / "meta.yaml").read_text(errors="replace")[:4096]
-    except OSError:
-        return ""
+def _peek(folder: Path, files: SourceFiles) -> str:
+    return files.read_head(folder / "meta.yaml", 4096).decode(errors="replace")
 
 
 # ---------------------------------------------------------------------- assembly
@@ -214,23 +218,38 @@ def _check_name(name: str | None, source: Path) -> tuple[str, str, str]:
 
 def check_names(data: WorkloadData) -> WorkloadData:
     """``data`` if its workload, metric and metaparameter names follow :mod:`curvekit.names`
-    (the one rule of every source), else :class:`IngestError` naming the file at fault."""
+    (the one rule of every source) and its metaparameter values :mod:`curvekit.values`,
+    else :class:`IngestError` naming the file at fault."""
     Workload.parse(data.workload, fix="pass another --name")
+    columns = ColumnNames(IngestError,
+                          metric_fix="rename it with --map 'OLD=NEW' (or [metrics] in the "
+                          "manifest)",
+                          parameter_fix="rename it in the log, or give the run's parameters "
+                          "in a manifest ([[runs]] parameters = {...})")
     for trial in data.trials:
-        for param in trial.parameters:
-            check_name(param, "metaparameter", fix="rename it in the log, or give the run's "
-                       "parameters in a manifest ([[runs]] parameters = {...})",
-                       error=_error_at(trial.member))
+        for param, value in trial.parameters.items():
+            columns.parameter(param, trial.member, error=_error_at(trial.member))
+            _check_value(param, value, trial.member)
     members = {(t.key, t.trial_id): t.member for t in data.trials}
     for study_trial, table in data.measurements.items():
+        member = members.get(study_trial) or ""
         for column in table.column_names:
-            check_name(column, "metric", fix="rename it with --map 'OLD=NEW' (or [metrics] "
-                       "in the manifest)", error=_error_at(members.get(study_trial)))
+            if column != "step":
+                columns.metric(column, member, error=_error_at(member))
     return data
 
 
-def _error_at(path: str | None) -> Callable[[str], IngestError]:
-    return lambda message: IngestError(message, path=path)
+def _check_value(name: str, value: Any, where: str) -> None:
+    """Refuse a metaparameter value the store cannot hold (curvekit.values): NaN, an
+    infinity, an integer beyond int64, a date."""
+    problem = parameter_problem(value, name)
+    if problem is not None:
+        raise IngestError(f"metaparameter {problem}; {parameter_fix(value)} where it is given",
+                          path=where)
+
+
+def _error_at(path: str | None, prefix: str = "") -> Callable[[str], IngestError]:
+    return lambda message: IngestError(prefix + message, path=path)
 
 
 def _specs_for(runs: Sequence[RunLog], specs: Sequence[manifest_.RunSpec], where: str
@@ -274,57 +293,49 @@ def _native_batch_size(run: RunLog) -> int | None:
     return None
 
 
-def _parameters(run: RunLog, specs: Iterable[manifest_.RunSpec], manifest: str
-                ) -> dict[str, tuple[Any, str, str]]:
+def _parameters(run: RunLog, specs: Iterable[manifest_.RunSpec], manifest: str,
+                columns: ColumnNames, batch_size: int) -> dict[str, tuple[Any, str, str]]:
     """The log's parameters updated by the manifest's; batch-size names left out (the batch
     size is the study), ``lr`` stored as ``learning_rate`` (unless the run has that too).
-    Every other name is stored as given, in any case: names are values in the store, never
-    columns, so ``optimizer`` beside ``param_optimizer`` or ``LR`` beside ``lr`` are
-    different metaparameters.
+    Every other name is stored as given, in any case: names are values in the store, so
+    ``optimizer`` beside ``param_optimizer`` or ``LR`` beside ``lr`` are different
+    metaparameters.
 
-    Returns stored name -> (value, name as given, where it was given). Integers beyond
-    int64 are refused: they cannot be stored.
+    Returns stored name -> (value, name as given, where it was given). Names are checked by
+    the one name rule before any renaming, then by ``columns``
+    (:class:`curvekit.names.ColumnNames`); values the store cannot hold (NaN, an infinity,
+    an integer beyond int64) are refused. A batch-size name in a
+    manifest's ``parameters`` must agree with the run's batch size (``batch_size``): the
+    batch size is the study's, never a metaparameter column.
     """
     merged: dict[str, tuple[Any, str]] = {k: (v, run.path) for k, v in run.params.items()}
     for spec in specs:
         merged.update({k: (v, f"{manifest}, {spec.where}") for k, v in spec.parameters.items()})
     out: dict[str, tuple[Any, str, str]] = {}
     for given, (value, where) in merged.items():
+        at = _error_at(where, f"run {run.key!r}: ")
         if given in BATCH_SIZE_PARAMS:
+            if where != run.path and value != batch_size:  # given in the manifest
+                raise at(f"parameter {given!r} = {value!r} disagrees with the run's batch size "
+                         f"{batch_size}: the batch size is the study's, not a metaparameter; "
+                         "give it once, as the entry's batch_size")
             continue
+        check_name(given, "metaparameter", fix="rename it where it is given", error=at)
         key = given
         alias = PARAM_ALIASES.get(key)
         if alias is not None and alias not in merged:
             key = alias
-        if isinstance(value, int) and not isinstance(value, bool) \
-                and not -INT64_MAX - 1 <= value <= INT64_MAX:
-            raise IngestError(
-                f"run {run.key!r}: metaparameter {given!r} is {value}, beyond what the store "
-                f"holds as an integer (-2**63 ... 2**63 - 1); write it as a float "
-                f"({float(value):.6g}) or as a string (\"{value}\") where it is given",
-                path=where)
-        out[key] = (value, given, where)
+        problem = parameter_problem(value, given)
+        if problem is not None:
+            raise at(f"metaparameter {problem}; {parameter_fix(value)} where it is given")
+        column = columns.parameter(key, where, error=at)
+        out[column] = (value, given, where)
     return dict(sorted(out.items()))
 
 
-def _check_columns(metrics: Iterable[tuple[str, str, str]],
-                   parameters: Iterable[tuple[str, str, str]]) -> None:
-    """Refuse a name with a byte-order mark (U+FEFF): an invisible character, so
-    ``\ufeffloss`` beside ``loss`` looks like one name twice. The one place where the metric
-    and metaparameter names of all runs meet.
-
-    ``metrics`` and ``parameters`` hold (stored name, name as logged, file) for each run.
-    Names are values in the store, never columns: names that differ only in case, a
-    metaparameter named like a metric, and any number of metrics are all kept apart.
-    """
-    for kind, items in (("metric", metrics), ("metaparameter", parameters)):
-        for stored, given, where in items:
-            if "\ufeff" in stored:
-                raise IngestError(
-                    f"{kind} {given!r} has a byte-order mark (U+FEFF) in its name, an "
-                    "invisible character that makes two names look alike; remove it from the "
-                    "log" + (f", or rename the metric with --map '{given}=<new name>'"
-                             if kind == "metric" else ""), path=where)
+def _workload_columns() -> ColumnNames:
+    """The names of one import: every run's metrics and metaparameters meet here."""
+    return ColumnNames(IngestError, parameter_fix="rename it where it is given")
 
 
 def _derived_configs(trials: Sequence[TrialRecord]) -> dict[str, Any]:
@@ -462,7 +473,8 @@ def _trial_ids(runs: Sequence[RunLog], explicit: Mapping[str, int | None], where
 def build(source: str | os.PathLike[str] | None = None, *, name: str | None = None,
           format: Format | str = "auto", manifest: str | os.PathLike[str] | None = None,
           metric_map: Mapping[str, str] | Sequence[str] | None = None,
-          include: Sequence[str] = (), exclude: Sequence[str] = ()) -> WorkloadData:
+          include: Sequence[str] = (), exclude: Sequence[str] = (),
+          follow_links: bool = False) -> WorkloadData:
     """Read and check every run; return the workload, ready to be written (nothing is).
 
     Arguments as for :func:`add`.
@@ -483,7 +495,9 @@ def build(source: str | os.PathLike[str] | None = None, *, name: str | None = No
     if format not in FORMATS:
         raise IngestError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
     select = man.select.merged(FileFilter.of(include, exclude))
-    fmt = detect_format(src, select) if format == "auto" else format
+    # every file of the source is found and read through this one door
+    files = SourceFiles.of(src, follow_links=follow_links, select=select)
+    fmt = detect_format(src, select, files=files) if format == "auto" else format
     overrides = dict(man.metrics)
     overrides.update(metric_map if isinstance(metric_map, Mapping)
                      else parse_overrides(list(metric_map or [])))
@@ -491,6 +505,12 @@ def build(source: str | os.PathLike[str] | None = None, *, name: str | None = No
         if new.removeprefix("1-"):
             check_name(new.removeprefix("1-"), "metric",
                        fix=f"give another name in --map '{old}=NEW'")
+        if old in csvlogs.NOT_METRICS and new not in ("", "step"):
+            raise IngestError(  # a map that no reader would apply is no silent no-op
+                f"--map {old!r}={new!r}: {old!r} is never a metric (the epoch tells the time "
+                f"axis; {', '.join(sorted(csvlogs.NOT_METRICS - {'epoch'}))} are the logger's "
+                f"own counters and clocks), so it cannot become one; leave the map out, or use "
+                f"--map '{old}=step' to make it the step column")
     if fmt == "release":
         if select:
             raise IngestError("--include/--exclude choose files of a folder of logs; a release "
@@ -498,15 +518,15 @@ def build(source: str | os.PathLike[str] | None = None, *, name: str | None = No
         from curvekit.ingest.release import build_release
 
         return check_names(build_release(src, name=name or man.name, overrides=overrides,
-                                         manifest=man))
+                                         manifest=man, files=files))
     wl_name = _check_name(name or man.name, src)
     renames = tuple(old for old, new in overrides.items() if new == "step")
     drop = frozenset(old for old, new in overrides.items() if not new)
-    runs = _readers()[fmt](src, ReadOptions(renames, drop, select))
+    runs = _readers()[fmt](src, ReadOptions(renames, drop, select, files))
     if not runs:
         left_out = " (or --include/--exclude left every file out)" if select else ""
         raise IngestError(f"no {fmt} runs found here{left_out}; check the path, or pass "
-                          "--format", path=str(src))
+                          "--log-format", path=str(src))
     return check_names(_assemble(runs, wl_name, fmt, src, man, overrides))
 
 
@@ -540,7 +560,6 @@ def _assemble(runs: list[RunLog], name: tuple[str, str, str], fmt: str, src: Pat
         if metrics:
             out = out.filter(pl.any_horizontal(pl.col(c).is_not_null() for c in metrics))
         prepared.setdefault(batch_size, []).append((run, mine, out, mapped.sources))
-        params[run.key] = _parameters(run, mine, where)
         metric_names.extend((new, old, run.path) for new, old in mapped.sources.items())
     if not per_epoch_used and (man.steps_per_epoch or man.train_examples):
         given = "steps_per_epoch" if man.steps_per_epoch else "train_examples"
@@ -549,8 +568,16 @@ def _assemble(runs: list[RunLog], name: tuple[str, str, str], fmt: str, src: Pat
             f"[workload] {given} = {value} is given, but no run counts epochs: "
             f"{runs[0].key!r} logs training steps (a step column, or an epoch series apart "
             f"from its steps); remove {given} from the manifest", path=where)
-    _check_columns(metric_names, ((stored, given, at) for p in params.values()
-                                  for stored, (_, given, at) in p.items()))
+    # The one place where the metric and metaparameter names of all runs meet (names are
+    # data in the store: a workload holds any number of metrics, none clashes).
+    columns = _workload_columns()
+    for new, old, path in metric_names:
+        columns.metric(new, path, logged=old, error=_error_at(path),
+                       fix=f"rename it with --map '{old}=<new name>' (or the manifest's "
+                       f"[metrics] table), or drop it with --map '{old}='")
+    for batch_size, group in prepared.items():
+        for run, mine, _, _ in group:
+            params[run.key] = _parameters(run, mine, where, columns, batch_size)
     base_dir, model, optimizer = name
     studies, trials, measurements = [], [], {}
     origin_runs: dict[str, str] = {}
@@ -592,7 +619,7 @@ def add(source: str | os.PathLike[str] | None = None, *, name: str | None = None
         format: Format | str = "auto", manifest: str | os.PathLike[str] | None = None,
         metric_map: Mapping[str, str] | Sequence[str] | None = None, replace: bool = False,
         home: str | os.PathLike[str] | None = None, include: Sequence[str] = (),
-        exclude: Sequence[str] = ()) -> AddResult:
+        exclude: Sequence[str] = (), follow_links: bool = False) -> AddResult:
     """Import the training runs at ``source`` as the workload ``name`` of the store.
 
     ``format`` is one of :data:`FORMATS` (``auto`` detects it). ``manifest`` is a run
@@ -603,7 +630,9 @@ def add(source: str | os.PathLike[str] | None = None, *, name: str | None = None
     ``replace`` overwrites a workload added before under the same name. ``include`` and
     ``exclude`` are glob patterns relative to ``source`` choosing the files read (see
     :mod:`curvekit.ingest.select`; the manifest's ``[workload]`` ``include``/``exclude``
-    add to them).
+    add to them). Only regular files inside ``source`` are read, never through a symbolic
+    link (see :mod:`curvekit.ingest.files`); ``follow_links`` follows links wherever they
+    point (still to regular files only): use it for a folder of links you made yourself.
 
     Raises :class:`~curvekit.errors.IngestError` naming the file, line and problem when an
     input is bad, and :class:`~curvekit.errors.StoreError` when the name is taken; the store
@@ -620,5 +649,5 @@ def add(source: str | os.PathLike[str] | None = None, *, name: str | None = None
     ``docs/adding-workloads.md``.
     """
     data = build(source, name=name, format=format, manifest=manifest, metric_map=metric_map,
-                 include=include, exclude=exclude)
+                 include=include, exclude=exclude, follow_links=follow_links)
     return add_workload(home, data, replace=replace)

@@ -30,11 +30,11 @@ its trial folder (``trial_1``), or also by its file (``trial_1/eval_measurements
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
+from curvekit import structured
 from curvekit.errors import IngestError
 from curvekit.ingest.csvlogs import (
     ALGOPERF_CURVE,
@@ -43,6 +43,7 @@ from curvekit.ingest.csvlogs import (
     read_csv_run,
     read_header_line,
 )
+from curvekit.ingest.files import SourceFiles, files_of
 from curvekit.ingest.runs import ReadOptions, RunLog
 
 __all__ = ["BOOKKEEPING", "HPARAMS", "is_trial_folder", "read_algoperf_runs"]
@@ -64,25 +65,19 @@ def is_trial_folder(names: set[str]) -> bool:
     return ALGOPERF_CURVE in names
 
 
-def _hparams(path: Path) -> dict[str, Any]:
+def _hparams(path: Path, files: SourceFiles) -> dict[str, Any]:
     """The scalar hyperparameters of ``hparams.json`` (nested values are left out)."""
-    try:
-        if path.stat().st_size > MAX_HPARAMS_BYTES:
-            raise IngestError(f"larger than {MAX_HPARAMS_BYTES >> 20} MiB; an AlgoPerf "
-                              f"{HPARAMS} holds a few hyperparameters: check the file",
-                              path=str(path))
-        obj = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    if not files.exists(path):
         return {}
-    except OSError as exc:
-        raise IngestError(f"cannot read: {exc.strerror}", path=str(path)) from exc
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise IngestError(f"not valid JSON ({exc}); fix the file, or give the trial's "
-                          "parameters in a run manifest and leave it out with --exclude "
-                          f"'{HPARAMS}'", path=str(path)) from exc
-    if not isinstance(obj, dict):
-        raise IngestError(f"expected a JSON object of hyperparameters, got "
-                          f"{type(obj).__name__}", path=str(path))
+    data = files.read_bytes(path, limit=MAX_HPARAMS_BYTES,
+                            refuse=f"an AlgoPerf {HPARAMS} holds a few hyperparameters: "
+                            "check the file")
+    obj = structured.loads(
+        data, "json", where=str(path), expect=dict,
+        error=lambda message, line: IngestError(
+            f"{message.removeprefix(f'{path}: ')} (a JSON object of hyperparameters); fix the "
+            "file, or give the trial's parameters in a run manifest and leave it out with "
+            f"--exclude '{HPARAMS}'", path=str(path), line=line))
     return {k: v for k, v in obj.items()
             if isinstance(v, bool | int | float | str) and not (isinstance(v, str) and not v)}
 
@@ -91,17 +86,19 @@ def read_algoperf_runs(source: Path, options: ReadOptions | None = None) -> list
     """Every trial under ``source`` (a study's folder, a workload's folder, one trial's
     folder or its ``eval_measurements.csv``) as one run."""
     opts = options or ReadOptions()
+    files = files_of(source, opts.files)
     runs = []
-    for path, rel in log_files(source, (ALGOPERF_CURVE,), opts.select):
+    for path, rel in log_files(source, (ALGOPERF_CURVE,), opts.select, files):
         if path.name != ALGOPERF_CURVE:
             continue  # e.g. "old_eval_measurements.csv"
         folder = Path(rel).parent.as_posix()
         key = folder if folder != "." else (source if source.is_dir() else path.parent).name
-        names = _header(read_header_line(path), str(path)) if path.stat().st_size else []
+        first = read_header_line(path, files)
+        names = _header(first, str(path)) if first.strip() else []
         drop = opts.drop | {n for n in names if BOOKKEEPING.match(n)}
-        run = read_csv_run(path, key, step_renames=opts.step_renames, drop=drop)
+        run = read_csv_run(path, key, step_renames=opts.step_renames, drop=drop, files=files)
         run.aliases = tuple(dict.fromkeys((rel, *run.aliases)))
-        run.params = _hparams(path.with_name(HPARAMS))
+        run.params = _hparams(path.with_name(HPARAMS), files)
         runs.append(run)
     return runs
 

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import os
 import re
 import warnings
@@ -49,7 +48,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
+from curvekit import structured
 from curvekit.errors import IngestError
+from curvekit.ingest.files import SourceFiles, files_of
 from curvekit.ingest.runs import (
     MAX_COLUMNS,
     IngestWarning,
@@ -64,9 +65,11 @@ from curvekit.ingest.runs import (
 )
 from curvekit.ingest.select import ALL, FileFilter
 from curvekit.ingest.yamlish import read_flat_yaml
+from curvekit.names import name_problem
 
 __all__ = ["ALGOPERF_CURVE", "ALGOPERF_STEPS", "AXIS_COLUMNS", "CHART_COMPANIONS", "INDEX_COLUMN",
-           "LIGHTNING_STEP_OFFSET", "MAX_HEADER_BYTES", "RUNS_TABLE_COLUMNS", "STEP_COLUMNS",
+           "LIGHTNING_STEP_OFFSET", "MAX_HEADER_BYTES", "NOT_METRICS", "RUNS_TABLE_COLUMNS",
+           "STEP_COLUMNS",
            "TIME_COLUMNS", "chart_export_runs", "epochs_to_steps", "frame_from_table",
            "is_lightning_log", "log_files", "read_csv_run", "read_csv_runs",
            "read_header_line", "read_table_bytes", "refuse_runs_table", "skip_folder",
@@ -79,6 +82,9 @@ STEP_COLUMNS = ("step", "global_step", "trainer/global_step", "_step", "Step", "
 # Empty cells are missing, and "NA": Keras's CSVLogger writes it for a metric an epoch lacks.
 MISSING = ("", "NA")
 TIME_COLUMNS = frozenset({"_runtime", "_timestamp", "timestamp", "wall_time", "Wall time"})
+NOT_METRICS = frozenset({"epoch", "_step", *TIME_COLUMNS})
+"""Columns a log may hold that are never metrics: the epoch (it tells the time axis), W&B's
+own step counter and the wall clock. A ``--map`` that names one as a metric is refused."""
 # Columns that may hold the time axis: read as text and converted to int64 exactly.
 AXIS_COLUMNS = frozenset({*STEP_COLUMNS, "epoch"})
 MAX_HEADER_BYTES = 4 << 20
@@ -114,9 +120,16 @@ def _header(data: bytes, path: str) -> list[str]:
         _check_width(len(next(csv.reader([first.decode("utf-8-sig", errors="replace")]))),
                      path)
     try:
-        names = next(csv.reader([first.decode("utf-8-sig")]))
+        # strict: a quote left open (a quoted line break) is refused, not read as a name
+        names = next(csv.reader([first.decode("utf-8-sig")], strict=True))
     except (UnicodeDecodeError, csv.Error) as exc:
-        raise IngestError(f"unreadable header: {exc}", path=path, line=1) from exc
+        raise IngestError(f"unreadable header: {exc} (a quote left open?); the header is "
+                          "one line of column names", path=path, line=1) from exc
+    for raw in names:  # the one name rule, before spaces are stripped (a tab would be)
+        problem = name_problem(raw) if raw else None
+        if problem is not None:
+            raise IngestError(f"column name {raw!r} {problem}; rename the column in the file",
+                              path=path, line=1)
     names = [n.strip() for n in names]
     dupes = sorted(n for n, count in Counter(names).items() if count > 1)
     # A nameless first column is the row index pandas' to_csv writes (read_csv_run checks
@@ -137,14 +150,10 @@ def _check_width(columns: int, path: str, *, at_least: bool = False) -> None:
             "do not need out of the file", path=path, line=1)
 
 
-def read_header_line(path: Path) -> bytes:
+def read_header_line(path: Path, files: SourceFiles | None = None) -> bytes:
     """The first line of ``path``, read alone and at most :data:`MAX_HEADER_BYTES` long, so
     that a file with a million columns is refused without reading the rest of it."""
-    try:
-        with open(path, "rb") as fh:
-            first = fh.readline(MAX_HEADER_BYTES + 1)
-    except OSError as exc:
-        raise IngestError(f"cannot read: {exc.strerror}", path=str(path)) from exc
+    first = files_of(path, files).read_line(path, MAX_HEADER_BYTES + 1)
     if len(first) > MAX_HEADER_BYTES:
         _check_width(first.count(b",") + 1, str(path), at_least=True)
         raise IngestError(f"the header line is longer than {MAX_HEADER_BYTES >> 20} MiB; a CSV "
@@ -205,7 +214,7 @@ def _cut(cell: str) -> str:
 
 def _toml_key(name: str) -> str:
     """``name`` as a TOML key: bare when it can be, quoted otherwise."""
-    return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else json.dumps(name)
+    return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else structured.dumps(name)
 
 
 def read_table_bytes(data: bytes, path: str, names: list[str] | None = None, *,
@@ -239,8 +248,9 @@ def _warn_overflow(table: pa.Table, data: bytes, names: list[str], path: str) ->
     """Warn once for the file when a cell such as ``1e400`` became infinity silently.
 
     ``names`` are the file's columns, all of them (the table may hold fewer)."""
-    infinite = [names.index(name) for name, column in zip(table.column_names, table.columns,
-                                                          strict=True)
+    position = {name: i for i, name in enumerate(names)}  # not names.index: linear
+    infinite = [position[name] for name, column in zip(table.column_names, table.columns,
+                                                       strict=True)
                 if pa.types.is_floating(column.type) and pc.any(pc.is_inf(column)).as_py()]
     if not infinite:
         return  # the common case: no infinity at all, no second look at the text
@@ -322,11 +332,11 @@ def _floats(column: pa.ChunkedArray, data: bytes | None, path: str) -> pa.Chunke
         raise _locate_bad_value(data, _header(data, path), path, str(exc)) from exc
 
 
-def _params(path: Path) -> dict[str, Any]:
+def _params(path: Path, files: SourceFiles) -> dict[str, Any]:
     hparams = path.with_name("hparams.yaml")
-    if path.name != "metrics.csv" or not hparams.is_file():
+    if path.name != "metrics.csv" or not files.exists(hparams):
         return {}
-    return read_flat_yaml(hparams)
+    return read_flat_yaml(hparams, files=files)
 
 
 INDEX_COLUMN = ""
@@ -392,15 +402,18 @@ def _empty_file(path: Path, key: str) -> IngestError:
 
 
 def read_csv_run(path: Path, key: str, *, step_renames: Iterable[str] = (),
-                 drop_private: bool = False, drop: Iterable[str] = ()) -> RunLog:
+                 drop_private: bool = False, drop: Iterable[str] = (),
+                 files: SourceFiles | None = None) -> RunLog:
     """Read one CSV log as a run named ``key``.
 
     ``drop_private`` leaves out columns whose name starts with ``_`` other than ``_step``
     (the bookkeeping columns of a Weights & Biases history). Columns in ``drop`` (``--map
     NAME=``) are not parsed at all, so a text column can be left out. A nameless first
-    column holding integers (pandas' index) is left out too.
+    column holding integers (pandas' index) is left out too. ``files`` reaches the file
+    (see :mod:`curvekit.ingest.files`).
     """
-    first = read_header_line(path)  # a huge header stops here
+    files = files_of(path, files)
+    first = read_header_line(path, files)  # a huge header stops here
     if not first.strip():
         raise _empty_file(path, key)
     names = _header(first, str(path))
@@ -409,14 +422,11 @@ def read_csv_run(path: Path, key: str, *, step_renames: Iterable[str] = (),
     if charts is not None:
         raise IngestError(
             f"this is a W&B chart export holding {len(charts)} run(s) (columns '<run> - "
-            f"<metric>', e.g. {next(iter(charts.values()))[0][0]!r}); read it with --format "
+            f"<metric>', e.g. {next(iter(charts.values()))[0][0]!r}); read it with --log-format "
             "wandb, which makes one trial of each run", path=str(path), line=1)
     if _step_column(names, str(path), step_renames) is None and "epoch" not in names:
         raise _no_step_column(names, str(path), 1)  # before any value: a summary table
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise IngestError(f"cannot read: {exc.strerror}", path=str(path)) from exc
+    data = files.read_bytes(path)
     axes = AXIS_COLUMNS | set(step_renames) | {INDEX_COLUMN}
     dropped = {n for n in drop if n in names and n not in step_renames}
     table = read_table_bytes(data, str(path), names, text=[n for n in names if n in axes],
@@ -431,7 +441,7 @@ def read_csv_run(path: Path, key: str, *, step_renames: Iterable[str] = (),
     aliases = (str(Path(key).parent),) if path.name == "metrics.csv" else ()
     stem = key[: -len(path.suffix)] if path.suffix else key
     offset = LIGHTNING_STEP_OFFSET if is_lightning_log(path, names) else 0
-    return RunLog(key, str(path), frame, _params(path),
+    return RunLog(key, str(path), frame, _params(path, files),
                   aliases=(*aliases, stem) if stem != key else aliases, by_epoch=by_epoch,
                   step_offset=offset)
 
@@ -443,19 +453,20 @@ def skip_folder(path: Path) -> bool:
         or (path / "store").is_symlink()
 
 
-def log_files(source: Path, suffixes: tuple[str, ...], select: FileFilter = ALL
-              ) -> list[tuple[Path, str]]:
+def log_files(source: Path, suffixes: tuple[str, ...], select: FileFilter = ALL,
+              files: SourceFiles | None = None) -> list[tuple[Path, str]]:
     """Files with one of ``suffixes`` under ``source`` (or ``source`` itself) and their run
     names (paths relative to ``source``), sorted; see :func:`skip_folder`. Files and folders
-    that ``select`` leaves out (``--include``/``--exclude``) are not listed."""
+    that ``select`` leaves out (``--include``/``--exclude``) are not listed. The folders are
+    walked by ``files`` (:meth:`~curvekit.ingest.files.SourceFiles.walk`: no link is
+    followed unless asked)."""
     if source.is_file():
         return [(source, source.name)] if select.keeps(source.name) else []
     found = []
-    for top, dirs, files in os.walk(source):
-        here = Path(top)
+    for here, dirs, names in files_of(source, files).walk(source):
         dirs[:] = [d for d in dirs if not skip_folder(here / d)
                    and select.keeps_folder((here / d).relative_to(source).as_posix())]
-        for name in files:
+        for name in names:
             if name.lower().endswith(suffixes):
                 path = here / name
                 rel = path.relative_to(source).as_posix()
@@ -472,10 +483,11 @@ def read_csv_runs(source: Path, options: ReadOptions | None = None) -> list[RunL
     :mod:`curvekit.ingest.algoperf`).
     """
     opts = options or ReadOptions()
-    files = log_files(source, (".csv",), opts.select)
-    names = {rel for _, rel in files}
+    files = files_of(source, opts.files)
+    found = log_files(source, (".csv",), opts.select, files)
+    names = {rel for _, rel in found}
     kept, skipped = [], []
-    for path, rel in files:
+    for path, rel in found:
         beside = (Path(rel).parent / ALGOPERF_CURVE).as_posix().removeprefix("./")
         if path.name == ALGOPERF_STEPS and beside in names:
             skipped.append(rel)
@@ -489,7 +501,7 @@ def read_csv_runs(source: Path, options: ReadOptions | None = None) -> list[RunL
                       IngestWarning, stacklevel=2)
     with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:
         return list(pool.map(lambda f: read_csv_run(f[0], f[1], step_renames=opts.step_renames,
-                                                    drop=opts.drop), kept))
+                                                    drop=opts.drop, files=files), kept))
 
 
 ALGOPERF_CURVE = "eval_measurements.csv"

@@ -42,17 +42,17 @@ hyperparameter search, ``trial_name`` and ``trial_params``.
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import re
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
+from curvekit import structured
 from curvekit.errors import IngestError
 from curvekit.ingest.csvlogs import skip_folder
+from curvekit.ingest.files import SourceFiles, files_of
 from curvekit.ingest.runs import INT64_MAX, MAX_COLUMNS, RunLog, merge_rows
 from curvekit.ingest.select import ALL, FileFilter
 from curvekit.ingest.yamlish import param_value
@@ -72,18 +72,15 @@ _SUMMARY_KEYS = frozenset({"train_runtime", "train_samples_per_second",
 _MACHINE = re.compile(r"(^|_)(runtime|samples_per_second|steps_per_second)$")
 
 
-def _load(path: Path) -> dict[str, Any]:
-    try:
-        if path.stat().st_size > MAX_STATE_BYTES:
-            raise IngestError(f"larger than {MAX_STATE_BYTES >> 20} MiB; a trainer_state.json "
-                              "is a few MB at most: is this the right file?", path=str(path))
-        state = json.loads(path.read_bytes())
-    except OSError as exc:
-        raise IngestError(f"cannot read: {exc.strerror}", path=str(path)) from exc
-    except (ValueError, RecursionError) as exc:
-        raise IngestError(f"not valid JSON ({exc}); a Trainer writes trainer_state.json as "
-                          "JSON: leave a damaged copy out", path=str(path)) from exc
-    if not isinstance(state, dict) or not isinstance(state.get("log_history"), list):
+def _load(path: Path, files: SourceFiles) -> dict[str, Any]:
+    data = files.read_bytes(path, limit=MAX_STATE_BYTES, refuse="a trainer_state.json is a "
+                            "few MB at most: is this the right file?")
+    state: dict[str, Any] = structured.loads(
+        data, "json", where=str(path), expect=dict,
+        error=lambda message, line: IngestError(
+            f"{message.removeprefix(f'{path}: ')}; a Trainer writes trainer_state.json as a "
+            "JSON object: leave a damaged copy out", path=str(path), line=line))
+    if not isinstance(state.get("log_history"), list):
         raise IngestError("not a Hugging Face trainer state: expected a JSON object with a "
                           "log_history list", path=str(path))
     return state
@@ -147,13 +144,16 @@ def _params(state: dict[str, Any], path: Path) -> dict[str, Any]:
             if isinstance(value, str | int | float | bool) or value is None:
                 params[str(key)] = param_value(value)
             else:
-                params[str(key)] = json.dumps(value, sort_keys=True)
+                params[str(key)] = structured.dumps(value, sort_keys=True)
     return dict(sorted(params.items()))
 
 
-def read_hf_runs(source: Path, *, select: FileFilter = ALL) -> list[RunLog]:
+def read_hf_runs(source: Path, *, select: FileFilter = ALL,
+                 files: SourceFiles | None = None) -> list[RunLog]:
     """One run per output folder under ``source`` (see the module docs); ``select`` chooses
-    which ``trainer_state.json`` files (paths relative to ``source``) are read."""
+    which ``trainer_state.json`` files (paths relative to ``source``) are read, ``files``
+    how (:mod:`curvekit.ingest.files`)."""
+    files = files_of(source, files)
     found: dict[Path, list[Path]] = {}
     if source.is_file():
         if source.name != STATE_FILE:
@@ -165,11 +165,10 @@ def read_hf_runs(source: Path, *, select: FileFilter = ALL) -> list[RunLog]:
     else:
         root = source
         paths = []
-        for top, dirs, files in os.walk(source):
-            here = Path(top)
+        for here, dirs, names in files.walk(source):
             dirs[:] = sorted(d for d in dirs if not skip_folder(here / d)
                              and select.keeps_folder((here / d).relative_to(source).as_posix()))
-            if STATE_FILE in files and select.keeps(
+            if STATE_FILE in names and select.keeps(
                     (here / STATE_FILE).relative_to(source).as_posix()):
                 paths.append(here / STATE_FILE)
     for path in paths:
@@ -182,7 +181,7 @@ def read_hf_runs(source: Path, *, select: FileFilter = ALL) -> list[RunLog]:
         numbered = [p for p in copies if _CHECKPOINT.match(p.parent.name)]
         newest = max(numbered, key=lambda p: int(p.parent.name.split("-")[1]), default=None)
         read = [p for p in copies if p not in numbered] + ([newest] if newest else [])
-        states = [(p, _load(p)) for p in read]
+        states = [(p, _load(p, files)) for p in read]
         path, state = max(states, key=lambda item: _rank(*item))
         rel = folder.relative_to(root).as_posix() if folder != root else "."
         key = (root.name or str(root)) if rel == "." else rel

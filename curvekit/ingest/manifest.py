@@ -6,6 +6,7 @@ Run entries are matched to runs by name (a path relative to the source, a run fo
 MLflow run id or name); glob patterns (``bs128/*``) match several runs, and a run matched by
 several entries takes the keys of each, later entries winning.
 
+>>> import tomllib
 >>> m = parse_manifest(tomllib.loads(EXAMPLE), "example.toml")
 >>> m.name, m.train_steps_for(128), m.runs[0].batch_size, m.runs[0].parameters
 ('my_data/resnet_20/momentum', 20000, 128, {'learning_rate': 0.1, 'momentum': 0.9})
@@ -13,20 +14,20 @@ several entries takes the keys of each, later entries winning.
 
 from __future__ import annotations
 
-import json
 import math
-import re
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
+from curvekit import structured
 from curvekit.errors import IngestError
+from curvekit.ingest.files import read_named
 from curvekit.ingest.select import ALL, FileFilter
 from curvekit.names import check_name
 from curvekit.records import STATUSES, Workload
+from curvekit.values import flag_problem, parameter_fix, parameter_problem
 
 __all__ = ["EXAMPLE", "RunManifest", "RunSpec", "load_run_manifest", "parse_manifest"]
 
@@ -76,6 +77,8 @@ batch_size = 256
 parameters = { learning_rate = 0.2, momentum = 0.9 }
 '''
 
+MAX_MANIFEST = 64 << 20
+"""The largest run manifest read: one of a hundred thousand runs is a few megabytes."""
 _WORKLOAD_KEYS = {"name", "dataset", "train_steps", "early_stopping", "source",
                   "steps_per_epoch", "train_examples", "include", "exclude"}
 _RUN_KEYS = {"run", "batch_size", "parameters", "status", "trial_id", "steps_per_epoch"}
@@ -143,6 +146,21 @@ def _int(value: Any, path: str, where: str, *, minimum: int = 0) -> int:
     return int(value)
 
 
+def _flag(value: Any, path: str, where: str) -> bool:
+    problem = flag_problem(value)
+    if problem is not None:
+        raise _fail(path, where, f"{value!r} {problem}")
+    return bool(value)
+
+
+def _value(value: Any, name: str, path: str, where: str) -> Any:
+    """``value`` if the store can hold it as a metaparameter (or search-space) value."""
+    problem = parameter_problem(value, name)
+    if problem is not None:
+        raise _fail(path, where, f"{problem}; {parameter_fix(value)}")
+    return value
+
+
 def _key(key: Any) -> Any:
     # TOML and JSON table keys are strings; a batch size is written as one.
     return int(key) if isinstance(key, str) and key.isdigit() else key
@@ -168,9 +186,10 @@ def _run(entry: Any, path: str, where: str) -> RunSpec:
         raise _fail(path, f"{where}.status",
                     f"{status!r} is not one of {', '.join(STATUSES)}")
     params = _table(entry.get("parameters", {}), path, f"{where}.parameters")
-    for key in params:
+    for key, value in params.items():
         check_name(key, "metaparameter", fix="rename it in the manifest",
                    error=_failing(path, f"{where}.parameters"))
+        _value(value, key, path, f"{where}.parameters")
     return RunSpec(
         pattern=entry["run"], where=where,
         batch_size=None if entry.get("batch_size") is None
@@ -225,7 +244,7 @@ def parse_manifest(obj: Any, path: str) -> RunManifest:
     return RunManifest(
         select=select, path=path, name=wl.get("name"), dataset=wl.get("dataset"),
         train_steps=budget,
-        early_stopping=bool(wl.get("early_stopping", False)),
+        early_stopping=_flag(wl.get("early_stopping", False), path, "[workload].early_stopping"),
         source=base / wl["source"] if wl.get("source") else None,
         steps_per_epoch=None if wl.get("steps_per_epoch") is None
         else _int(wl["steps_per_epoch"], path, "[workload].steps_per_epoch", minimum=1),
@@ -233,44 +252,25 @@ def parse_manifest(obj: Any, path: str) -> RunManifest:
         else _int(wl["train_examples"], path, "[workload].train_examples", minimum=1),
         metrics=dict(metrics),
         parameter_configs=None if configs is None
-        else _table(configs, path, "[parameter_configs]"),
+        else _value(_table(configs, path, "[parameter_configs]"), "", path,
+                    "[parameter_configs]"),
         runs=[_run(r, path, f"runs[{i}]") for i, r in enumerate(runs)])
 
 
 def load_run_manifest(path: str | Path) -> RunManifest:
-    """Read a run manifest from a ``.toml``, ``.yaml``/``.yml`` or ``.json`` file."""
+    """Read a run manifest from a ``.toml``, ``.yaml``/``.yml`` or ``.json`` file (with the
+    one loader of users' structured files, :mod:`curvekit.structured`)."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise IngestError(f"cannot read the run manifest: {exc}", path=str(path)) from exc
-    suffix = path.suffix.lower()
-    try:
-        if suffix == ".toml":
-            obj: Any = tomllib.loads(text)
-        elif suffix == ".json":
-            obj = json.loads(text)
-        elif suffix in (".yaml", ".yml"):
-            try:
-                import yaml
-            except ImportError as exc:
-                raise IngestError("reading a YAML manifest needs PyYAML: pip install pyyaml, "
-                                  "or write the manifest as TOML or JSON",
-                                  path=str(path)) from exc
-            try:
-                obj = yaml.safe_load(text)
-            except yaml.YAMLError as exc:
-                mark = getattr(exc, "problem_mark", None)
-                raise IngestError(f"malformed YAML: {exc}", path=str(path),
-                                  line=mark.line + 1 if mark is not None else None) from exc
-        else:
-            raise IngestError(f"unknown manifest type {suffix or '(no suffix)'!r}; name it "
-                              ".toml, .yaml or .json", path=str(path))
-    except tomllib.TOMLDecodeError as exc:
-        found = re.search(r"at line (\d+)", str(exc))
-        raise IngestError(f"malformed TOML: {exc}", path=str(path),
-                          line=int(found.group(1)) if found else None) from exc
-    except json.JSONDecodeError as exc:
-        raise IngestError(f"malformed JSON: {exc.msg}", path=str(path),
-                          line=exc.lineno) from exc
-    return parse_manifest(obj if obj is not None else {}, str(path))
+
+    def fail(message: str, line: int | None) -> IngestError:
+        # the loader names the file first: the error names it once, with the line
+        return IngestError(message.removeprefix(f"{path}: "), path=str(path), line=line)
+
+    kind = structured.kind_of(path)
+    if kind is None:
+        raise IngestError(f"unknown manifest type {path.suffix.lower() or '(no suffix)'!r}; "
+                          "name it .toml, .yaml or .json", path=str(path))
+    # a regular file only (a FIFO would block), of sane size
+    data = read_named(path, limit=MAX_MANIFEST, what="run manifest")
+    obj = structured.loads(data, kind, where=str(path), expect=dict, error=fail)
+    return parse_manifest(obj, str(path))

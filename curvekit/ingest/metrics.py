@@ -61,6 +61,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from curvekit.errors import IngestError
+from curvekit.names import check_name
 
 __all__ = ["MetricMap", "apply_map", "fold", "parse_overrides", "target"]
 
@@ -222,6 +223,10 @@ def apply_map(frame: pl.DataFrame, axis: str, path: str, overrides: MetricMap | 
         new, complement = target(name, overrides, siblings)
         if not new:
             continue
+        # The one name rule, on the name as logged, before any renaming: a split word and
+        # a control character would otherwise vanish into the new name ("train\tloss").
+        check_name(name, "metric", fix=f"rename the column in the log, or drop it with "
+                   f"--map {name!r}=", error=lambda m: IngestError(m, path=path))
         values = frame.get_column(name).cast(pl.Float64)
         values = (1.0 - values if complement else values).alias(new)
         if new in sources:

@@ -46,6 +46,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from curvekit.errors import IngestError
+from curvekit.ingest.files import SourceFiles, files_of
 from curvekit.ingest.runs import (
     IngestWarning,
     LineOf,
@@ -61,34 +62,43 @@ from curvekit.names import check_name
 __all__ = ["read_mlflow_runs"]
 
 
-def _experiments(source: Path) -> list[Path]:
+def _experiments(source: Path, files: SourceFiles) -> list[Path]:
     """The experiment folders to read: ``source`` itself, or its one experiment with runs."""
-    if (source / "meta.yaml").is_file() and not (source / "metrics").is_dir():
+    if files.exists(source / "meta.yaml") and not files.exists(source / "metrics"):
         return [source]
-    found = [p for p in sorted(source.iterdir())
-             if p.is_dir() and not p.name.startswith(".") and (p / "meta.yaml").is_file()
-             and any(_runs(p))]
+    found = [p for p in (source / n for n in files.listdir(source))
+             if files.is_dir(p) and not p.name.startswith(".") and files.exists(p / "meta.yaml")
+             and any(_runs(p, files))]
     if len(found) > 1:
-        names = ", ".join(f"{p.name} ({read_flat_yaml(p / 'meta.yaml').get('name', '?')})"
-                          for p in found)
+        names = ", ".join(
+            f"{p.name} ({read_flat_yaml(p / 'meta.yaml', files=files).get('name', '?')})"
+            for p in found)
         raise IngestError(f"holds several MLflow experiments with runs: {names}; one workload "
                           "is one experiment: pass the experiment's folder, e.g. "
                           f"{found[0]}", path=str(source))
     return found
 
 
-def _runs(experiment: Path) -> list[Path]:
-    return [p for p in sorted(experiment.iterdir())
-            if p.is_dir() and (p / "meta.yaml").is_file() and (p / "metrics").is_dir()]
+def _runs(experiment: Path, files: SourceFiles) -> list[Path]:
+    return [p for p in (experiment / n for n in files.listdir(experiment))
+            if files.is_dir(p) and files.exists(p / "meta.yaml")
+            and files.exists(p / "metrics")]
 
 
-def _metric(path: Path, key: str) -> tuple[pl.DataFrame, float | None]:
+def _tree(folder: Path, files: SourceFiles) -> list[Path]:
+    """Every file below ``folder`` (keys with ``/`` are nested folders) that ``--exclude``
+    does not leave out, sorted."""
+    found: list[Path] = []
+    for here, dirs, names in files.walk(folder):
+        dirs[:] = [d for d in dirs if not files.excluded(here / d)]
+        found.extend(p for p in (here / n for n in names) if not files.excluded(p))
+    return sorted(found)
+
+
+def _metric(path: Path, key: str, files: SourceFiles) -> tuple[pl.DataFrame, float | None]:
     """One metric file as (step, value) rows, one per step, and the time of its last point
     (milliseconds; None for an empty file)."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise IngestError(f"cannot read: {exc.strerror}", path=str(path)) from exc
+    data = files.read_bytes(path)
     if not data.strip():
         return pl.DataFrame(schema={"step": pl.Int64, key: pl.Float64}), None
     width = len(data.split(b"\n", 1)[0].split())
@@ -153,32 +163,31 @@ def _at(path: Path) -> Callable[[str], IngestError]:
     return lambda message: IngestError(message, path=str(path))
 
 
-def _read_run(folder: Path) -> RunLog | None:
-    meta = read_flat_yaml(folder / "meta.yaml")
+def _read_run(folder: Path, files: SourceFiles) -> RunLog | None:
+    meta = read_flat_yaml(folder / "meta.yaml", files=files)
     if meta.get("lifecycle_stage") == "deleted":
         return None
     run_id = str(meta.get("run_id") or folder.name)
     name = meta.get("run_name")
     tag = folder / "tags" / "mlflow.runName"
-    if not name and tag.is_file():
-        name = tag.read_text(errors="replace").strip()
+    if not name and files.exists(tag):
+        name = files.read_text(tag, errors="replace").strip()
     params: dict[str, Any] = {}
     tags = folder / "tags" / "mlflow.autologging"
-    flavor = tags.read_text(errors="replace").strip()[:40] if tags.is_file() else ""
+    flavor = files.read_text(tags, errors="replace").strip()[:40] \
+        if files.exists(tags) else ""
     params_dir = folder / "params"
-    if params_dir.is_dir():
-        for p in sorted(params_dir.rglob("*")):
-            if p.is_file():
-                key = check_name(p.relative_to(params_dir).as_posix(), "metaparameter",
-                                 fix="rename the params file",
-                                 error=_at(p))
-                params[key] = param_value(scalar(p.read_text(errors="replace")))
+    if files.exists(params_dir):  # a link there is refused by the walk
+        for p in _tree(params_dir, files):
+            key = check_name(p.relative_to(params_dir).as_posix(), "metaparameter",
+                             fix="rename the params file", error=_at(p))
+            params[key] = param_value(scalar(files.read_text(p, errors="replace")))
     metrics_dir = folder / "metrics"
     # A file name is the metric's name: checked before it becomes a column (the one rule).
     read = [_metric(p, check_name(p.relative_to(metrics_dir).as_posix(), "metric",
                                   fix="rename the metrics file",
-                                  error=_at(p)))
-            for p in sorted(metrics_dir.rglob("*")) if p.is_file()]
+                                  error=_at(p)), files)
+            for p in _tree(metrics_dir, files)]
     frames = [f for f, _ in read]
     frame: pl.DataFrame
     if frames:
@@ -211,17 +220,20 @@ def _final_only(read: list[tuple[pl.DataFrame, float | None]]) -> tuple[str, ...
                  and (end is None or (t is not None and t >= end)))
 
 
-def read_mlflow_runs(source: Path, *, select: FileFilter = ALL) -> list[RunLog]:
+def read_mlflow_runs(source: Path, *, select: FileFilter = ALL,
+                     files: SourceFiles | None = None) -> list[RunLog]:
     """The runs of the one experiment under ``source`` (see the module docs); a run folder
-    that ``select`` leaves out (``--exclude '<run id>'``) is not read."""
+    that ``select`` leaves out (``--exclude '<run id>'``) is not read; ``files`` reaches
+    the files (:mod:`curvekit.ingest.files`)."""
     if source.is_file():
         raise IngestError("an MLflow source is a folder (mlruns/ or mlruns/<experiment id>)",
                           path=str(source))
-    if (source / "meta.yaml").is_file() and (source / "metrics").is_dir():
+    files = files_of(source, files)
+    if files.exists(source / "meta.yaml") and files.exists(source / "metrics"):
         folders = [source]  # one run's folder
     else:
-        folders = [r for e in _experiments(source) for r in _runs(e)
+        folders = [r for e in _experiments(source, files) for r in _runs(e, files)
                    if select.keeps_folder(r.relative_to(source).as_posix())
                    and (not select.include or select.keeps(r.relative_to(source).as_posix()))]
     with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:
-        return [r for r in pool.map(_read_run, folders) if r is not None]
+        return [r for r in pool.map(lambda f: _read_run(f, files), folders) if r is not None]

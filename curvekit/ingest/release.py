@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from curvekit._version import __version__
 from curvekit.errors import ArchiveError, IngestError
+from curvekit.ingest.files import SourceFiles, files_of
 from curvekit.ingest.manifest import RunManifest
 from curvekit.ingest.metrics import apply_map
 from curvekit.records import StudyKey, StudyRecord, TrialRecord, Workload
@@ -36,8 +37,9 @@ __all__ = ["build_release"]
 
 
 def build_release(source: Path, *, name: str | None, overrides: Mapping[str, str],
-                  manifest: RunManifest) -> WorkloadData:
-    """One workload of a release source as :class:`WorkloadData` (renamed to ``name``)."""
+                  manifest: RunManifest, files: SourceFiles | None = None) -> WorkloadData:
+    """One workload of a release source as :class:`WorkloadData` (renamed to ``name``);
+    its folders and files are reached through ``files`` (:mod:`curvekit.ingest.files`)."""
     if manifest.runs:
         raise IngestError("a release source takes batch sizes and statuses from study.json "
                           "and metadata.json; leave [[runs]] out of the manifest",
@@ -49,7 +51,7 @@ def build_release(source: Path, *, name: str | None, overrides: Mapping[str, str
     try:
         try:
             # the converter's reader: the same checks, complete trials only
-            for record in archive.read_release(source):
+            for record in archive.read_release(source, files=files_of(source, files)):
                 if isinstance(record, StudyRecord):
                     studies[record.key] = record
                 elif isinstance(record, TrialRecord):

@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from curvekit.errors import IngestError, IngestWarning
+from curvekit.ingest.files import SourceFiles
 from curvekit.ingest.select import ALL, FileFilter
 
 __all__ = ["EPOCH_COUNT_PARAMS", "INT64_MAX", "MAX_COLUMNS", "IngestWarning", "ReadOptions",
@@ -51,12 +52,15 @@ INT64_MAX = 2**63 - 1
 @dataclass(frozen=True)
 class ReadOptions:
     """What a reader is told beyond the source: the columns ``--map`` makes the step
-    (``step_renames``) or drops (``drop``, left out before any value is parsed), and which
-    files to read (``select``: ``--include``/``--exclude``)."""
+    (``step_renames``) or drops (``drop``, left out before any value is parsed), which
+    files to read (``select``: ``--include``/``--exclude``), and how they are reached
+    (``files``: every open goes through it; by default the source's own
+    :class:`~curvekit.ingest.files.SourceFiles`, links not followed)."""
 
     step_renames: tuple[str, ...] = ()
     drop: frozenset[str] = frozenset()
     select: FileFilter = ALL
+    files: SourceFiles | None = None
 
 
 LineOf = Callable[[int], int]
@@ -170,6 +174,8 @@ def exact_integers(column: pa.Array | pa.ChunkedArray, axis: str, path: str,
     if pa.types.is_integer(array.type) or pa.types.is_null(array.type):
         return array.cast(pa.int64()) if not pa.types.is_unsigned_integer(array.type) \
             else _unsigned(array, axis, path, line_of)
+    if pa.types.is_floating(array.type):
+        return _whole_floats(array.cast(pa.float64()), axis, path, line_of)
     try:  # the common case, digits only: Arrow parses and range-checks them exactly
         return pc.cast(array, pa.int64())
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
@@ -191,6 +197,26 @@ def exact_integers(column: pa.Array | pa.ChunkedArray, axis: str, path: str,
                               "column", path=path, line=line_of(row))
         values.append(value)
     return pa.array(values, pa.int64())
+
+
+def _whole_floats(array: pa.Array, axis: str, path: str, line_of: LineOf) -> pa.Array:
+    """A step column stored as floats (a Parquet history's ``_step`` written as doubles):
+    whole values within int64 become those integers exactly; a fraction, NaN, an infinity
+    or a value beyond int64 is refused naming its row."""
+    whole = pc.and_(pc.is_finite(array), pc.equal(pc.floor(array), array))
+    fits = pc.and_(pc.greater_equal(array, -(2.0**63)), pc.less(array, 2.0**63))
+    ok = pc.fill_null(pc.and_(whole, fits), True)
+    if pc.all(ok).as_py():
+        return pc.cast(array, pa.int64())
+    row = pc.index(ok, False).as_py()
+    value = array[row].as_py()
+    if math.isfinite(value) and value == int(value):
+        raise IngestError(f"{axis} {value!r} is beyond 2**63 - 1 = {INT64_MAX}, the largest "
+                          f"{axis} the store holds (64-bit integers); check the column",
+                          path=path, line=line_of(row))
+    raise IngestError(f"{axis} {value!r} is not a whole number: the column counts training "
+                      f"{axis}s; fix it, or name the column that does with --map COLUMN=step",
+                      path=path, line=line_of(row))
 
 
 def _shown(text: str) -> str:

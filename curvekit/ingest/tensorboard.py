@@ -34,11 +34,16 @@ by the batch's index in that epoch's validation): left out, with a warning. The 
 scalar is no metric: it tells whether the steps count epochs
 (:func:`~curvekit.ingest.runs.settle_axis`), as Keras's ``epoch_*`` tags do. When steps
 go back (a restart from a checkpoint), later events replace the earlier ones from that
-step on, as TensorBoard does. A record cut short at the end of a file (a run killed while
-writing) is ignored; a corrupt length is an error.
+step on, as TensorBoard does.
 
-The length checksum is always verified; the data checksum too when ``google_crc32c`` or
-``crc32c`` is installed (in pure Python it would double the reading time).
+Files are read through :mod:`curvekit.ingest.tfrecord`, in blocks (memory does not grow
+with the file), with both checksums of every record verified: a damaged record is an
+error naming the file and its byte offset; a file that ends inside a record (a run still
+writing, or killed while writing) is read up to it, with a warning. A step must lie in
+0 ... 2**63 - 1 (an Event's step is an int64: a negative one, or a varint that does not fit
+in 64 bits, is refused naming the file, the record and its byte offset). Reading is linear
+in the file: a step that goes back finds its place by bisection, and a restart is applied
+to a tag's points when the tag is next touched.
 
 >>> import pathlib, struct, tempfile
 >>> def varint(n):
@@ -58,11 +63,11 @@ The length checksum is always verified; the data checksum too when ``google_crc3
 from __future__ import annotations
 
 import math
-import os
 import re
 import struct
 import warnings
-from collections.abc import Callable, Iterator
+from bisect import bisect_left
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -70,85 +75,43 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 
 from curvekit.errors import IngestError
 from curvekit.ingest.csvlogs import skip_folder
+from curvekit.ingest.files import SourceFiles, files_of
 from curvekit.ingest.metrics import SPLITS
 from curvekit.ingest.runs import MAX_COLUMNS, IngestWarning, RunLog
 from curvekit.ingest.select import ALL, FileFilter
+from curvekit.ingest.tfrecord import masked_crc32c, read_blocks, record
 from curvekit.ingest.yamlish import param_value, read_flat_yaml
 
 __all__ = ["masked_crc32c", "read_event_file", "read_tensorboard_runs", "record"]
 
-# ---------------------------------------------------------------------- CRC-32C (Castagnoli)
-_POLY = 0x82F63B78
-_TABLE = []
-for _i in range(256):
-    _c = _i
-    for _ in range(8):
-        _c = (_c >> 1) ^ _POLY if _c & 1 else _c >> 1
-    _TABLE.append(_c)
-
-
-def _crc32c_py(data: bytes) -> int:
-    crc = 0xFFFFFFFF
-    table = _TABLE
-    for b in data:
-        crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
-
-
-def _fast_crc32c() -> Callable[[bytes], int] | None:
-    try:
-        import google_crc32c
-
-        return lambda data: int(google_crc32c.value(data))
-    except ImportError:
-        pass
-    try:
-        import crc32c
-
-        return lambda data: int(crc32c.crc32c(data))
-    except ImportError:
-        return None
-
-
-_FAST_CRC = _fast_crc32c()
-
-
-@lru_cache(maxsize=4096)
-def _length_crc(head: bytes) -> int:
-    # record lengths repeat (events of one shape): checksum each distinct length once
-    return masked_crc32c(head)
-
-
-def masked_crc32c(data: bytes) -> int:
-    """TFRecord's masked CRC-32C of ``data``.
-
-    >>> hex(masked_crc32c(b"123456789"))
-    '0xc78ab0e5'
-    """
-    crc = _FAST_CRC(data) if _FAST_CRC is not None else _crc32c_py(data)
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-
-
-def record(data: bytes) -> bytes:
-    """``data`` framed as one TFRecord."""
-    length = struct.pack("<Q", len(data))
-    return (length + struct.pack("<I", masked_crc32c(length)) + data
-            + struct.pack("<I", masked_crc32c(data)))
-
-
 # ---------------------------------------------------------------------- protobuf wire format
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    """A varint of at most 10 bytes whose value fits in 64 bits (protobuf's own limit)."""
     result = shift = 0
     while True:
         b = buf[pos]
         pos += 1
         result |= (b & 0x7F) << shift
         if b < 0x80:
+            if result >> 64:
+                raise ValueError("a varint beyond 64 bits")
             return result, pos
         shift += 7
+        if shift > 63:
+            raise ValueError("a varint longer than 10 bytes")
+
+
+def _step(value: int) -> int:
+    """An Event's step (an int64 sent as its 64-bit two's complement), checked."""
+    if value >> 63:
+        raise ValueError(f"its step is {value - (1 << 64)} (an int64; {value} as written), "
+                         "and steps are 0 ... 2**63 - 1: the file is damaged, or a step "
+                         "counter went wrong")
+    return value
 
 
 def _fields(buf: bytes, start: int = 0, end: int | None = None
@@ -253,26 +216,58 @@ def _hparams(buf: bytes, span: tuple[int, int]) -> dict[str, Any]:
 # ---------------------------------------------------------------------- event files
 @dataclass
 class _Series:
-    """The scalars of one run, tag by tag, with TensorBoard's restart handling."""
+    """The scalars of one run, tag by tag, with TensorBoard's restart handling.
+
+    Each tag's steps are strictly increasing: a step that goes back drops the points from
+    it on (found by bisection). A restart (``SessionLog.START``) drops every tag's points
+    from its step on; it is recorded once and applied to a tag when the tag is next touched
+    (:meth:`settle` applies the rest), so that many restarts over many tags stay linear.
+    """
 
     tags: dict[str, tuple[list[int], list[float]]] = field(default_factory=dict)
     plugins: dict[str, str] = field(default_factory=dict)
     hparams: dict[str, Any] = field(default_factory=dict)
     names: dict[bytes, str] = field(default_factory=dict)  # decoded tags
     steps_per_epoch: int | None = None  # found in Keras's evaluation_*_vs_iterations
+    # restarts so far, and (restart number, step) with steps increasing: the smallest step
+    # of the restarts from any number on is the first entry at or after it
+    _restarts: int = 0
+    _lowest: list[tuple[int, int]] = field(default_factory=list)
+    _synced: dict[str, int] = field(default_factory=dict)
+
+    def _sync(self, tag: str, steps: list[int], values: list[float]) -> None:
+        since = self._synced.get(tag, 0)
+        if since < self._restarts:
+            at = bisect_left(self._lowest, (since, -1))
+            if at < len(self._lowest):
+                keep = bisect_left(steps, self._lowest[at][1])
+                del steps[keep:], values[keep:]
+            self._synced[tag] = self._restarts
 
     def add(self, tag: str, step: int, value: float) -> None:
-        steps, values = self.tags.setdefault(tag, ([], []))
+        points = self.tags.get(tag)
+        if points is None:
+            points = self.tags[tag] = ([], [])
+            self._synced[tag] = self._restarts
+        steps, values = points
+        if self._restarts:
+            self._sync(tag, steps, values)
         if steps and step <= steps[-1]:
-            keep = next(i for i, s in enumerate(steps) if s >= step)
+            keep = bisect_left(steps, step)
             del steps[keep:], values[keep:]
         steps.append(step)
         values.append(value)
 
     def restart(self, step: int) -> None:
-        for steps, values in self.tags.values():
-            keep = next((i for i, s in enumerate(steps) if s >= step), len(steps))
-            del steps[keep:], values[keep:]
+        while self._lowest and self._lowest[-1][1] >= step:
+            self._lowest.pop()
+        self._lowest.append((self._restarts, step))
+        self._restarts += 1
+
+    def settle(self) -> None:
+        """Apply the restarts not yet applied to every tag."""
+        for tag, (steps, values) in self.tags.items():
+            self._sync(tag, steps, values)
 
 
 _SCALAR_TENSOR = {b"\x08\x01\x12\x00\x2a\x04": "<f", b"\x08\x02\x12\x00\x32\x08": "<d"}
@@ -341,7 +336,7 @@ def _plugin_name(metadata: bytes) -> str | None:
 def _fast_event(buf: bytes, series: _Series) -> bool:
     """Read a scalar event of :func:`_fast_scalar`'s shapes; False for any other event."""
     fast = _fast_scalar(buf)
-    if fast is None or fast[0] >= 1 << 63:
+    if fast is None or fast[0] >> 63:  # a step out of range: the full reader refuses it
         return False
     step, raw_tag, value, metadata = fast
     tag = series.names.get(raw_tag)
@@ -359,13 +354,19 @@ def _fast_event(buf: bytes, series: _Series) -> bool:
     return True
 
 
+_EVENT_WIRES = {2: 0, 5: 2, 7: 2}  # step (varint), summary and session_log (messages)
+
+
 def _event(buf: bytes, series: _Series) -> None:
     if _fast_event(buf, series):
         return
     step, summary, session = 0, None, None
-    for number, _, value in _fields(buf):
+    for number, wire, value in _fields(buf):
+        if number in _EVENT_WIRES and wire != _EVENT_WIRES[number]:
+            raise ValueError(f"its field {number} has wire type {wire}, not "
+                             f"{_EVENT_WIRES[number]}")
         if number == 2:
-            step = value - (1 << 64) if value >= 1 << 63 else value
+            step = _step(value)
         elif number == 5:
             summary = value
         elif number == 7:
@@ -407,77 +408,74 @@ def _event(buf: bytes, series: _Series) -> None:
                 series.add(tag, step, number_)
 
 
-def read_event_file(path: Path, series: _Series | None = None) -> _Series:
-    """Read every record of one event file into ``series`` (a new one by default)."""
+def read_event_file(path: Path, series: _Series | None = None, *,
+                    files: SourceFiles | None = None) -> _Series:
+    """Read every record of one event file into ``series`` (a new one by default), through
+    ``files`` (:mod:`curvekit.ingest.files`), in bounded memory
+    (:func:`~curvekit.ingest.tfrecord.read_records`)."""
     series = series if series is not None else _Series()
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise IngestError(f"cannot read: {exc.strerror}", path=str(path)) from exc
-    pos, n, size = 0, 0, len(data)
-    check_data = _FAST_CRC is not None
-    while pos < size:
-        n += 1
-        if pos + 12 > size:
-            break  # a header cut short: the writer was killed
-        head = data[pos:pos + 8]
-        (length,) = struct.unpack("<Q", head)
-        (crc,) = struct.unpack("<I", data[pos + 8:pos + 12])
-        if crc != _length_crc(head):
-            raise IngestError(f"record {n} (byte {pos}) has a corrupt length; this is not a "
-                              "TensorBoard event file, or it is damaged: leave it out",
-                              path=str(path), line=n)
-        end = pos + 12 + length
-        if end + 4 > size:
-            break  # the last record cut short
-        body = data[pos + 12:end]
-        if check_data and struct.unpack("<I", data[end:end + 4])[0] != masked_crc32c(body):
-            raise IngestError(f"record {n} (byte {pos}) fails its checksum; the file is "
-                              "damaged: leave it out", path=str(path), line=n)
-        try:
-            _event(body, series)
-        except (ValueError, IndexError, struct.error) as exc:
-            raise IngestError(f"record {n} (byte {pos}) is not a valid Event: {exc}",
-                              path=str(path), line=n) from exc
-        pos = end + 4
+    with files_of(path, files).open(path) as fh:
+        for first, records in read_blocks(fh, str(path)):
+            for n, (offset, body) in enumerate(records, first):
+                try:
+                    _event(body, series)
+                except (ValueError, IndexError, TypeError, struct.error) as exc:
+                    # IndexError: a field runs past the record; TypeError: a nested field
+                    # of another wire type than its message says (bytes for a number)
+                    what = "a field of the wrong type" if isinstance(exc, TypeError) \
+                        else exc if isinstance(exc, ValueError) else "it ends inside a field"
+                    raise IngestError(f"record {n} (byte {offset}) is not a valid Event: "
+                                      f"{what}", path=str(path), line=n) from exc
+    series.settle()
     return series
 
 
 def _frame(series: _Series) -> pl.DataFrame:
+    """One row per step that any tag logged, one column per tag (missing: null). Built
+    column by column on the sorted steps (a pivot's cost grows with the square of the
+    number of tags)."""
     tags = sorted(series.tags)
     if not tags:
         return pl.DataFrame({"step": pl.Series([], dtype=pl.Int64)})
-    long = pl.DataFrame({
-        "tag": pl.Series([t for t in tags for _ in series.tags[t][0]], dtype=pl.String),
-        "step": pl.Series([s for t in tags for s in series.tags[t][0]], dtype=pl.Int64),
-        "value": pl.Series([v for t in tags for v in series.tags[t][1]], dtype=pl.Float64),
-    })
-    wide = long.pivot(on="tag", index="step", values="value", aggregate_function="last")
-    return wide.sort("step").select("step", *tags)
+    steps = np.unique(np.concatenate([np.asarray(series.tags[t][0], np.int64) for t in tags]))
+    columns = {"step": pa.array(steps)}
+    for tag in tags:
+        at, values = series.tags[tag]
+        index = np.searchsorted(steps, np.asarray(at, np.int64))
+        column = np.zeros(len(steps))
+        missing = np.ones(len(steps), bool)
+        column[index] = values
+        missing[index] = False
+        columns[tag] = pa.array(column, mask=missing)
+    frame = pl.from_arrow(pa.table(columns))
+    assert isinstance(frame, pl.DataFrame)
+    return frame
 
 
-def read_tensorboard_runs(source: Path, *, select: FileFilter = ALL) -> list[RunLog]:
+def read_tensorboard_runs(source: Path, *, select: FileFilter = ALL,
+                          files: SourceFiles | None = None) -> list[RunLog]:
     """Every folder under ``source`` that holds event files, as one run each (the files
-    ``select`` keeps: ``--include``/``--exclude``)."""
+    ``select`` keeps: ``--include``/``--exclude``; ``files`` reaches them:
+    :mod:`curvekit.ingest.files`)."""
+    files = files_of(source, files)
     folders: dict[Path, list[Path]] = {}
     if source.is_file():
         folders[source.parent] = [source]
         root = source.parent
     else:
         root = source
-        for top, dirs, files in os.walk(source):
-            here = Path(top)
+        for here, dirs, names in files.walk(source):
             dirs[:] = sorted(d for d in dirs if not skip_folder(here / d) and
                              select.keeps_folder((here / d).relative_to(source).as_posix()))
-            events = sorted(here / f for f in files if ".tfevents." in f
+            events = sorted(here / f for f in names if ".tfevents." in f
                             and select.keeps((here / f).relative_to(source).as_posix()))
             if events:
-                folders[Path(top)] = events
+                folders[here] = events
     series: dict[Path, _Series] = {}
     for folder, paths in sorted(folders.items()):
         s = _Series()
         for f in paths:
-            read_event_file(f, s)
+            read_event_file(f, s, files=files)
         series[folder] = s
     merged: set[Path] = set()
     for folder, s in series.items():
@@ -504,8 +502,8 @@ def read_tensorboard_runs(source: Path, *, select: FileFilter = ALL) -> list[Run
         params = {k: param_value(v, doubles=True) for k, v in s.hparams.items()}
         if s.steps_per_epoch is not None:
             params.setdefault("steps_per_epoch", s.steps_per_epoch)
-        if (folder / "hparams.yaml").is_file():  # Lightning's TensorBoardLogger writes one
-            params = {**params, **read_flat_yaml(folder / "hparams.yaml")}
+        if files.exists(folder / "hparams.yaml"):  # Lightning's TensorBoardLogger writes one
+            params = {**params, **read_flat_yaml(folder / "hparams.yaml", files=files)}
         _drop_placeholder(s)
         _drop_per_epoch_batches(s, folder)
         if len(s.tags) > MAX_COLUMNS:

@@ -45,24 +45,28 @@ import pyarrow.parquet as pq
 from curvekit.errors import IngestError
 from curvekit.ingest import csvlogs
 from curvekit.ingest.csvlogs import AXIS_COLUMNS, frame_from_table, log_files, read_csv_run
+from curvekit.ingest.files import SourceFiles, files_of
 from curvekit.ingest.runs import MAX_COLUMNS, ReadOptions, RunLog, merge_rows
 
 __all__ = ["read_chart_export", "read_parquet_run", "read_wandb_runs"]
 
 
-def read_parquet_run(path: Path, key: str, *, step_renames: Iterable[str] = ()) -> RunLog:
+def read_parquet_run(path: Path, key: str, *, step_renames: Iterable[str] = (),
+                     files: SourceFiles | None = None) -> RunLog:
     """One run from a Parquet history: numeric columns, ``_``-columns other than ``_step``
-    left out."""
+    left out. ``files`` reaches the file (:mod:`curvekit.ingest.files`)."""
     axes = AXIS_COLUMNS | set(step_renames)
-    try:
-        width = len(pq.read_schema(path))  # the footer alone: refuse a huge file unread
-        if width > MAX_COLUMNS:
-            raise IngestError(f"the history has {width:,} columns; curvekit reads at most "
-                              f"{MAX_COLUMNS:,} per log (one per metric); leave the columns "
-                              "you do not need out of the export", path=str(path))
-        table = pq.read_table(path)
-    except (OSError, pa.ArrowException) as exc:
-        raise IngestError(f"not a readable Parquet file: {exc}", path=str(path)) from exc
+    with files_of(path, files).open(path) as fh:
+        try:
+            width = len(pq.read_schema(fh))  # the footer alone: refuse a huge file unread
+            if width > MAX_COLUMNS:
+                raise IngestError(f"the history has {width:,} columns; curvekit reads at most "
+                                  f"{MAX_COLUMNS:,} per log (one per metric); leave the "
+                                  "columns you do not need out of the export", path=str(path))
+            fh.seek(0)
+            table = pq.read_table(fh)
+        except (OSError, pa.ArrowException) as exc:
+            raise IngestError(f"not a readable Parquet file: {exc}", path=str(path)) from exc
     keep = {}
     for name, column in zip(table.column_names, table.columns, strict=True):
         if name.startswith("_") and name != "_step":
@@ -80,24 +84,23 @@ def read_parquet_run(path: Path, key: str, *, step_renames: Iterable[str] = ()) 
 
 
 def read_chart_export(path: Path, key: str, *, step_renames: Iterable[str] = (),
-                      drop: Iterable[str] = ()) -> list[RunLog] | None:
+                      drop: Iterable[str] = (), files: SourceFiles | None = None
+                      ) -> list[RunLog] | None:
     """The runs of a W&B chart export (see the module docs), or None if ``path`` is not one.
 
     ``drop`` (``--map NAME=``) leaves out a metric of every run (``train/loss``) or one
     column (``<run> - train/loss``), before values are parsed; so are ``_``-metrics
-    (``<run> - _step``), W&B's bookkeeping.
+    (``<run> - _step``), W&B's bookkeeping. ``files`` reaches the file.
     """
-    first = csvlogs.read_header_line(path)
+    files = files_of(path, files)
+    first = csvlogs.read_header_line(path, files)
     if not first.strip():
         return None  # read_csv_run says the file is empty and how to leave it out
     names = csvlogs._header(first, str(path))
     runs = csvlogs.chart_export_runs(names)
     if runs is None:
         return None
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise IngestError(f"cannot read: {exc.strerror}", path=str(path)) from exc
+    data = files.read_bytes(path)
     dropped = set(drop)
     wanted = {run: [(col, metric) for col, metric in cols
                     if not metric.startswith("_") and metric not in dropped
@@ -139,19 +142,23 @@ def read_wandb_runs(source: Path, options: ReadOptions | None = None) -> list[Ru
     """Every ``*.csv`` and ``*.parquet`` history under ``source``, one run each; every run
     of a chart export, one run each, joined by name across files."""
     opts = options or ReadOptions()
+    files = files_of(source, opts.files)
 
     def read(item: tuple[Path, str]) -> tuple[bool, list[RunLog]]:
         path, key = item
         if path.name.lower().endswith(".parquet"):
-            return False, [read_parquet_run(path, key, step_renames=opts.step_renames)]
-        charts = read_chart_export(path, key, step_renames=opts.step_renames, drop=opts.drop)
+            return False, [read_parquet_run(path, key, step_renames=opts.step_renames,
+                                            files=files)]
+        charts = read_chart_export(path, key, step_renames=opts.step_renames, drop=opts.drop,
+                                   files=files)
         if charts is not None:
             return True, charts
         return False, [read_csv_run(path, key, step_renames=opts.step_renames,
-                                    drop_private=True, drop=opts.drop)]
+                                    drop_private=True, drop=opts.drop, files=files)]
 
     with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:
-        found = list(pool.map(read, log_files(source, (".csv", ".parquet"), opts.select)))
+        found = list(pool.map(read, log_files(source, (".csv", ".parquet"), opts.select,
+                                              files)))
     histories = [r for chart, runs in found if not chart for r in runs]
     by_name: dict[str, list[RunLog]] = {}
     for chart, runs in found:

@@ -26,7 +26,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+from curvekit import structured
 from curvekit.errors import IngestError
+from curvekit.ingest.files import SourceFiles, files_of
 
 __all__ = ["param_value", "parse_flat", "read_flat_yaml", "scalar"]
 
@@ -92,25 +94,25 @@ def parse_flat(text: str) -> dict[str, Any]:
     return out
 
 
-def read_flat_yaml(path: Path) -> dict[str, Any]:
-    """Read a small YAML mapping; PyYAML if installed, else :func:`parse_flat`."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise IngestError(f"cannot read: {exc}", path=str(path)) from exc
+def read_flat_yaml(path: Path, *, files: SourceFiles | None = None) -> dict[str, Any]:
+    """Read a small YAML mapping (through ``files``, the source's files: see
+    :mod:`curvekit.ingest.files`); PyYAML if installed, else :func:`parse_flat`."""
+    text = files_of(path, files).read_text(path)
     try:
         import yaml
     except ImportError:
         return parse_flat(text)
     try:
-        obj = yaml.load(text, Loader=_loader(yaml))
-    except yaml.YAMLError:
-        return parse_flat(text)  # the flat scalar keys are still worth reading
-    if obj is None:
-        return {}
-    if not isinstance(obj, dict):
-        raise IngestError(f"expected a YAML mapping, got {type(obj).__name__}", path=str(path))
-    return {str(k): v for k, v in obj.items()}
+        # The one loader of users' structured files: nesting, a date, the top level's type.
+        checked = structured.loads(
+            text, "yaml", where=str(path), expect=dict, yaml_loader=_loader(yaml),
+            error=lambda message, line: IngestError(message.removeprefix(f"{path}: "),
+                                                    path=str(path), line=line))
+    except IngestError as exc:
+        if isinstance(exc.__cause__, yaml.YAMLError):
+            return parse_flat(text)  # the flat scalar keys are still worth reading
+        raise
+    return {str(k): v for k, v in checked.items()}
 
 
 _LOADERS: dict[int, Any] = {}

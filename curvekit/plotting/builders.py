@@ -16,7 +16,6 @@ Examples
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
@@ -24,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import polars as pl
 
 from curvekit.plotting.layout import CONFIG, MIN_FONT, TEXT, spaced_ticks, wrap
-from curvekit.plotting.vegalite import Spec, channel, dataset, top_level
+from curvekit.plotting.vegalite import Spec, channel, dataset, top_level, vega_string
 
 if TYPE_CHECKING:
     from curvekit.scaling import CriticalBatchFit, RegimeFit
@@ -257,7 +256,8 @@ def steps_chart(
     if fit is not None:
         # With a drop-down, the fit (made at the main goal) shows with that goal only.
         shown = (None if name is None else
-                 [{"filter": f"{name} === {json.dumps(scaling_label)}"}])
+                 [{"filter": f"{name} === "
+                   f"{'null' if scaling_label is None else vega_string(scaling_label)}"}])
         layers += _fit_layers(fit, critical, x_scale, y_scale, datasets, shown)
     clip = ylim is not None  # fixed limits: keep marks inside the plot
     curve_layer: Spec = {
@@ -331,7 +331,7 @@ def note_layer(notes: Sequence[str], datasets: Datasets, *, empty: bool = False)
 
 def _param_name(label: str) -> str:
     """A Vega expression name for a selector labelled ``label``."""
-    return "select_" + "".join(c if c.isalnum() else "_" for c in label)
+    return "select_" + "".join(c if c.isascii() and c.isalnum() else "_" for c in label)
 
 
 def _fit_layers(fit: RegimeFit, critical: CriticalBatchFit | None, x_scale: Spec,

@@ -15,13 +15,14 @@ scripts run (:mod:`curvekit.plotting.page`): names in the store never become mar
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from curvekit import structured
 from curvekit._version import __version__
 from curvekit.errors import FigureError
+from curvekit.outputs import write_file
 from curvekit.plotting.static import Renderer, draw
 from curvekit.plotting.vegalite import Spec, from_altair
 
@@ -41,6 +42,9 @@ def save(chart: Spec | alt.TopLevelMixin, path: str | os.PathLike[str],
 
     ``fmt`` defaults to the suffix. Returns the path written. A ``renderer`` (started
     earlier) draws PNG, SVG and PDF in its helper process; otherwise they are drawn here.
+    Each file is written whole or not at all (:func:`curvekit.outputs.write_file`): a full
+    disk, a read-only folder or a name too long is an :class:`~curvekit.errors.OutputError`.
+    A PNG, SVG or PDF written to a device or pipe (``/dev/stdout``) gets no sidecar.
 
     ``scale`` 1 gives the spec's sizes at 72 dpi (Figure 1: about 648 × 567 plus titles).
     """
@@ -49,20 +53,20 @@ def save(chart: Spec | alt.TopLevelMixin, path: str | os.PathLike[str],
     if fmt not in FORMATS:
         raise FigureError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     meta = {"curvekit_version": __version__, **provenance}
-    path.parent.mkdir(parents=True, exist_ok=True)
     spec = chart if isinstance(chart, dict) else from_altair(chart)
     spec = {**spec}
     spec["usermeta"] = {**spec.get("usermeta", {}), "curvekit": meta}
+    what = f"the {fmt.upper()} chart"
     if fmt == "json":
-        path.write_text(json.dumps(spec, indent=1))
-        return path
-    text = json.dumps(spec)
+        return write_file(path, structured.dumps(spec, indent=1), what)
+    text = structured.dumps(spec)
     if fmt == "html":
-        path.write_text(html_page(spec))
-        return path
+        return write_file(path, html_page(spec), what)
     image = renderer.draw(text, fmt, scale) if renderer is not None else draw(text, fmt, scale)
-    path.write_bytes(image)
-    path.with_name(path.name + ".json").write_text(json.dumps(meta, indent=1) + "\n")
+    write_file(path, image, what)
+    if path.is_file():  # not beside /dev/stdout or a pipe
+        write_file(path.with_name(path.name + ".json"), structured.dumps(meta, indent=1) + "\n",
+                   "the chart's provenance")
     return path
 
 

@@ -33,10 +33,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
-import json
 import re
 import urllib.parse
 from typing import Any
+
+from curvekit import structured
 
 __all__ = ["EMBED_CSS", "EMBED_JS", "csp", "csp_meta", "escape", "href", "json_script",
            "page_name", "sha256_source", "standalone_page", "workload_of_page"]
@@ -96,7 +97,7 @@ def href(path: str) -> str:
 
 def json_script(chart_id: str, spec: Any) -> str:
     """``spec`` as a JSON island that no string inside it can close or turn into markup."""
-    text = (json.dumps(spec, separators=(",", ":"), ensure_ascii=True)
+    text = (structured.dumps(spec, separators=(",", ":"), ensure_ascii=True)
             .replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
     return (f'<script type="application/json" data-chart="{escape(chart_id)}">'
             f"{text}</script>")

@@ -3,7 +3,7 @@
 Examples
 --------
 >>> import tempfile, pathlib
->>> from curvekit.testing import generate_archive
+>>> from curvekit.release.synthetic import generate_archive
 >>> from curvekit.store.build import convert
 >>> from curvekit.store.store import Store
 >>> tmp = pathlib.Path(tempfile.mkdtemp())

@@ -20,9 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from curvekit import structured
 from curvekit.errors import FigureError, FigureNotesWarning
 from curvekit.goals import paper_goal
 from curvekit.measure import best, steps_to_result, trial_outcomes
+from curvekit.outputs import write_file, writing
 from curvekit.plotting.builders import (
     Title,
     best_chart,
@@ -307,7 +309,7 @@ def _share_legends(panels: list[Spec], cols: int) -> None:
         return
 
     def signature(panel: Spec) -> str:
-        return json.dumps([(c["field"], c.get("scale", {}).get("domain"), c.get("sort"))
+        return structured.dumps([(c["field"], c.get("scale", {}).get("domain"), c.get("sort"))
                            for c in _legend_channels(panel)])
 
     first = signature(panels[0])
@@ -425,7 +427,8 @@ def render_all(store: Store, folder: str | os.PathLike[str], *, fmt: str = "png"
     from curvekit.plotting.output import save
 
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    with writing("the figures' folder", folder):
+        folder.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     items = []
     for number in sorted(FIGURES):
@@ -443,10 +446,11 @@ def render_all(store: Store, folder: str | os.PathLike[str], *, fmt: str = "png"
     note = synthetic_note(store)
     banner = (f"<p class='synthetic'><strong>{html.escape(note)}</strong>: drawn from an "
               "archive made by <code>curvekit generate-archive</code>.</p>" if note else "")
-    (folder / "index.html").write_text(
+    gallery = (
         "<!doctype html><meta charset='utf-8'><title>curvekit figures</title>"
         "<style>body{font-family:sans-serif;max-width:1100px;margin:auto}"
         "li{list-style:none;margin:2em 0}img{max-width:100%}.synthetic{color:#b00000}</style>"
         "<h1>Figures of Shallue et al. (2019), drawn by curvekit</h1>" + banner + "<ul>"
         + "".join(items) + "</ul>\n")
+    write_file(folder / "index.html", gallery, "the figures' gallery")
     return written

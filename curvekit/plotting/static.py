@@ -19,15 +19,15 @@ b'\\x89PNG'
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from types import TracebackType
 
-from curvekit._resources import package_root
+from curvekit import structured
+from curvekit._processes import python
 from curvekit.errors import RendererError
 
-__all__ = ["STATIC_FORMATS", "Renderer", "RendererError", "draw"]
+__all__ = ["STATIC_FORMATS", "Renderer", "RendererError", "draw", "serve"]
 
 STATIC_FORMATS = ("png", "svg", "pdf")
 
@@ -64,17 +64,15 @@ class Renderer:
     """
 
     def __init__(self) -> None:
-        # The helper gets this process's import path, led by this very copy of curvekit
-        # (installed or not), so it can skip the site module's start-up work (-S).
-        root = str(package_root())
-        path = os.pathsep.join(dict.fromkeys(p for p in (root, *sys.path) if p))
-        self._process = subprocess.Popen(
-            [sys.executable, "-S", "-m", "curvekit.plotting.static"], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": path})
+        # Isolated, with this process's import path minus the working folder, and this very
+        # copy of curvekit (curvekit._processes): nothing in the working folder runs.
+        self._process = python("curvekit.plotting.static", "serve", purpose="renderer",
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
 
     def draw(self, spec: str, fmt: str, scale: float = 1.0) -> bytes:
         """As :func:`draw`, in the helper process; raises RendererError if it fails."""
-        header = json.dumps({"format": fmt, "scale": scale}).encode() + b"\n"
+        header = structured.dumps({"format": fmt, "scale": scale}).encode() + b"\n"
         out, err = self._process.communicate(header + spec.encode())
         if self._process.returncode != 0:
             message = err.decode(errors="replace").strip().splitlines()
@@ -99,9 +97,10 @@ class Renderer:
         self.close()
 
 
-def _serve() -> int:
-    """The helper process: start the engine, then draw the one spec sent on stdin."""
-    draw(json.dumps(_WARM_UP), "svg")
+def serve() -> int:
+    """The helper process (started by :class:`Renderer`): start the engine, then draw the
+    one spec sent on stdin and write the image to stdout."""
+    draw(structured.dumps(_WARM_UP), "svg")
     header = sys.stdin.buffer.readline()
     if not header:  # the command stopped before it had anything to draw
         return 0
@@ -115,7 +114,3 @@ def _serve() -> int:
         return 1
     sys.stdout.buffer.write(image)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_serve())

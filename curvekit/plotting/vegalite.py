@@ -19,16 +19,17 @@ Examples
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from curvekit import structured
+
 if TYPE_CHECKING:
     import altair as alt
 
-__all__ = ["SCHEMA", "Spec", "channel", "dataset", "from_altair", "records", "to_altair",
-           "top_level"]
+__all__ = ["SCHEMA", "Spec", "channel", "dataset", "expression_text", "field", "from_altair",
+           "records", "to_altair", "top_level", "vega_string"]
 
 Spec = dict[str, Any]
 """A Vega-Lite specification: JSON-ready dicts, lists, strings, numbers and None."""
@@ -37,6 +38,52 @@ SCHEMA = "https://vega.github.io/schema/vega-lite/v6.4.1.json"
 """The Vega-Lite version the specs are written for (the one Altair 6 and vl-convert use)."""
 
 _TYPES = {"Q": "quantitative", "N": "nominal", "O": "ordinal", "T": "temporal"}
+
+# -- text from the store in a spec ---------------------------------------------------------
+# Names come from users' logs. In a spec they are strings that Vega draws as text (titles,
+# axis and legend titles, legend labels, drop-down options, tooltip values), with three
+# exceptions, each written by one function below:
+# * an expression curvekit writes (a filter): each text is a string literal (vega_string);
+# * a column name: Vega-Lite reads ".", "[...]" and quotes in a field as a path (field);
+# * a channel's title: Vega-Lite copies it between double quotes into expressions it writes
+#   itself (each mark's description, tooltips), escaping the quotes but not backslashes.
+#   top_level gives such a title to the channel escaped (expression_text) and to its axis or
+#   legend as it is, so that what is drawn and what is described both read as the name.
+
+_GUIDES = {"x": "axis", "y": "axis", "color": "legend", "fill": "legend", "stroke": "legend",
+           "opacity": "legend", "fillOpacity": "legend", "strokeOpacity": "legend",
+           "strokeWidth": "legend", "strokeDash": "legend", "size": "legend",
+           "shape": "legend", "angle": "legend"}
+
+
+def vega_string(text: str) -> str:
+    r"""``text`` as a string literal in a Vega expression.
+
+    >>> print(vega_string('a"b\\c é'))
+    "a\"b\\c \u00e9"
+    """
+    return structured.dumps(text, ensure_ascii=True)
+
+
+def expression_text(text: str) -> str:
+    r"""``text`` as Vega-Lite must be given it where it writes it between double quotes into
+    an expression after escaping the quotes only (a channel's title): backslashes doubled.
+
+    >>> print(expression_text('a\\"b'))
+    a\\"b
+    """
+    return text.replace("\\", "\\\\")
+
+
+def field(name: str) -> str:
+    r"""The Vega-Lite field that reads the column ``name`` itself, never a path into it:
+    every character a field path gives a meaning to (``.``, brackets, quotes, backslash)
+    is escaped.
+
+    >>> print(field("a.b['0']"))
+    a\.b\[\'0\'\]
+    """
+    return "".join("\\" + c if c in ".[]'\"\\" else c for c in name)
 
 
 def records(frame: pl.DataFrame) -> list[dict[str, Any]]:
@@ -62,14 +109,19 @@ def _name(rows: list[dict[str, Any]]) -> str:
     """The name Altair gives the same rows, so that a wrapped spec keeps its names."""
     if rows == [{}]:
         return "empty"
-    text = json.dumps(rows, sort_keys=True, default=str)
+    text = structured.dumps(rows, sort_keys=True, default=str)
     return "data-" + hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 def channel(shorthand: str, **properties: Any) -> Spec:
-    """An encoding channel from ``"field:T"`` (T one of Q, N, O, T) and its properties."""
+    """An encoding channel from ``"column:T"`` (T one of Q, N, O, T) and its properties; the
+    column is named by :func:`field`, and titled by its own name where that needed escapes
+    (Vega-Lite would otherwise title it with the escapes)."""
     name, _, kind = shorthand.rpartition(":")
-    return {"field": name, "type": _TYPES[kind], **properties}
+    escaped = field(name)
+    if escaped != name:
+        properties = {"title": name, **properties}
+    return {"field": escaped, "type": _TYPES[kind], **properties}
 
 
 def subtitled(title: str | Spec | None, subtitle: str) -> Spec:
@@ -83,8 +135,40 @@ def subtitled(title: str | Spec | None, subtitle: str) -> Spec:
 
 
 def top_level(spec: Spec, datasets: dict[str, list[dict[str, Any]]]) -> Spec:
-    """``spec`` as a complete document: the schema URL first, the named datasets last."""
-    return {"$schema": SCHEMA, **spec, "datasets": datasets}
+    """``spec`` as a complete document: the schema URL first, the named datasets last, and
+    every channel title safe where Vega-Lite copies it (see :func:`expression_text`)."""
+    return {"$schema": SCHEMA, **_titles_guarded(spec), "datasets": datasets}
+
+
+def _titles_guarded(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_titles_guarded(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out = {key: _titles_guarded(value) for key, value in node.items()}
+    encoding = out.get("encoding")
+    if isinstance(encoding, dict):
+        out["encoding"] = {name: _guarded_channel(name, definition)
+                           for name, definition in encoding.items()}
+    return out
+
+
+def _guarded_channel(name: str, definition: Any) -> Any:
+    if isinstance(definition, list):  # tooltip: a list of channels
+        return [_guarded_channel("", d) for d in definition]
+    if not isinstance(definition, dict) or not isinstance(definition.get("title"), str | list):
+        return definition
+    title = definition["title"]
+    escaped = ([expression_text(str(t)) for t in title] if isinstance(title, list)
+               else expression_text(title))
+    if escaped == title:
+        return definition
+    out = {**definition, "title": escaped}
+    guide = _GUIDES.get(name)
+    if guide is not None and out.get(guide, {}) is not None:
+        # drawn as it is by the axis or legend; described (escaped) by the channel
+        out[guide] = {"title": title, **(out.get(guide) or {})}
+    return out
 
 
 def to_altair(spec: Spec) -> alt.TopLevelMixin:

@@ -35,27 +35,28 @@ import bz2
 import contextlib
 import gzip
 import io
-import json
 import lzma
-import math
 import os
 import re
-import shutil
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Literal, cast
+from typing import IO, Any, Literal, Protocol, cast
 
+from curvekit import structured
+from curvekit._processes import find_program, start_program
 from curvekit.errors import ArchiveError
 from curvekit.records import STATUSES, StudyKey, StudyRecord, TrialRecord
 from curvekit.release.tarstream import MemberType, iter_members
+from curvekit.values import flag_problem, integer_problem, parameter_problem
 
 __all__ = [
     "MEMBER_LIMITS",
     "CsvRecord",
     "Decompressor",
     "Record",
+    "SourceReader",
     "member_limit",
     "open_decompressed",
     "parse_member_name",
@@ -74,7 +75,6 @@ MEMBER_LIMITS: dict[str, int] = {
 hundred bytes and a trial's ``measurements.csv`` a few hundred rows (tens of kilobytes; its
 71.6 million measurements over 194,399 trials average 368 rows), so 1 MiB and 64 MiB are
 far above any real member while bounding what one member can make curvekit hold."""
-_INT64_MAX = (1 << 63) - 1
 _DIGITS = re.compile(r"[0-9]{1,18}")  # ASCII digits only; 18 of them always fit in int64
 _STUDY_FIELDS = frozenset({"batch_size", "dataset", "model", "optimizer", "early_stopping",
                            "train_steps", "parameter_configs"})
@@ -155,18 +155,12 @@ def _tar_limit(name: str, kind: MemberType) -> int | None:
 
 
 def _load_json(data: bytes, member: str) -> dict[str, Any]:
-    try:
-        obj = json.loads(data)
-    except RecursionError:
-        # The C scanner stops at the interpreter's recursion limit, long before memory runs
-        # out; the release's JSON is two or three levels deep.
-        raise ArchiveError(f"{member}: JSON nested too deeply to be a release file",
-                           member=member) from None
-    except ValueError as exc:  # malformed, not UTF-8, or an integer of over 4,300 digits
-        raise ArchiveError(f"{member}: malformed JSON: {exc}", member=member) from exc
-    if not isinstance(obj, dict):
-        raise ArchiveError(f"{member}: expected a JSON object, got {type(obj).__name__}",
-                           member=member)
+    # The one loader of users' structured files: malformed JSON, nesting deeper than the
+    # release's two or three levels allow (structured.MAX_DEPTH), a top level that is not an
+    # object.
+    obj: dict[str, Any] = structured.loads(
+        data, "json", where=member, expect=dict,
+        error=lambda message, _: ArchiveError(message, member=member))
     return obj
 
 
@@ -182,38 +176,21 @@ def _field(obj: dict[str, Any], name: str, kind: type | tuple[type, ...], member
 
 def _as_int(value: Any, name: str, member: str) -> int:
     # JSON writers sometimes emit integral floats (200000.0); anything else is an error:
-    # NaN, Infinity and 1e400 (which json reads as inf) included.
-    if isinstance(value, bool) or not isinstance(value, int | float) or (
-            isinstance(value, float) and not (math.isfinite(value) and value.is_integer())):
-        raise ArchiveError(f"{member}: field {name!r} = {value!r} is not an integer",
-                           member=member)
-    if not 0 <= value <= _INT64_MAX:
-        raise ArchiveError(f"{member}: field {name!r} = {value!r} is outside 0 … 2**63 - 1",
-                           member=member)
+    # NaN, Infinity and 1e400 (which json reads as inf) included (curvekit.values' rule).
+    problem = integer_problem(value)
+    if problem is not None:
+        raise ArchiveError(f"{member}: field {name!r} = {value!r} {problem} (a whole number "
+                           "from 0 to 2**63 - 1)", member=member)
     return int(value)
 
 
 def _check_numbers(value: Any, name: str, member: str) -> None:
-    """Refuse integers the store cannot hold (beyond int64) and non-finite floats in
-    metaparameters, which would otherwise fail (or silently turn into strings) when the
-    store is written, far from the member at fault."""
-    todo = [(name, value)]
-    while todo:  # iterative: depth is already bounded by the JSON parser, but stay flat
-        where, item = todo.pop()
-        if isinstance(item, bool) or item is None or isinstance(item, str):
-            continue
-        if isinstance(item, int):
-            if not -_INT64_MAX - 1 <= item <= _INT64_MAX:
-                raise ArchiveError(f"{member}: field {where!r} = {item} does not fit in a "
-                                   "64-bit integer", member=member)
-        elif isinstance(item, float):
-            if not math.isfinite(item):
-                raise ArchiveError(f"{member}: field {where!r} = {item!r} is not a finite "
-                                   "number", member=member)
-        elif isinstance(item, dict):
-            todo.extend((f"{where}.{k}", v) for k, v in item.items())
-        elif isinstance(item, list):
-            todo.extend((f"{where}[{i}]", v) for i, v in enumerate(item))
+    """Refuse what the store cannot hold in metaparameters (curvekit.values): integers beyond
+    int64 and non-finite floats, which would otherwise fail (or silently turn into strings)
+    when the store is written, far from the member at fault."""
+    problem = parameter_problem(value, name)
+    if problem is not None:
+        raise ArchiveError(f"{member}: field {problem}", member=member)
 
 
 def parse_study(data: bytes, key: StudyKey, member: str) -> StudyRecord:
@@ -225,10 +202,14 @@ def parse_study(data: bytes, key: StudyKey, member: str) -> StudyRecord:
             f"{key.batch_size}", member=member)
     configs = _field(obj, "parameter_configs", dict, member)
     _check_numbers(configs, "parameter_configs", member)
+    early_stopping = obj.get("early_stopping", False)
+    problem = flag_problem(early_stopping)
+    if problem is not None:
+        raise ArchiveError(f"{member}: field 'early_stopping' {problem}", member=member)
     return StudyRecord(
         key=key,
         dataset=str(obj.get("dataset", key.base_dir)),
-        early_stopping=bool(obj.get("early_stopping", False)),
+        early_stopping=early_stopping,
         train_steps=_as_int(_field(obj, "train_steps", (int, float), member), "train_steps",
                             member),
         parameter_configs=configs,
@@ -262,13 +243,15 @@ def parse_trial(data: bytes, key: StudyKey, trial_id: int, member: str) -> Trial
 
 
 class _ProcessStream(io.RawIOBase):
-    """stdout of a decompressor process; its failure surfaces as an ArchiveError."""
+    """stdout of a decompressor process; its failure surfaces as an ArchiveError. It reads
+    the file named in ``argv``, or ``stdin``, a file already opened."""
 
-    def __init__(self, argv: list[str], path: Path) -> None:
+    def __init__(self, argv: list[str], path: Path, stdin: IO[bytes] | None = None) -> None:
         super().__init__()
         self._path = path
-        self._proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      bufsize=1 << 20)
+        self._proc = start_program(argv, purpose="decompressor", stdin=stdin,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   bufsize=1 << 20)
         self._out = cast(io.BufferedReader, self._proc.stdout)
 
     def readable(self) -> bool:
@@ -310,7 +293,7 @@ class _ProcessStream(io.RawIOBase):
 def _choose(decompressor: Decompressor) -> Decompressor:
     if decompressor != "auto":
         return decompressor
-    if shutil.which("lbzip2"):
+    if find_program("lbzip2"):
         return "lbzip2"
     try:
         import indexed_bzip2  # noqa: F401
@@ -345,8 +328,15 @@ def open_decompressed(path: str | os.PathLike[str], *, decompressor: Decompresso
     chosen = _choose(decompressor)
     stream: IO[bytes]
     if chosen == "lbzip2":
-        stream = cast(IO[bytes], _ProcessStream(["lbzip2", "-dc", "-n", str(threads), str(path)],
-                                                path))
+        program = find_program("lbzip2")
+        if program is None:
+            raise ArchiveError("--decompressor lbzip2: no lbzip2 program in the folders of "
+                               "PATH (only absolute folders other than the working folder "
+                               "are searched); install lbzip2, or choose --decompressor "
+                               "auto or indexed_bzip2")
+        # A full path, so that a file name starting with "-" is never read as an option.
+        stream = cast(IO[bytes], _ProcessStream(
+            [program, "-dc", "-n", str(threads), os.path.abspath(path)], path))
     elif chosen == "indexed_bzip2":
         import indexed_bzip2
 
@@ -433,7 +423,7 @@ def read_archive(path: str | os.PathLike[str], *, decompressor: Decompressor = "
 
     Examples
     --------
-    >>> from curvekit.testing import tiny_archive
+    >>> from curvekit.release.synthetic import tiny_archive
     >>> import tempfile, pathlib
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "tiny.tar.bz2"; m = tiny_archive(p)
     >>> kinds = {type(r).__name__ for r in read_archive(p)}
@@ -460,26 +450,43 @@ def read_archive(path: str | os.PathLike[str], *, decompressor: Decompressor = "
 
 # -- the release's layout, as a folder or any tar ------------------------------------------
 
+class SourceReader(Protocol):
+    """How :func:`read_release` reaches a source that is not curvekit's own download: the
+    folders it walks and the files it opens (``curvekit add`` passes its
+    :class:`curvekit.ingest.files.SourceFiles`: regular files only, no links followed)."""
+
+    def walk(self, top: Path | None = None) -> Iterator[tuple[Path, list[str], list[str]]]:
+        """(folder, its folders, its other entries) for ``top`` and every folder below."""
+        ...
+
+    def open(self, path: Path) -> IO[bytes]:
+        """``path`` opened for reading, or an error naming it."""
+        ...
+
+
 @contextlib.contextmanager
-def _open_tar(path: Path) -> Iterator[IO[bytes]]:
-    with open(path, "rb") as fh:
-        magic = fh.read(6)
-    if magic.startswith(b"BZh"):
-        with open_decompressed(path) as stream:
-            yield stream
-        return
-    opener = gzip.open if magic.startswith(b"\x1f\x8b") else \
-        lzma.open if magic.startswith(b"\xfd7zXZ") else None
-    if opener is None:
-        with open(path, "rb") as stream:
-            yield stream
-        return
-    with opener(path, "rb") as stream:
-        yield stream  # type: ignore[misc]
+def _open_tar(path: Path, files: SourceReader) -> Iterator[IO[bytes]]:
+    with contextlib.ExitStack() as stack:
+        fh = stack.enter_context(files.open(path))
+        magic = os.pread(fh.fileno(), 6, 0)  # fh stays at 0 for a decompressor to read
+        program = find_program("lbzip2") if magic.startswith(b"BZh") else None
+        if program is not None:
+            argv = [program, "-dc", "-n", str(os.cpu_count() or 1)]
+            yield stack.enter_context(contextlib.closing(
+                cast(IO[bytes], _ProcessStream(argv, path, stdin=fh))))
+        elif magic.startswith(b"BZh"):
+            yield stack.enter_context(bz2.open(fh, "rb"))
+        elif magic.startswith(b"\x1f\x8b"):
+            yield cast(IO[bytes], stack.enter_context(gzip.open(fh, "rb")))
+        elif magic.startswith(b"\xfd7zXZ"):
+            yield stack.enter_context(lzma.open(fh, "rb"))
+        else:
+            yield fh
 
 
-def _folder_records(source: Path) -> Iterator[Record]:
-    files = sorted(p for p in source.rglob("*") if p.is_file() and p.name in _FILES)
+def _folder_records(source: Path, reader: SourceReader) -> Iterator[Record]:
+    files = sorted(here / name for here, _, names in reader.walk(source)
+                   for name in names if name in _FILES)
     studies = [p.relative_to(source) for p in files if p.name == "study.json"]
     depth = min((len(p.parts) for p in studies), default=0)
     if depth == 2:  # a workload's folder: <batch_size>/study.json
@@ -499,12 +506,14 @@ def _folder_records(source: Path) -> Iterator[Record]:
         if parsed is None:
             continue
         kind, key, trial = parsed
-        limit, size = member_limit(member), path.stat().st_size
-        if limit is not None and size > limit:  # the archive reader's limits, for folders too
-            raise ArchiveError(f"{path}: {size:,} bytes, more than the {limit:,} bytes allowed "
-                               f"for a {kind}; this is not the release's file",
-                               member=str(path))
-        data = path.read_bytes()
+        limit = member_limit(member) or MEMBER_LIMITS[kind]
+        with reader.open(path) as fh:  # the archive reader's limits, for folders too
+            size = os.fstat(fh.fileno()).st_size
+            data = fh.read(limit + 1) if size <= limit else b""
+        if size > limit or len(data) > limit:
+            raise ArchiveError(f"{path}: {max(size, len(data)):,} bytes, more than the "
+                               f"{limit:,} bytes allowed for a {kind}; this is not the "
+                               "release's file", member=str(path))
         if kind == "study.json":
             yield parse_study(data, key, str(path))
         elif kind == "metadata.json":
@@ -515,9 +524,10 @@ def _folder_records(source: Path) -> Iterator[Record]:
             yield CsvRecord(key, trial, data, str(path))
 
 
-def read_release(source: str | os.PathLike[str]) -> Iterator[Record]:
+def read_release(source: str | os.PathLike[str], *, files: SourceReader) -> Iterator[Record]:
     """Yield the records of the release's layout in a folder or a ``.tar`` (plain, ``.bz2``,
-    ``.gz`` or ``.xz``), with the checks of :func:`read_archive`.
+    ``.gz`` or ``.xz``), with the checks of :func:`read_archive`; every folder and file of
+    the source is reached through ``files``.
 
     ``source`` is the release root (the folder holding ``<base_dir>/<model>/<optimizer>/
     <batch_size>/``, like ``batch_science/``), a folder holding that root, an archive of
@@ -525,18 +535,20 @@ def read_release(source: str | os.PathLike[str]) -> Iterator[Record]:
     named by its last three path components. Errors are :class:`ArchiveError`, naming
     ``source`` and the file at fault.
 
-    >>> from curvekit.testing import tiny_archive
+    >>> from curvekit.release.synthetic import tiny_archive
+    >>> from curvekit.ingest.files import SourceFiles
     >>> import tempfile, pathlib
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "tiny.tar.bz2"; m = tiny_archive(p)
-    >>> len({r.key.workload for r in read_release(p)}) == m.totals["workloads"]
+    >>> records = read_release(p, files=SourceFiles.of(p))
+    >>> len({r.key.workload for r in records}) == m.totals["workloads"]
     True
     """
     source = Path(source)
     try:
         if source.is_dir():
-            yield from _checked(_folder_records(source))
+            yield from _checked(_folder_records(source, files))
             return
-        with _open_tar(source) as stream:
+        with _open_tar(source, files) as stream:
             yield from _checked(_records(stream))
     except ArchiveError:
         raise

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import csv
 import re
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -41,9 +42,13 @@ import pyarrow.csv as pacsv
 from curvekit.errors import ArchiveError
 from curvekit.records import StudyKey
 from curvekit.release.archive import CsvRecord
+from curvekit.values import exact_integer, integer_problem
 
-__all__ = ["CsvBatcher", "normalize", "parse_header"]
+__all__ = ["MAX_COLUMNS", "CsvBatcher", "normalize", "parse_header"]
 
+MAX_COLUMNS = 10_000
+"""The most columns a ``measurements.csv`` header may have (the release's have a few; the
+importers of ``curvekit add`` take at most as many per log)."""
 _BOM = b"\xef\xbb\xbf"
 _BLANK_LINES = re.compile(rb"\n{2,}")
 Sink = Callable[[StudyKey, pa.Table], None]
@@ -52,26 +57,38 @@ _Parsed = tuple[list[tuple[StudyKey, pa.Table]], dict[tuple[StudyKey, int], int]
 
 
 def parse_header(line: bytes, member: str) -> list[str]:
-    """The column names of a CSV header line, checked for a ``step`` column and duplicates."""
+    """The column names of a CSV header line, checked for a ``step`` column, duplicates and
+    at most :data:`MAX_COLUMNS` columns, in time linear in the line's length.
+
+    >>> parse_header(b"step,val/error", "m.csv")
+    ['step', 'val/error']
+    """
     try:
-        names = next(csv.reader([line.decode("utf-8")]))
+        names = next(csv.reader([line.decode("utf-8")], strict=True))
     except (UnicodeDecodeError, StopIteration, csv.Error) as exc:
         raise ArchiveError(f"{member}: unreadable CSV header: {exc}", member=member) from exc
-    if "step" not in names:
+    if len(names) > MAX_COLUMNS:
         raise ArchiveError(
-            f"{member}: no 'step' column in the header {names!r}; measurements.csv must have "
+            f"{member}: the header has {len(names):,} columns; a measurements.csv has a step "
+            f"column and one per metric, at most {MAX_COLUMNS:,} in all: this is not the "
+            "release's file", member=member)
+    if "step" not in names:
+        shown = names if len(names) <= 30 else [*names[:30], "..."]
+        raise ArchiveError(
+            f"{member}: no 'step' column in the header {shown!r}; measurements.csv must have "
             "a step column and one column per metric", member=member)
-    dupes = sorted({n for n in names if names.count(n) > 1})
+    dupes = sorted(n for n, count in Counter(names).items() if count > 1)
     if dupes or "" in names or "trial_id" in names:
-        raise ArchiveError(f"{member}: bad column names {dupes or names!r} in the header",
-                           member=member)
+        raise ArchiveError(f"{member}: bad column names {(dupes or names)[:30]!r} in the "
+                           "header", member=member)
     return names
 
 
-def _convert_options(names: list[str]) -> pacsv.ConvertOptions:
+def _convert_options(names: list[str], step: pa.DataType) -> pacsv.ConvertOptions:
     # Only an empty cell is missing; "nan", "inf" and "-inf" are the values they spell.
+    # Steps are never read as floats, which would round those above 2**53.
     return pacsv.ConvertOptions(
-        column_types={n: pa.float64() for n in names},
+        column_types={n: step if n == "step" else pa.float64() for n in names},
         null_values=[""],
         strings_can_be_null=False,
         quoted_strings_can_be_null=False,
@@ -85,7 +102,9 @@ def _parse(names: list[str], body: bytes, *, quoting: bool) -> pa.Table:
         read_options=pacsv.ReadOptions(use_threads=False, block_size=1 << 26,
                                        column_names=names),
         parse_options=pacsv.ParseOptions(quote_char='"' if quoting else False),
-        convert_options=_convert_options(names),
+        # Batches read steps as int64 (exact, range-checked by Arrow); a file read alone
+        # reads them as text, converted exactly by _step_column ("100.0", "1e3").
+        convert_options=_convert_options(names, pa.string() if quoting else pa.int64()),
     )
 
 
@@ -109,17 +128,38 @@ def normalize(data: bytes) -> bytes:
 
 
 def _step_column(table: pa.Table, member: str) -> pa.Array:
+    """The step column as exact int64: whole numbers in 0 … 2**63 - 1, else an
+    :class:`ArchiveError` naming the member, the data row and the value."""
     step = table.column("step").combine_chunks()
-    if step.null_count or (len(step) and not pc.all(
-        pc.and_(pc.is_finite(step), pc.equal(pc.floor(step), step))
-    ).as_py()):
-        bad = pc.index(pc.invert(pc.fill_null(pc.and_(pc.is_finite(step),
-                                                      pc.equal(pc.floor(step), step)), False)),
-                       True).as_py()
-        raise ArchiveError(
-            f"{member}: step on data row {bad + 1} is {step[bad].as_py()!r}, not an integer",
-            member=member)
-    return pc.cast(step, pa.int64())
+    if not pa.types.is_integer(step.type):
+        try:  # digits only: Arrow parses and range-checks them exactly
+            step = pc.cast(step, pa.int64())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return _exact_steps(step, member)
+    if step.null_count:
+        return _exact_steps(step.cast(pa.string()), member)  # names the empty cell
+    if len(step) and pc.min(step).as_py() < 0:
+        bad = pc.index(pc.less(step, 0), True).as_py()
+        raise ArchiveError(f"{member}: step on data row {bad + 1} is {step[bad].as_py()}, "
+                           "negative; steps count from 0", member=member)
+    return step
+
+
+def _exact_steps(column: pa.Array, member: str) -> pa.Array:
+    """Steps read as text, converted exactly (never through a float)."""
+    out: list[int] = []
+    for row, text in enumerate(column.to_pylist()):
+        value = None if text is None else exact_integer(str(text))
+        problem = ("is empty" if text is None or not str(text).strip() else
+                   "is not an integer" if value is None else
+                   integer_problem(value))
+        if problem is not None:
+            raise ArchiveError(f"{member}: step on data row {row + 1} ({str(text)[:40]!r}) "
+                               f"{problem}; steps are whole numbers from 0 to 2**63 - 1",
+                               member=member)
+        assert value is not None
+        out.append(value)
+    return pa.array(out, pa.int64())
 
 
 @dataclass
@@ -148,7 +188,8 @@ class CsvBatcher:
         self._pending: list[Future[_Parsed]] = []
         self._max_pending = max_pending
         self.rows: dict[tuple[StudyKey, int], int] = {}
-        self.metrics: set[str] = set()  # every metric named in a header, rows or not
+        # every metric named in a header, rows or not, and the first member naming it
+        self.metrics: dict[str, str] = {}
 
     def add(self, record: CsvRecord) -> None:
         """Queue one file; parse its group's batch when the batch is big enough."""
@@ -159,7 +200,9 @@ class CsvBatcher:
         group = self._groups.get(head)
         if group is None:
             group = self._groups[head] = _Group(head, parse_header(head, record.member))
-            self.metrics.update(n for n in group.names if n != "step")
+            for name in group.names:
+                if name != "step":
+                    self.metrics.setdefault(name, record.member)
         lines = body.count(b"\n")  # one row per line: normalize() made that so
         group.bodies.append(body)
         group.files.append((record.key, record.trial_id, lines, record.member))
@@ -233,6 +276,9 @@ def _parse_files(group: _Group) -> _Parsed:
     rows: dict[tuple[StudyKey, int], int] = {}
     metrics = [n for n in group.names if n != "step"]
     for body, (key, trial, _, member) in zip(group.bodies, group.files, strict=True):
+        if not body:  # a header-only file: no rows, whichever way its batch is read
+            rows[(key, trial)] = 0
+            continue
         try:
             table = _parse(group.names, body, quoting=True)
         except pa.ArrowInvalid as exc:

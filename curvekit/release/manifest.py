@@ -11,12 +11,12 @@ files, so further datasets can be added beside the first.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from curvekit import structured
 from curvekit._resources import manifest_dir, manifest_path
 from curvekit.errors import ManifestError
 from curvekit.records import STATUSES
@@ -173,7 +173,7 @@ class Manifest:
                 measurements=data.get("measurements"),
                 raw=data,
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, OverflowError, AttributeError) as exc:
             raise ManifestError(f"malformed manifest: missing or invalid field {exc}") from exc
         manifest._check()
         return manifest
@@ -182,10 +182,8 @@ class Manifest:
     def from_file(cls, path: str | Path) -> Manifest:
         """Read a manifest JSON file."""
         path = Path(path)
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ManifestError(f"cannot read manifest {path}: {exc}") from exc
+        data = structured.load(path, kind="json", error=lambda m, _: ManifestError(
+            f"cannot read manifest: {m}"))
         try:
             return cls.from_dict(data)
         except ManifestError as exc:

@@ -37,8 +37,9 @@ from typing import Any
 import polars as pl
 
 from curvekit._version import __version__
-from curvekit.errors import CurvekitError, ReportError
+from curvekit.errors import CurvekitError, OutputError, ReportError
 from curvekit.goals import Goal, goal_source
+from curvekit.outputs import name_max, write_file, writing
 from curvekit.plotting.builders import (
     best_chart,
     metaparameter_chart,
@@ -218,20 +219,22 @@ def _figures(store: Store, folder: Path, progress: Progress | None) -> None:
                          f"{escape(str(exc))}</span></li>")
             continue
         name = f"figure-{number:02d}.html"
-        (folder / name).write_text(_page(title, "<div class='chart' id='chart-figure'></div>",
-                                         depth=1, specs=[("chart-figure", spec)], note=note))
+        write_file(folder / name, _page(title, "<div class='chart' id='chart-figure'></div>",
+                                        depth=1, specs=[("chart-figure", spec)], note=note),
+                   _WHAT)
         items.append(f"<li><a href='{name}'>{escape(title)}</a></li>")
         if progress is not None:
             progress("figures", i, len(FIGURES))
-    (folder / "index.html").write_text(_page("Figures of the paper",
-                                             "<ul>" + "".join(items) + "</ul>", depth=1,
-                                             note=note))
+    write_file(folder / "index.html", _page("Figures of the paper",
+                                            "<ul>" + "".join(items) + "</ul>", depth=1,
+                                            note=note), _WHAT)
 
 
 # Names of the folders a run works in, beside the report: the whole site is built in the
 # first and moved into place; the previous report waits in the second until it has been.
 # The pid tells the next run whether the run that made a folder is still alive.
 _WORK = re.compile(r"^\.(?P<name>.+)\.curvekit-(?P<kind>tmp|old)-(?P<pid>\d+)-[0-9a-f]{8}$")
+_WHAT = "the report"
 _SITE_ENTRIES = frozenset({MARKER, "index.html", "assets", "workloads", "figures"})
 
 
@@ -337,24 +340,44 @@ def report(store: Store, out: str | os.PathLike[str], *, bootstrap: int = 200,
     >>> (site / "index.html").is_file()
     True
     """
-    import vl_convert as vlc
-
     out = Path(os.path.abspath(out))
     note = synthetic_note(store)
     names = list(workloads) if workloads is not None else store.workloads()
     for name in names:
         store.split_workload(name)  # an unknown name fails before any work
-    check_out(store, out)
-    _remove_stale(out)
     staging = _work_folder(out, "tmp")
+    # A full disk, a read-only folder, a name too long: an OutputError; the old report stays.
+    with writing("the report", out, staging):
+        extra = len(os.fsencode(staging.name)) - len(os.fsencode(out.name))
+        limit = name_max(out.parent)
+        if len(os.fsencode(staging.name)) > limit:
+            raise OutputError(
+                f"cannot write the report {out}: its name is {len(os.fsencode(out.name))} "
+                f"bytes, and the report is built beside it in a folder named after it with "
+                f"{extra} bytes more ({staging.name[:24]}...), while names here have at most "
+                f"{limit} bytes; choose a name of at most {limit - extra} bytes",
+                path=str(out))
+        check_out(store, out)
+        _remove_stale(out)
+        _build(store, out, staging, names, bootstrap=bootstrap, figures=figures, note=note,
+               progress=progress)
+    return out
+
+
+def _build(store: Store, out: Path, staging: Path, names: list[str], *, bootstrap: int,
+           figures: bool, note: str | None, progress: Progress | None) -> None:
+    """Build the site in ``staging`` and swap it in for ``out`` (see :func:`report`)."""
+    import vl_convert as vlc
+
     try:
         staging.mkdir(parents=True)
-        (staging / MARKER).write_text(f"curvekit {__version__}\n")
+        write_file(staging / MARKER, f"curvekit {__version__}\n", _WHAT)
         for sub in ("assets", "workloads", "figures"):
             (staging / sub).mkdir()
-        (staging / "assets" / "vega.js").write_text(vlc.javascript_bundle())  # type: ignore[call-arg]
-        (staging / "assets" / "style.css").write_text(_STYLE + EMBED_CSS)
-        (staging / "assets" / "report.js").write_text(EMBED_JS)
+        bundle: str = vlc.javascript_bundle()  # type: ignore[call-arg]
+        write_file(staging / "assets" / "vega.js", bundle, _WHAT)
+        write_file(staging / "assets" / "style.css", _STYLE + EMBED_CSS, _WHAT)
+        write_file(staging / "assets" / "report.js", EMBED_JS, _WHAT)
         rows: list[tuple[WorkloadPage | None, str, str]] = []
 
         def page(workload: str) -> tuple[WorkloadPage | None, str, str]:
@@ -362,7 +385,7 @@ def report(store: Store, out: str | os.PathLike[str], *, bootstrap: int = 200,
                 data = workload_data(store, workload, bootstrap=bootstrap)
             except CurvekitError as exc:
                 return None, workload, str(exc)
-            (staging / _page_file(workload)).write_text(_workload_page(data, note))
+            write_file(staging / _page_file(workload), _workload_page(data, note), _WHAT)
             return data, workload, ""
 
         # Two workloads at a time: DuckDB and the fits' numerics release the GIL.
@@ -371,18 +394,17 @@ def report(store: Store, out: str | os.PathLike[str], *, bootstrap: int = 200,
                 rows.append(row)
                 if progress is not None:
                     progress("workloads", i, len(names))
-        (staging / "index.html").write_text(_index(rows, note))
+        write_file(staging / "index.html", _index(rows, note), _WHAT)
         if figures:
             _figures(store, staging / "figures", progress)
         else:
-            (staging / "figures" / "index.html").write_text(
-                _page("Figures of the paper", "<p>Not drawn in this report.</p>", depth=1,
-                      note=note))
+            write_file(staging / "figures" / "index.html",
+                       _page("Figures of the paper", "<p>Not drawn in this report.</p>",
+                             depth=1, note=note), _WHAT)
         _swap(staging, out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return out
 
 
 def _swap(staging: Path, out: Path) -> None:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from curvekit import structured
 from curvekit._version import __version__
 from curvekit.records import StudyKey, StudyRecord, TrialRecord, Workload
 from curvekit.runner.names import model_directory
@@ -39,7 +40,7 @@ KEY_COLUMNS = ("base_dir", "model", "optimizer", "batch_size")
 
 
 def _json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return structured.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 def sweep_tables(sweep: Sweep, specs: Sequence[TrialSpec],

@@ -26,6 +26,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from curvekit import structured
 from curvekit._resources import demo_dir
 from curvekit.errors import RunError
 from curvekit.home import resolve_home
@@ -133,6 +134,6 @@ def export_demo(tables: Mapping[str, pa.Table], info: Mapping[str, Any], work_di
         path = folder / f"{name}.parquet"
         pq.write_table(table, path, compression="zstd", compression_level=19)
         files[path.name] = _sha256(path)
-    (folder / "demo.json").write_text(json.dumps({**info, "files": files}, indent=1,
+    (folder / "demo.json").write_text(structured.dumps({**info, "files": files}, indent=1,
                                                  sort_keys=True) + "\n")
     return folder

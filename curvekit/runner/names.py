@@ -7,6 +7,11 @@ base one), or a user's entry point ``package.module:function``. A ``_bn`` suffix
 (``fc_128_128_bn``, ``simple_cnn_base_bn``) adds batch norm after every hidden layer, before
 its ReLU: the built-in models that ghost batch norm (``--ghost-batch-size``) applies to.
 
+A ``module:function`` is imported by name: from the folders given with ``--import-path``
+(:func:`import_folders`, put in front of the import path), then from Python's import path
+(installed packages, ``PYTHONPATH``). curvekit adds no other folder, the working folder
+included: a process curvekit starts never has it (:mod:`curvekit._processes`).
+
 >>> canonical_model("fc-128-128"), canonical_model("simple_cnn"), canonical_model("fc-64-BN")
 ('fc_128_128', 'simple_cnn_base', 'fc_64_bn')
 >>> model_directory("my_models.nets:build")
@@ -15,9 +20,12 @@ its ReLU: the built-in models that ghost batch norm (``--ghost-batch-size``) app
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import re
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 from curvekit.errors import RunError
@@ -30,6 +38,7 @@ __all__ = [
     "canonical_dataset",
     "canonical_model",
     "dataset_directory",
+    "import_folders",
     "is_entry_point",
     "load_entry_point",
     "model_directory",
@@ -98,14 +107,41 @@ def dataset_directory(name: str) -> str:
     return _directory(canonical_dataset(name))
 
 
+_FOLDERS: ContextVar[tuple[str, ...]] = ContextVar("import_folders", default=())
+
+
+@contextlib.contextmanager
+def import_folders(folders: Sequence[str]) -> Iterator[None]:
+    """Look ``module:function`` entry points up in ``folders`` (absolute paths) first, for
+    the block: they go in front of ``sys.path`` and leave it afterwards (a module imported
+    meanwhile stays imported)."""
+    added = [f for f in dict.fromkeys(folders) if f not in sys.path]
+    sys.path[:0] = added
+    token = _FOLDERS.set(tuple(dict.fromkeys((*_FOLDERS.get(), *folders))))
+    try:
+        yield
+    finally:
+        _FOLDERS.reset(token)
+        for folder in added:
+            with contextlib.suppress(ValueError):
+                sys.path.remove(folder)
+
+
 def load_entry_point(spec: str) -> Callable[..., Any]:
-    """Import ``package.module:function`` and return the function."""
+    """Import ``package.module:function`` and return the function (where it is looked up:
+    see the module docstring)."""
     module_name, _, attr = spec.partition(":")
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise RunError(f"cannot import {module_name!r} for {spec!r}: {exc}. Make the module "
-                       "importable (install it, or run from its folder)") from exc
+        folders = _FOLDERS.get()
+        given = ", ".join(folders) if folders else "none given"
+        raise RunError(
+            f"cannot import {module_name!r} for {spec!r}: {exc}. Modules are looked up in "
+            f"the --import-path folders ({given}), then on Python's import path (installed "
+            "packages and PYTHONPATH; never the working folder by itself): pass the folder "
+            "that holds it with --import-path DIR (import_paths=[DIR] in curvekit.run), or "
+            "install it") from exc
     target: Callable[..., Any] | None = getattr(module, attr, None)
     if not callable(target):
         raise RunError(f"{spec!r}: {module_name} has no callable {attr!r}")

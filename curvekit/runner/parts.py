@@ -14,8 +14,6 @@ whole or not at all: a sweep killed at any moment resumes with every finished tr
 from __future__ import annotations
 
 import json
-import os
-import uuid
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -23,7 +21,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from curvekit import structured
 from curvekit.errors import RunError
+from curvekit.home import parse_json
+from curvekit.outputs import write_file, writing
 from curvekit.runner.plan import Sweep, TrialResult, TrialSpec
 
 __all__ = ["PLAN_FILE", "FinishedTrial", "finished_trials", "open_work_dir", "part_path",
@@ -43,23 +44,27 @@ def open_work_dir(work_dir: Path, sweep: Sweep) -> Sweep:
     trials or batch sizes than before extends the plan (the finished trials stay valid).
     """
     plan = work_dir / PLAN_FILE
-    if plan.is_file():
-        try:
-            previous = Sweep.from_json(json.loads(plan.read_text()))
-        except (ValueError, TypeError, KeyError) as exc:
-            raise RunError(f"{plan} is not a curvekit sweep plan ({exc}); use another "
-                           "--work-dir or delete that folder") from exc
-        diff = previous.differences(sweep)
-        if diff:
-            raise RunError(f"{work_dir} holds another sweep (it differs in {', '.join(diff)}); "
-                           "rerun with the same options to resume it, or use another "
-                           "--work-dir")
-    work_dir.mkdir(parents=True, exist_ok=True)
-    for partial in work_dir.glob("parts/*/*/.*.parquet.*"):  # written when the sweep died
-        partial.unlink(missing_ok=True)
-    tmp = plan.with_name(f".{PLAN_FILE}.{uuid.uuid4().hex[:8]}")
-    tmp.write_text(json.dumps(sweep.to_json(), indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, plan)
+    with writing("the sweep's work folder", work_dir):
+        if plan.is_file():
+            fix = "use another --work-dir, or move that folder away"
+            data = structured.load(plan, kind="json",
+                                   error=lambda m, _: RunError(f"{m}; {fix}"))
+            try:
+                diff = Sweep.from_json(data).differences(sweep)
+            except (ValueError, TypeError, KeyError, AttributeError) as exc:
+                raise RunError(f"{plan} is not a curvekit sweep plan ({exc!r}); {fix}") from exc
+            if diff:
+                raise RunError(f"{work_dir} holds another sweep (it differs in "
+                               f"{', '.join(diff)}); rerun with the same options to resume "
+                               "it, or use another --work-dir")
+        work_dir.mkdir(parents=True, exist_ok=True)
+        for partial in work_dir.glob("parts/*/*/.*.parquet.*"):  # written when the sweep died
+            partial.unlink(missing_ok=True)
+        for partial in [*work_dir.glob(".curvekit-*.tmp"),
+                        *work_dir.glob("parts/*/*/.curvekit-*.tmp")]:
+            partial.unlink(missing_ok=True)
+    write_file(plan, structured.dumps(sweep.to_json(), indent=1, sort_keys=True) + "\n",
+               "the sweep's plan")
     return sweep
 
 
@@ -78,7 +83,8 @@ def _metadata(spec: TrialSpec) -> dict[str, Any]:
 
 
 def write_part(work_dir: Path, result: TrialResult) -> Path:
-    """Write a finished trial's part atomically; returns its path."""
+    """Write a finished trial's part atomically; returns its path (a full disk or a
+    read-only work folder: :class:`~curvekit.errors.OutputError`, earlier parts kept)."""
     spec = result.spec
     columns = {"step": pa.array(result.columns["step"], pa.int64())}
     for name in sorted(c for c in result.columns if c != "step"):
@@ -86,13 +92,12 @@ def write_part(work_dir: Path, result: TrialResult) -> Path:
     meta = {"spec": _metadata(spec), "status": result.status, "steps": result.steps,
             "seconds": result.seconds, "device": result.device,
             "torch_version": result.torch_version}
-    table = pa.table(columns).replace_schema_metadata({TRIAL_KEY: json.dumps(meta).encode()})
-    path = part_path(work_dir, spec)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}")
-    pq.write_table(table, tmp, compression="zstd")
-    os.replace(tmp, path)
-    return path
+    table = pa.table(columns).replace_schema_metadata(
+        {TRIAL_KEY: structured.dumps(meta).encode()})
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="zstd")
+    return write_file(part_path(work_dir, spec), sink.getvalue().to_pybytes(),
+                      "a finished trial's part")
 
 
 def finished_trials(work_dir: Path, specs: list[TrialSpec]) -> dict[int, FinishedTrial]:
@@ -109,10 +114,10 @@ def finished_trials(work_dir: Path, specs: list[TrialSpec]) -> dict[int, Finishe
             continue
         try:
             table = pq.read_table(path)
-            meta = json.loads((table.schema.metadata or {})[TRIAL_KEY])
-        except (OSError, pa.ArrowException, KeyError, ValueError):
+            meta = parse_json((table.schema.metadata or {})[TRIAL_KEY].decode(), RunError)
+        except (OSError, pa.ArrowException, KeyError, ValueError, RunError):
             continue
-        if meta.get("spec") != json.loads(json.dumps(_metadata(spec))):
+        if meta.get("spec") != json.loads(structured.dumps(_metadata(spec))):
             raise RunError(f"{path} holds a trial that differs from this sweep's plan; "
                            "delete it (it will run again) or use another --work-dir")
         done[i] = (meta, table.replace_schema_metadata(None), path)

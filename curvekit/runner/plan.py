@@ -17,7 +17,6 @@ and gives the same curve.
 
 from __future__ import annotations
 
-import json
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -25,8 +24,16 @@ from typing import Any
 
 import numpy as np
 
+from curvekit import structured
 from curvekit.errors import RunError
 from curvekit.records import StudyKey, Workload
+from curvekit.runner.limits import (
+    MAX_BATCH_SIZE,
+    MAX_SEED,
+    MAX_STEPS,
+    MAX_TRIALS,
+    check_count,
+)
 from curvekit.runner.names import (
     OPTIMIZERS,
     canonical_dataset,
@@ -40,6 +47,7 @@ from curvekit.runner.space import SearchSpace
 __all__ = ["PLAN_FORMAT", "Sweep", "TrialResult", "TrialSpec", "default_space"]
 
 PLAN_FORMAT = 1
+
 KNOWN_PARAMETERS = {
     "learning_rate", "momentum", "end_learning_rate_factor", "learning_rate_decay_steps",
     "label_smoothing", "beta1", "beta2", "epsilon", "weight_decay",
@@ -172,19 +180,23 @@ class Sweep:
         # The store's one name rule, before anything runs (the optimizers are known names).
         Workload.parse(f"{base_dir}/{model_directory(model)}/{opts[0]}", error=RunError,
                        fix="give a data-set directory such as 'digits' or 'my_runs/digits'")
-        sizes = tuple(sorted(set(int(b) for b in batch_sizes)))
-        if not sizes or sizes[0] < 1:
-            raise RunError(f"batch sizes must be positive integers, got {list(batch_sizes)}")
-        if trials < 1:
-            raise RunError(f"trials must be at least 1, got {trials}")
-        if eval_every < 1:
-            raise RunError(f"eval_every must be at least 1 step, got {eval_every}")
-        budget = ({b: int(steps) for b in sizes} if isinstance(steps, int)
-                  else {int(b): int(s) for b, s in steps.items()})
+        if not batch_sizes:
+            raise RunError("give at least one batch size")
+        sizes = tuple(sorted({check_count(b, "batch size", 1, MAX_BATCH_SIZE)
+                              for b in batch_sizes}))
+        check_count(trials, "trials", 1, MAX_TRIALS)
+        check_count(eval_every, "eval_every", 1, MAX_STEPS)
+        check_count(seed, "seed", 0, MAX_SEED)
+        check_count(noise_micro_batches, "noise micro-batches", 0, MAX_BATCH_SIZE)
+        budget = ({b: check_count(steps, "steps", 1, MAX_STEPS) for b in sizes}
+                  if not isinstance(steps, Mapping) else
+                  {check_count(b, "steps' batch size", 1, MAX_BATCH_SIZE):
+                   check_count(s, f"steps at batch size {b}", 1, MAX_STEPS)
+                   for b, s in steps.items()})
         missing = [b for b in sizes if b not in budget]
-        if missing or any(budget[b] < 1 for b in sizes):
-            raise RunError(f"every batch size needs a positive step budget; missing or bad "
-                           f"for {missing or [b for b in sizes if budget[b] < 1]}")
+        if missing:
+            raise RunError(f"every batch size needs a positive step budget; missing for "
+                           f"{missing}")
         if noise_micro_batches and not 2 <= noise_micro_batches <= sizes[0]:
             raise RunError(f"noise micro-batches {noise_micro_batches}: the noise scale "
                            f"compares a micro-batch with the whole batch, so give 2 to the "
@@ -192,6 +204,10 @@ class Sweep:
         if sampler not in ("sobol", "halton"):
             raise RunError(f"unknown sampler {sampler!r}; choose sobol or halton")
         per_opt: dict[str, Any] = {}
+        if space is not None and not isinstance(space, Mapping):
+            raise RunError(f"a search space is a mapping of metaparameter names to configs "
+                           f"(a JSON object), or of optimizer names to such mappings; got "
+                           f"{type(space).__name__}")
         if protocol is not None and space is not None:
             raise RunError(f"the {protocol.name} protocol does not search, so it takes no "
                            "search space; drop --space (or use --protocol tuned)")
@@ -296,12 +312,12 @@ class Sweep:
         mine = replace(self, trials=0, batch_sizes=(), steps={}, spaces={})
         theirs = replace(other, trials=0, batch_sizes=(), steps={}, spaces={})
         a, b = mine.to_json(), theirs.to_json()
-        out = {k for k in a if json.dumps(a[k], sort_keys=True) != json.dumps(b[k],
+        out = {k for k in a if structured.dumps(a[k], sort_keys=True) != structured.dumps(b[k],
                                                                               sort_keys=True)}
         if any(self.steps[x] != other.steps[x] for x in shared):
             out.add("steps")
-        if any(json.dumps(self.spaces[o][x], sort_keys=True)
-               != json.dumps(other.spaces.get(o, {}).get(x), sort_keys=True)
+        if any(structured.dumps(self.spaces[o][x], sort_keys=True)
+               != structured.dumps(other.spaces.get(o, {}).get(x), sort_keys=True)
                for o in self.optimizers if o in other.optimizers for x in shared):
             out.add("spaces")
         return sorted(out)

@@ -25,14 +25,21 @@ from pathlib import Path
 from typing import Any
 
 from curvekit.errors import RunError
-from curvekit.home import resolve_home
+from curvekit.home import confined, resolve_home
 from curvekit.progress import Progress
 from curvekit.records import release_workloads
 from curvekit.runner.executors import EXECUTORS, execute
-from curvekit.runner.names import canonical_dataset, dataset_directory, model_directory
+from curvekit.runner.limits import MAX_BATCH_SIZE, MAX_TRIALS, MAX_WORKERS, check_count
+from curvekit.runner.names import (
+    canonical_dataset,
+    dataset_directory,
+    import_folders,
+    model_directory,
+)
 from curvekit.runner.parts import finished_trials, open_work_dir, write_part
 from curvekit.runner.plan import Sweep
 from curvekit.runner.protocols import PROTOCOLS, TUNED, Protocol, Warmup, parse_warmup
+from curvekit.values import exact_integer
 
 __all__ = ["BASE_METRIC", "Progress", "RunResult", "base_setting", "run"]
 
@@ -70,10 +77,10 @@ def _batch_sizes(sizes: Sequence[int | str], dataset: str, data_dir: str | None)
 
             out.append(load_dataset(dataset, data_dir).n_train)
             continue
-        try:
-            out.append(int(size))
-        except ValueError as exc:
-            raise RunError(f"batch size {size!r} is not an integer (or 'full')") from exc
+        value = exact_integer(size) if isinstance(size, str) else size
+        if value is None:
+            raise RunError(f"batch size {size!r} is not an integer (or 'full')")
+        out.append(check_count(value, "batch size", 1, MAX_BATCH_SIZE))
     return out
 
 
@@ -145,6 +152,9 @@ def _protocol(name: str, sweep_name: str | None, *, dataset: str, model: str,
     if base_batch_size is None:
         raise RunError(f"the {name} protocol scales from a base batch size: pass "
                        "--base-batch-size")
+    base_batch_size = check_count(base_batch_size, "base batch size", 1, MAX_BATCH_SIZE)
+    if ghost_batch_size is not None:
+        ghost_batch_size = check_count(ghost_batch_size, "ghost batch size", 2, MAX_BATCH_SIZE)
     opts = list(dict.fromkeys(optimizers))
     if len(opts) != 1:
         raise RunError(f"the {name} protocol takes one optimizer, got {', '.join(opts)}; "
@@ -168,6 +178,22 @@ def _protocol(name: str, sweep_name: str | None, *, dataset: str, model: str,
         raise RunError(f"{optimizer} has no momentum; drop momentum from the base setting")
     return Protocol.create(name, base_batch_size=base_batch_size, base_parameters=params,
                            warmup=length, ghost_batch_size=ghost_batch_size, base_from=source)
+
+
+
+def _import_folders(paths: Sequence[str | os.PathLike[str]]) -> list[str]:
+    """``--import-path`` folders as absolute paths; RunError for one that is not a folder."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    folders = []
+    for given in paths:
+        folder = Path(given).expanduser().absolute()
+        if not folder.is_dir():
+            raise RunError(f"--import-path {os.fspath(given)!r} is not a folder; give the "
+                           "folder that holds your module (the one with my_models.py or "
+                           "my_models/ in it)")
+        folders.append(str(folder))
+    return folders
 
 
 def run(
@@ -200,6 +226,7 @@ def run(
     ghost_batch_size: int | None = None,
     noise_micro_batches: int = 0,
     trials_at_once: int | None = None,
+    import_paths: Sequence[str | os.PathLike[str]] = (),
 ) -> RunResult:
     """Run a sweep (or resume it) and add its workloads to the store.
 
@@ -257,6 +284,10 @@ def run(
         whole study, as many as the memory estimate allows (the free GPU memory, or
         :data:`~curvekit.runner.batched.CPU_BUDGET_BYTES` on a CPU). ``1`` trains each
         trial alone with :func:`~curvekit.runner.train.run_trial`, the reference.
+    import_paths
+        Folders where a ``package.module:function`` data set or model is looked up first
+        (``--import-path``), in this process and in every worker; then Python's import
+        path. curvekit adds no other folder: not the working folder.
 
     Examples
     --------
@@ -269,79 +300,81 @@ def run(
     """
     start = time.perf_counter()
     torch = _require_torch()
-    if executor not in EXECUTORS:
-        raise RunError(f"unknown executor {executor!r}; choose {' or '.join(EXECUTORS)}")
-    data_text = None if data_dir is None else str(Path(data_dir).expanduser())
-    dataset = canonical_dataset(dataset)
-    home_path = resolve_home(home)
-    chosen = _protocol(protocol, name, dataset=dataset, model=model, optimizers=optimizers,
-                       home=home_path, base_batch_size=base_batch_size,
-                       base_learning_rate=base_learning_rate, base_parameters=base_parameters,
-                       warmup=warmup, ghost_batch_size=ghost_batch_size)
-    if trials is None:  # a search needs points; a scaling protocol trains one setting
-        trials = 8 if chosen is None else 1
-    n_train = None
-    if chosen is not None and chosen.warmup.unit == "epochs":
-        from curvekit.runner.workloads import load_dataset
+    folders = _import_folders(import_paths)
+    with import_folders(folders):  # the parent, too, may load the data set (batch size full)
+        if executor not in EXECUTORS:
+            raise RunError(f"unknown executor {executor!r}; choose {' or '.join(EXECUTORS)}")
+        data_text = None if data_dir is None else str(Path(data_dir).expanduser())
+        dataset = canonical_dataset(dataset)
+        home_path = resolve_home(home)
+        chosen = _protocol(protocol, name, dataset=dataset, model=model, optimizers=optimizers,
+                           home=home_path, base_batch_size=base_batch_size,
+                           base_learning_rate=base_learning_rate, base_parameters=base_parameters,
+                           warmup=warmup, ghost_batch_size=ghost_batch_size)
+        if trials is None:  # a search needs points; a scaling protocol trains one setting
+            trials = 8 if chosen is None else 1
+        n_train = None
+        if chosen is not None and chosen.warmup.unit == "epochs":
+            from curvekit.runner.workloads import load_dataset
 
-        n_train = load_dataset(dataset, data_text).n_train
-    sweep = Sweep.create(name, dataset=dataset, model=model, optimizers=optimizers,
-                         batch_sizes=_batch_sizes(batch_sizes, dataset, data_text),
-                         trials=trials, steps=steps, eval_every=eval_every, seed=seed,
-                         sampler=sampler, space=space, data_dir=data_text, protocol=chosen,
-                         n_train=n_train, noise_micro_batches=noise_micro_batches)
-    _check_names(sweep.workloads())
-    folder_name = model_directory(sweep.model) + ("" if chosen is None else f"+{chosen.name}")
-    folder = (Path(work_dir).expanduser() if work_dir is not None
-              else home_path / "runs" / sweep.base_dir / folder_name)
-    if executor == "ray":
-        resolved = device  # resolved on the worker that runs the trial
-        gpus = 0
-    else:
-        from curvekit.runner.train import resolve_device
+            n_train = load_dataset(dataset, data_text).n_train
+        sweep = Sweep.create(name, dataset=dataset, model=model, optimizers=optimizers,
+                             batch_sizes=_batch_sizes(batch_sizes, dataset, data_text),
+                             trials=trials, steps=steps, eval_every=eval_every, seed=seed,
+                             sampler=sampler, space=space, data_dir=data_text, protocol=chosen,
+                             n_train=n_train, noise_micro_batches=noise_micro_batches)
+        _check_names(sweep.workloads())
+        folder_name = model_directory(sweep.model) + ("" if chosen is None else f"+{chosen.name}")
+        # the default folder is in the home, so it stays there: a link out of it is refused
+        folder = (Path(work_dir).expanduser() if work_dir is not None
+                  else confined(home_path, home_path / "runs" / sweep.base_dir / folder_name))
+        if executor == "ray":
+            resolved = device  # resolved on the worker that runs the trial
+            gpus = 0
+        else:
+            from curvekit.runner.train import resolve_device
 
-        resolved = resolve_device(device)
-        gpus = torch.cuda.device_count() if resolved == "cuda" else 0
-    if workers is None:
-        workers = max(1, gpus)
-    if workers < 1:
-        raise RunError(f"workers must be at least 1, got {workers}")
-    if trials_at_once is not None and trials_at_once < 1:
-        raise RunError(f"trials at once must be at least 1, got {trials_at_once}; use 1 to "
-                       "train trials one by one, or leave it out for whole studies")
-    open_work_dir(folder, sweep)
-    specs = sweep.trial_specs(device=resolved)
-    done = finished_trials(folder, specs)
-    todo = [s for i, s in enumerate(specs) if i not in done]
-    ran = 0
-    results = execute(todo, executor=executor, workers=workers, gpus=gpus,
-                      ray_address=ray_address, trials_at_once=trials_at_once)
-    try:
-        for result in results:
-            write_part(folder, result)
-            ran += 1
-            if progress is not None:
-                progress("trials", len(done) + ran, len(specs))
-    finally:
-        # Stops the workers of an interrupted sweep; the saved parts stay.
-        close = getattr(results, "close", None)
-        if close is not None:
-            close()
-    finished = finished_trials(folder, specs)
-    missing = len(specs) - len(finished)
-    if missing:
-        raise RunError(f"{missing} of {len(specs)} trials have no result in {folder}; rerun "
-                       "the same command to run them")
-    statuses = dict(Counter(meta["status"] for meta, _, _ in finished.values()))
-    added: list[Any] = []
-    if store:
-        from curvekit.runner.collect import sweep_tables, workload_data
-        from curvekit.store.update import add_workload
+            resolved = resolve_device(device)
+            gpus = torch.cuda.device_count() if resolved == "cuda" else 0
+        if workers is None:
+            workers = max(1, gpus)
+        check_count(workers, "workers", 1, MAX_WORKERS)
+        if trials_at_once is not None:
+            check_count(trials_at_once, "trials at once", 1, MAX_TRIALS)
+        open_work_dir(folder, sweep)
+        specs = sweep.trial_specs(device=resolved)
+        done = finished_trials(folder, specs)
+        todo = [s for i, s in enumerate(specs) if i not in done]
+        ran = 0
+        results = execute(todo, executor=executor, workers=workers, gpus=gpus,
+                          ray_address=ray_address, trials_at_once=trials_at_once,
+                          import_paths=folders)
+        try:
+            for result in results:
+                write_part(folder, result)
+                ran += 1
+                if progress is not None:
+                    progress("trials", len(done) + ran, len(specs))
+        finally:
+            # Stops the workers of an interrupted sweep; the saved parts stay.
+            close = getattr(results, "close", None)
+            if close is not None:
+                close()
+        finished = finished_trials(folder, specs)
+        missing = len(specs) - len(finished)
+        if missing:
+            raise RunError(f"{missing} of {len(specs)} trials have no result in {folder}; rerun "
+                           "the same command to run them")
+        statuses = dict(Counter(meta["status"] for meta, _, _ in finished.values()))
+        added: list[Any] = []
+        if store:
+            from curvekit.runner.collect import sweep_tables, workload_data
+            from curvekit.store.update import add_workload
 
-        tables = sweep_tables(sweep, specs, finished, folder)
-        origin = {"format": "curvekit-run", "tool": "curvekit run", "work_dir": str(folder),
-                  "plan": sweep.to_json()}
-        for data in workload_data(tables, origin):
-            added.append(add_workload(home_path, data, replace=True))
-    return RunResult(sweep.workloads(), folder, len(specs), ran, len(done), statuses,
-                     time.perf_counter() - start, added)
+            tables = sweep_tables(sweep, specs, finished, folder)
+            origin = {"format": "curvekit-run", "tool": "curvekit run", "work_dir": str(folder),
+                      "plan": sweep.to_json()}
+            for data in workload_data(tables, origin):
+                added.append(add_workload(home_path, data, replace=True))
+        return RunResult(sweep.workloads(), folder, len(specs), ran, len(done), statuses,
+                         time.perf_counter() - start, added)

@@ -6,7 +6,7 @@ atomic swap, in one snapshot transaction (:mod:`curvekit.store.transaction`). A 
 anywhere removes the staging folder and leaves the previous store exactly as it was.
 
 >>> import tempfile, pathlib
->>> from curvekit.testing import tiny_archive
+>>> from curvekit.release.synthetic import tiny_archive
 >>> tmp = pathlib.Path(tempfile.mkdtemp())
 >>> manifest = tiny_archive(tmp / "tiny.tar.bz2")
 >>> meta = convert(tmp / "tiny.tar.bz2", tmp / "home", manifest=manifest)
@@ -16,10 +16,11 @@ True
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
+from curvekit import structured
+from curvekit.errors import ArchiveError
 from curvekit.progress import StageCounter
 from curvekit.records import TrialRecord
 from curvekit.release.archive import CsvRecord, Decompressor, read_archive
@@ -62,7 +63,9 @@ def convert(
         expected = manifest.totals["trials"] * 2 + manifest.totals["studies"]
     with transaction(home, action=f"converting {archive.name}",
                      needed=lambda: conversion_room(archive, home)) as tx:
-        builder = StoreBuilder(tx.staging, memory_limit=memory_limit, threads=threads)
+        # the store's rules for names, steps and values, refused as faults of the archive
+        builder = StoreBuilder(tx.staging, memory_limit=memory_limit, threads=threads,
+                               error=ArchiveError)
         batcher = CsvBatcher(builder.add_measurements)
         n = 0
         try:
@@ -70,7 +73,10 @@ def convert(
             for n, record in enumerate(read_archive(archive, decompressor=decompressor,
                                                     threads=threads), 1):
                 if isinstance(record, CsvRecord):
+                    known = len(batcher.metrics)
                     batcher.add(record)
+                    if len(batcher.metrics) > known:  # a new header: its names, checked now
+                        builder.add_metrics(list(batcher.metrics)[known:], record.member)
                 elif isinstance(record, TrialRecord):
                     builder.add_trial(record)
                 else:
@@ -94,7 +100,7 @@ def convert(
         # the user's own workloads move into the new snapshot
         meta = carry_added(tx, meta)
         if manifest is not None:
-            (tx.staging / MANIFEST_FILE).write_text(json.dumps(manifest.to_dict(), indent=1))
+            (tx.staging / MANIFEST_FILE).write_text(structured.dumps(manifest.to_dict(), indent=1))
         if progress is not None:
             progress(n, n)
         tx.publish((sha256 or "local")[:12], meta)

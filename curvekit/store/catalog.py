@@ -1,7 +1,7 @@
 """Describe a store (``info``) and check its content and its manifest (``verify``).
 
 >>> import tempfile, pathlib
->>> from curvekit.testing import tiny_archive
+>>> from curvekit.release.synthetic import tiny_archive
 >>> from curvekit.store.build import convert
 >>> tmp = pathlib.Path(tempfile.mkdtemp())
 >>> _ = convert(tmp / "a.tar.bz2", tmp, manifest=tiny_archive(tmp / "a.tar.bz2"))
@@ -24,7 +24,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from curvekit.errors import CurvekitError
+from curvekit.errors import CurvekitError, StoreError
 from curvekit.records import STATUSES
 from curvekit.release.manifest import Manifest
 from curvekit.store.layout import MANIFEST_FILE, TABLES
@@ -87,8 +87,8 @@ def _info(store: Store, con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
         with store.reading(str(path)):
             meta = pq.ParquetFile(path).metadata
         name = _workload(b, m, o)
-        rows[name] = rows.get(name, 0) + evaluations(meta)
-        metrics.setdefault(name, set()).update(metrics_with_values(meta))
+        rows[name] = rows.get(name, 0) + evaluations(meta, path)
+        metrics.setdefault(name, set()).update(metrics_with_values(meta, path))
     meas = pl.DataFrame({
         "workload": list(rows),
         "measurements": list(rows.values()),
@@ -152,9 +152,9 @@ def verify(store: Store, manifest: Manifest | None = None) -> VerifyReport:
     metrics: dict[tuple[str, int | None], int] = {}  # each study's metrics (its footer)
     for path in good["measurements"]:
         meta = pq.ParquetFile(path).metadata
-        total += evaluations(meta)
+        total += evaluations(meta, path)
         metrics[_partition_key(path.relative_to(store.path).as_posix())] = \
-            max(1, len(metrics_with_values(meta)))
+            max(1, len(metrics_with_values(meta, path)))
     with store.reading("the store's tables", fixed_sql=True):
         have, expected_rows, study_keys = _trial_counts(con, good)
         _check_trials(con, good, bad, metrics, problems)
@@ -187,7 +187,12 @@ def _check_files(store: Store, problems: list[str]) -> set[str]:
                 problems.append(f"{rel}: unreadable Parquet file ({exc}); to repair, "
                                 f"{repair_hint(store.metadata, rel)}")
                 bad.add(rel)
-    found = check_files(store.path, skip=frozenset(bad))
+    try:
+        found = check_files(store.path, skip=frozenset(bad))
+    except StoreError as exc:
+        # Damaged checksums vouch for nothing: name the record, judge no data file by it.
+        problems.append(str(exc))
+        return bad
     if not found.recorded:
         problems.append(f"{store.path}: no checksums recorded ({FILES_FILE} is missing), so "
                         "damaged files cannot be found; run `curvekit fetch --force` to "
@@ -198,8 +203,10 @@ def _check_files(store: Store, problems: list[str]) -> set[str]:
     for rel in found.missing:
         problems.append(f"{rel}: missing; to repair, {repair_hint(store.metadata, rel)}")
     for rel in found.unexpected:
-        problems.append(f"{rel}: unexpected file, not written with this snapshot (queries "
-                        "may read it); delete it, or run `curvekit fetch --force`")
+        problems.append(f"{rel}: unexpected file, not recorded in {FILES_FILE} when the "
+                        "snapshot was written (queries may read it); curvekit did not write "
+                        "it there and cannot vouch for it: move it out of the store folder "
+                        "if it is yours (keep a copy rather than deleting it)")
     return bad | set(found.damaged) | set(found.unexpected)
 
 

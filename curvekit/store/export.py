@@ -12,7 +12,7 @@ The text written is the same as for the whole result at once: CSV as polars'
 ``json.dumps(frame.to_dicts(), indent=1, default=str)`` plus a newline.
 
 >>> import io, tempfile, pathlib
->>> from curvekit.testing import tiny_archive
+>>> from curvekit.release.synthetic import tiny_archive
 >>> from curvekit.store.build import convert
 >>> from curvekit.store.store import Store
 >>> tmp = pathlib.Path(tempfile.mkdtemp())
@@ -31,7 +31,6 @@ The text written is the same as for the whole result at once: CSV as polars'
 from __future__ import annotations
 
 import io
-import json
 import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -41,6 +40,7 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 
+from curvekit import structured
 from curvekit.errors import QueryError
 from curvekit.store.store import Store
 
@@ -149,10 +149,10 @@ def _json_values(series: pl.Series) -> list[str]:
     record of the top-level array (two levels deep)."""
     values = series.to_list()
     if isinstance(series.dtype, _NESTED):
-        return [json.dumps(v, indent=1, default=str).replace("\n", "\n  ") for v in values]
+        return [structured.dumps(v, indent=1, default=str).replace("\n", "\n  ") for v in values]
     # The C encoder (used only without indent) encodes the whole column in one call. A line
     # break cannot occur inside an encoded scalar (strings escape it), so it separates them.
-    text = json.dumps(values, separators=("\n", ": "), default=str)
+    text = structured.dumps(values, separators=("\n", ": "), default=str)
     return text[1:-1].split("\n") if values else []
 
 
@@ -168,7 +168,7 @@ class _JsonWriter:
         if not frame.height:
             return
         if not self.template:
-            keys = [json.dumps(c).replace("%", "%%") for c in frame.columns]
+            keys = [structured.dumps(c).replace("%", "%%") for c in frame.columns]
             self.template = " {\n" + ",\n".join(f"  {k}: %s" for k in keys) + "\n }"
         # In slices: a batch's values as Python objects would take ~100 MB.
         for part in frame.iter_slices(_JSON_SLICE):

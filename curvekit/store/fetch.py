@@ -1,7 +1,7 @@
 """``curvekit.fetch()``: find → download → verify → convert, doing only what is missing.
 
 >>> import tempfile, pathlib
->>> from curvekit.testing import tiny_archive
+>>> from curvekit.release.synthetic import tiny_archive
 >>> tmp = pathlib.Path(tempfile.mkdtemp())
 >>> m = tiny_archive(tmp / "tiny.tar.bz2")
 >>> fetch(home=tmp / "home", archive=tmp / "tiny.tar.bz2", manifest=m).action
@@ -33,6 +33,7 @@ from curvekit.release.download import (
 )
 from curvekit.release.manifest import Manifest, load_manifest
 from curvekit.store.build import convert
+from curvekit.store.confine import check_home
 from curvekit.store.layout import store_link
 from curvekit.store.metadata import StoreMetadata
 
@@ -112,6 +113,8 @@ def fetch(
     elif not isinstance(manifest, Manifest):
         manifest = Manifest.from_file(Path(manifest))
     expected = (sha256 or manifest.archive.sha256).strip().lower()
+    # links leading out of the home are refused before anything is read or downloaded
+    check_home(home)
     # a damaged _store.json is an error naming it (not a reason to convert over it)
     current = None if force else StoreMetadata.read(store_link(home))
     if current is not None and current.current_format and current.source.sha256 == expected:

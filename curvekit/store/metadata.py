@@ -27,13 +27,14 @@ curvekit.errors.StoreError: .../_store.json is damaged: store_format is 'one', e
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from curvekit import structured
 from curvekit._version import __version__
 from curvekit.errors import StoreError
+from curvekit.home import read_json
 from curvekit.store.layout import METADATA_FILE, STORE_FORMAT, store_link
 
 __all__ = ["ADDED_KEY", "METADATA_FILE", "NAMES_KEY", "TABLE_COLUMNS_KEY", "Source",
@@ -213,7 +214,7 @@ class StoreMetadata(Mapping[str, Any]):
 
     def text(self) -> str:
         """The file's text."""
-        return json.dumps(self._data, indent=1) + "\n"
+        return structured.dumps(self._data, indent=1) + "\n"
 
     @classmethod
     def empty(cls) -> StoreMetadata:
@@ -230,15 +231,9 @@ class StoreMetadata(Mapping[str, Any]):
         """The metadata of the snapshot (or store link) ``folder``; None when it has none."""
         path = folder / METADATA_FILE
         try:
-            text = path.read_text(encoding="utf-8")
+            data = read_json(path, lambda problem: damaged(path, problem))
         except FileNotFoundError:
             return None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise damaged(path, f"it cannot be read ({exc})") from exc
-        try:
-            data = json.loads(text)
-        except (ValueError, RecursionError) as exc:
-            raise damaged(path, f"it is not JSON ({exc})") from None
         if not isinstance(data, dict):
             raise damaged(path, f"it holds {type(data).__name__}, not a JSON object")
         if "store_format" not in data:

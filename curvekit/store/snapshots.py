@@ -10,7 +10,9 @@ Every published snapshot (a folder under ``home/stores``) carries
   :class:`~curvekit.store.store.Store` is open. A writer removes a snapshot that the
   ``store`` link no longer points to only when it can take an exclusive lock on that file,
   that is, when no reader holds it; otherwise the snapshot stays until a later writer finds
-  it free. Locks die with their process, so a reader that crashed holds nothing.
+  it free (:func:`curvekit.store.confine.retire`, which also checks that curvekit made the
+  snapshot). Locks die with their process, so a reader that crashed holds nothing. A reader
+  never creates a lease file, and never opens one through a link.
 
 >>> import tempfile, pathlib
 >>> snap = pathlib.Path(tempfile.mkdtemp())
@@ -31,16 +33,17 @@ import contextlib
 import errno
 import fcntl
 import hashlib
-import json
 import os
 import re
 import shutil
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from curvekit import structured
+from curvekit.errors import StoreError
+from curvekit.home import read_json
 from curvekit.records import Workload
 from curvekit.store.layout import METADATA_FILE, workload_dir
 
@@ -50,12 +53,11 @@ __all__ = [
     "Checked",
     "Lease",
     "check_files",
-    "clean_home",
     "file_digest",
     "is_snapshot_name",
     "read_records",
+    "records_damaged",
     "repair_hint",
-    "retire",
     "seal",
 ]
 
@@ -106,16 +108,48 @@ def _content_files(root: Path) -> list[str]:
     return out
 
 
+def records_damaged(path: Path, problem: str) -> StoreError:
+    """The error for a ``_files.json`` that cannot be trusted, with the one fix for it.
+
+    Nothing is judged by a damaged record: no file is called damaged or unexpected, and no
+    writer carries its checksums into a new snapshot or removes the snapshot it describes.
+    """
+    folder = path.parent
+    home = folder.parent.parent if folder.parent.name == "stores" else None
+    link = home / "store" if home is not None else folder
+    return StoreError(
+        f"{path} is damaged: {problem}. It holds the checksums of the snapshot's files, so "
+        "no file can be checked against it and curvekit will not carry it into a new "
+        f"snapshot; none of the data files was judged by it. To repair: remove {link} "
+        "and run `curvekit fetch` (or `curvekit demo`) to build the store again, then add "
+        f"your own workloads again; the old snapshot ({folder}) is kept, not deleted: "
+        "remove it yourself once you no longer need it")
+
+
+def _records_shape(path: Path, data: Any) -> dict[str, dict[str, Any]]:
+    files = data.get("files") if isinstance(data, dict) else None
+    if not isinstance(files, dict):
+        raise records_damaged(path, "it has no object \"files\"")
+    for rel, record in files.items():
+        if not (isinstance(record, dict) and isinstance(record.get("size"), int)
+                and isinstance(record.get("digest"), str)):
+            raise records_damaged(path, f"the record of {rel!r} is {record!r}, expected "
+                                        "{\"size\": <bytes>, \"digest\": <hex>}")
+    return files
+
+
 def read_records(snapshot: Path) -> dict[str, dict[str, Any]] | None:
-    """The recorded size and digest of each file of ``snapshot``; None when none were."""
+    """The recorded size and digest of each file of ``snapshot``; None when none were.
+
+    A ``_files.json`` that cannot be read, is not JSON, nests too deep or has the wrong
+    shape is a :class:`StoreError` naming it (:func:`records_damaged`).
+    """
+    path = snapshot / FILES_FILE
     try:
-        data = json.loads((snapshot / FILES_FILE).read_text())
+        data = read_json(path, lambda problem: records_damaged(path, problem))
     except FileNotFoundError:
         return None
-    except (OSError, ValueError):
-        return {}  # a damaged record: every file then reads as unverifiable
-    files = data.get("files") if isinstance(data, dict) else None
-    return files if isinstance(files, dict) else {}
+    return _records_shape(path, data)
 
 
 def seal(staging: Path, previous: Path | None = None) -> dict[str, dict[str, Any]]:
@@ -133,7 +167,7 @@ def seal(staging: Path, previous: Path | None = None) -> dict[str, dict[str, Any
             records[rel] = dict(old)
         else:
             records[rel] = {"size": stat.st_size, "digest": file_digest(staging / rel)}
-    body = json.dumps({"algorithm": ALGORITHM, "files": records}, indent=1, sort_keys=True)
+    body = structured.dumps({"algorithm": ALGORITHM, "files": records}, indent=1, sort_keys=True)
     (staging / FILES_FILE).write_text(body + "\n")
     (staging / LEASE_FILE).touch()
     return records
@@ -203,17 +237,19 @@ class Lease:
 
 
 def acquire(snapshot: Path) -> Lease | None:
-    """Take a shared lease on ``snapshot``; None when it was retired meanwhile (retry)."""
+    """Take a shared lease on ``snapshot``; None when it was retired meanwhile (retry).
+
+    The lease file is never created and never opened through a link: a snapshot without
+    one (sealed before leases existed, or on a home that cannot be written) is read without
+    a lease, and no writer retires a snapshot without its lease file.
+    """
     path = snapshot / LEASE_FILE
-    try:
-        fd = os.open(path, os.O_RDONLY)  # read-only is enough for flock
+    try:  # read-only is enough for flock
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         if not (snapshot / METADATA_FILE).is_file():
             return None  # retired between resolving the link and opening the lease
-        try:  # a snapshot sealed before leases existed: make its lease file now
-            fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
-        except OSError:
-            return Lease(None)
+        return Lease(None)
     except OSError:
         return Lease(None)
     fh = open(fd, "rb")  # noqa: SIM115 - held open for the lease's lifetime
@@ -227,49 +263,6 @@ def acquire(snapshot: Path) -> Lease | None:
         fh.close()  # a writer retired the snapshot while we waited for the lock
         return None
     return Lease(fh)
-
-
-def retire(snapshot: Path) -> bool:
-    """Remove ``snapshot`` if no reader holds a lease on it; True when it is gone.
-
-    The snapshot is renamed to a ``.retired-*`` folder under the exclusive lock, so a reader
-    that was waiting for the lock finds its path gone and opens the current store instead.
-    """
-    try:
-        fh = open(snapshot / LEASE_FILE, "ab")  # noqa: SIM115
-    except FileNotFoundError:
-        return not snapshot.exists()
-    with fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False  # a reader still has it open: a later writer removes it
-        grave = snapshot.parent / f".retired-{snapshot.name}-{uuid.uuid4().hex[:8]}"
-        snapshot.rename(grave)
-    shutil.rmtree(grave, ignore_errors=True)
-    return True
-
-
-def clean_home(stores: Path, current: Path | None) -> list[Path]:
-    """Remove what killed or finished runs left under ``stores``; return what was removed.
-
-    Staging folders and half-removed snapshots go at once; a snapshot that the ``store``
-    link does not point to (an old one, or one a killed run renamed into place without
-    swapping the link) is retired when no reader holds it. Call with the home's lock held.
-    """
-    removed: list[Path] = []
-    if not stores.is_dir():
-        return removed
-    for entry in sorted(stores.iterdir()):
-        if not entry.is_dir() or entry.is_symlink():
-            continue
-        if entry.name.startswith((".staging-", ".retired-")):
-            shutil.rmtree(entry, ignore_errors=True)
-            removed.append(entry)
-        elif (is_snapshot_name(entry.name) and entry != current
-              and (current is None or entry.resolve() != current) and retire(entry)):
-            removed.append(entry)
-    return removed
 
 
 # -- errors of writers -------------------------------------------------------------------

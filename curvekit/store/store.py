@@ -20,7 +20,6 @@ True
 from __future__ import annotations
 
 import difflib
-import json
 import os
 import re
 import threading
@@ -37,7 +36,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from curvekit.errors import QueryError, StoreError
-from curvekit.home import resolve_home
+from curvekit.home import parse_json, resolve_home
 from curvekit.records import Workload
 from curvekit.release.manifest import Manifest
 from curvekit.store.layout import (
@@ -372,7 +371,7 @@ class Store:
         seen: set[str] = set()
         for path in root.glob("batch_size=*/*.parquet"):
             with self.reading(str(path)):
-                seen |= metrics_with_values(pq.ParquetFile(path).metadata)
+                seen |= metrics_with_values(pq.ParquetFile(path).metadata, path)
         return sorted(seen)
 
     def check_metric(self, workload: str, metric: str) -> None:
@@ -522,16 +521,31 @@ def _old_format(path: Path, found: object) -> str:
             "run `curvekit fetch --force` to rebuild it")
 
 
-def metrics_with_values(meta: pq.FileMetaData) -> set[str]:
-    """The metrics a measurements file holds rows of, as its footer records them."""
+def metrics_with_values(meta: pq.FileMetaData, path: Path | None = None) -> set[str]:
+    """The metrics a measurements file holds rows of, as its footer records them.
+
+    A footer whose list of metrics is not a JSON list of names (or nests too deep) is a
+    :class:`StoreError` naming the file ``path``.
+    """
     recorded = (meta.metadata or {}).get(METRICS_KEY.encode())
-    return set(json.loads(recorded)) if recorded is not None else set()
+    if recorded is None:
+        return set()
+
+    def damaged(problem: str) -> StoreError:
+        return StoreError(f"cannot read {path or 'a measurements file'}: its footer's "
+                          f"{METRICS_KEY} is damaged ({problem}); `curvekit verify` lists "
+                          "every damaged file")
+
+    names = parse_json(recorded.decode("utf-8", "replace"), damaged)
+    if not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+        raise damaged(f"it is {type(names).__name__}, not a list of metric names")
+    return set(names)
 
 
-def evaluations(meta: pq.FileMetaData) -> int:
+def evaluations(meta: pq.FileMetaData, path: Path | None = None) -> int:
     """The evaluations a measurements file holds: its rows over its metrics (a file with no
     metric holds one row per evaluation)."""
-    return int(meta.num_rows) // max(1, len(metrics_with_values(meta)))
+    return int(meta.num_rows) // max(1, len(metrics_with_values(meta, path)))
 
 
 def _filters(batch_size: int | None, statuses: Sequence[str] | None

@@ -30,7 +30,6 @@ False
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 from collections.abc import Callable, Mapping, Sequence
@@ -44,10 +43,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from curvekit import structured
 from curvekit._version import __version__
 from curvekit.errors import StoreError
 from curvekit.home import resolve_home
-from curvekit.names import check_name
+from curvekit.names import ColumnNames
 from curvekit.records import (
     STATUSES,
     StudyKey,
@@ -68,6 +68,7 @@ from curvekit.store.snapshots import FILES_FILE
 from curvekit.store.transaction import Transaction, transaction
 from curvekit.store.upgrade import OLD_FORMAT, upgrade_into
 from curvekit.store.writer import Evaluations, StoreBuilder
+from curvekit.values import INT64_MAX, parameter_fix, parameter_problem
 
 __all__ = ["AddResult", "WorkloadData", "add_workload", "carry_added", "remove_workload"]
 
@@ -121,9 +122,12 @@ def validate(data: WorkloadData) -> dict[tuple[StudyKey, int], Evaluations]:
     """
     name = data.workload
     _split(name)  # a well-formed base_dir/model/optimizer
-    for t in data.trials:  # the one name rule (curvekit.names), whatever built ``data``
+    # The one name rule (curvekit.names), whatever built ``data``, before the store is
+    # locked; the writer applies it again to everything it writes.
+    columns = ColumnNames(StoreError)
+    for t in data.trials:
         for param in t.parameters:
-            check_name(param, "metaparameter", fix=f"rename it ({t.member})", error=StoreError)
+            columns.parameter(param, t.member)
     keys = [s.key for s in data.studies]
     if len(set(keys)) != len(keys):
         raise StoreError(f"{name}: two studies have the same batch size")
@@ -146,13 +150,12 @@ def validate(data: WorkloadData) -> dict[tuple[StudyKey, int], Evaluations]:
         if t.trial_id < 0:
             raise StoreError(f"{t.member}: trial id {t.trial_id} is negative")
         for pname, value in t.parameters.items():
-            # Python ints are unbounded; the parameters table holds int64 (2**70 would crash
-            # the writer, or worse, wrap)
-            if isinstance(value, int) and not isinstance(value, bool) \
-                    and not -(2**63) <= value < 2**63:
-                raise StoreError(f"{t.member}: metaparameter {pname!r} is {value}, beyond a "
-                                 "64-bit integer (-2**63 ... 2**63 - 1); store it as a float "
-                                 "or a string")
+            # Python ints are unbounded and floats may be NaN; the parameters table holds
+            # int64 and finite numbers only (the one value rule, curvekit.values)
+            problem = parameter_problem(value, pname)
+            if problem is not None:
+                raise StoreError(f"{t.member}: metaparameter {problem}; "
+                                 f"{parameter_fix(value)}")
     missing = set(trial_keys) - set(data.measurements)
     extra = set(data.measurements) - set(trial_keys)
     for key, trial in sorted(missing):
@@ -164,8 +167,11 @@ def validate(data: WorkloadData) -> dict[tuple[StudyKey, int], Evaluations]:
     out = {}
     for (key, trial), table in data.measurements.items():
         member = members[(key, trial)]
-        out[(key, trial)] = (_from_long(table, trial, member) if _is_long(table)
-                             else _from_wide(table, trial, member))
+        rows = (_from_long(table, trial, member) if _is_long(table)
+                else _from_wide(table, trial, member))
+        for metric in rows.names:
+            columns.metric(metric, member)
+        out[(key, trial)] = rows
     return out
 
 
@@ -188,10 +194,12 @@ def _steps(step: pa.ChunkedArray | pa.Array, member: str, what: str = "") -> np.
     if step.null_count:
         raise StoreError(f"{member}: 'step'{what} has empty values")
     if pa.types.is_unsigned_integer(step.type) and len(step) \
-            and pc.max(step).as_py() > 2**63 - 1:
+            and pc.max(step).as_py() > INT64_MAX:
         raise StoreError(f"{member}: step {pc.max(step).as_py()} is beyond 2**63 - 1, the "
                          "largest step the store holds (int64)")
     steps: np.ndarray = step.to_numpy().astype(np.int64)
+    if len(steps) and steps.min() < 0:
+        raise StoreError(f"{member}: step {steps.min()} is negative; steps count from 0")
     if len(steps) > 1 and not bool(np.all(np.diff(steps) > 0)):
         i = int(np.argmax(np.diff(steps) <= 0))
         raise StoreError(f"{member}: steps{what} must strictly increase, but step "
@@ -200,7 +208,6 @@ def _steps(step: pa.ChunkedArray | pa.Array, member: str, what: str = "") -> np.
 
 
 def _metric(name: str, column: pa.ChunkedArray | pa.Array, member: str) -> pa.Array:
-    check_name(name, "metric", fix=f"rename it ({member})", error=StoreError)
     if not (pa.types.is_floating(column.type) or pa.types.is_integer(column.type)
             or pa.types.is_null(column.type)):
         raise StoreError(f"{member}: metric {name!r} is {column.type}, expected numbers")
@@ -232,7 +239,6 @@ def _from_long(table: pa.Table, trial: int, member: str) -> Evaluations:
                                                          minlength=len(encoded.dictionary)))])
     by_name: dict[str, tuple[np.ndarray, pa.Array]] = {}
     for code, name in sorted(enumerate(encoded.dictionary.to_pylist()), key=lambda x: x[1]):
-        check_name(name, "metric", fix=f"rename it ({member})", error=StoreError)
         rows = pa.array(order[starts[code]:starts[code + 1]])
         by_name[name] = (_steps(step.take(rows), member, f" of metric {name!r}"),
                          value.take(rows))
@@ -277,7 +283,7 @@ def content_hash(data: WorkloadData, tables: Mapping[tuple[StudyKey, int], Evalu
 
 
 def _dumps(value: Any) -> bytes:
-    return json.dumps(value, sort_keys=True, default=str).encode()
+    return structured.dumps(value, sort_keys=True, default=str).encode()
 
 
 def _workload_of(rel: Path) -> str:
@@ -391,8 +397,9 @@ def add_workload(home: str | os.PathLike[str] | None, data: WorkloadData, *,
             builder.add_study(study)
         for trial in data.trials:
             builder.add_trial(trial)
-        for (key, _), rows in sorted(tables.items(), key=lambda item: item[0]):
-            builder.add_evaluations(key, rows)
+        members = {(t.key, t.trial_id): t.member for t in data.trials}
+        for (key, trial_id), rows in sorted(tables.items(), key=lambda item: item[0]):
+            builder.add_evaluations(key, rows, members[(key, trial_id)])
         written = builder.finish({}, {k: t.num_rows for k, t in tables.items()})
         workloads = sorted(set(meta.workloads or []) | {name})
         total = meta.counts

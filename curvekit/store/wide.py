@@ -18,10 +18,11 @@ Names that differ only in case are different columns (``val/err`` and ``VAL/ERR`
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 
 import polars as pl
+
+from curvekit import structured
 
 __all__ = ["EVALUATION", "frame_names", "parameters_frame", "pivot_measurements"]
 
@@ -54,7 +55,7 @@ _NUMBER = {"float64": pl.Float64, "int64": pl.Int64, "bool": pl.Boolean, "null":
 def _as_text() -> pl.Expr:
     """A parameter row's value as the text a column of mixed types holds: the text itself,
     canonical JSON for anything else (``0.5``, ``true``, ``[1,2]``)."""
-    number = pl.col("number").map_elements(lambda v: json.dumps(float(v)),
+    number = pl.col("number").map_elements(lambda v: structured.dumps(float(v)),
                                            return_dtype=pl.String)
     return (pl.when(pl.col("type") == "string").then(pl.col("text"))
             .when(pl.col("type") == "json").then(pl.col("text"))

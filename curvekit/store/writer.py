@@ -45,8 +45,10 @@ import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
-from curvekit.errors import StoreError
-from curvekit.records import StudyKey, StudyRecord, TrialRecord
+from curvekit import structured
+from curvekit.errors import CurvekitError, StoreError
+from curvekit.names import ColumnNames, ErrorType
+from curvekit.records import STATUSES, StudyKey, StudyRecord, TrialRecord, Workload
 from curvekit.store.layout import (
     FILE_NAME,
     METRICS_KEY,
@@ -55,6 +57,13 @@ from curvekit.store.layout import (
     partition_dir,
 )
 from curvekit.store.metadata import NAMES_KEY, StoreMetadata
+from curvekit.values import (
+    INT64_MAX,
+    flag_problem,
+    integer_problem,
+    parameter_fix,
+    parameter_problem,
+)
 
 __all__ = [
     "EVALUATIONS_KEY",
@@ -92,7 +101,7 @@ Column: TypeAlias = pa.Array | pa.ChunkedArray
 
 
 def _json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return structured.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 # -- evaluations: trial ids, steps and one aligned array per metric ------------------------
@@ -140,7 +149,7 @@ class Evaluations:
         """A table with positional column names (the names go in its schema metadata)."""
         names = ["trial_id", "step", *(str(i) for i in range(len(self.names)))]
         table = pa.Table.from_arrays([self.trial_id, self.step, *self.values], names=names)
-        return table.replace_schema_metadata({"curvekit.names": json.dumps(self.names)})
+        return table.replace_schema_metadata({"curvekit.names": structured.dumps(self.names)})
 
     @classmethod
     def from_ipc(cls, table: pa.Table) -> Evaluations:
@@ -241,7 +250,7 @@ def write_measurements(rows: Evaluations, path: Path) -> int:
     try:
         for group in _groups(rows, kept):
             writer.write_table(group, row_group_size=MAX_GROUP_ROWS)
-        writer.add_key_value_metadata({METRICS_KEY: json.dumps([m for m, _ in kept]),
+        writer.add_key_value_metadata({METRICS_KEY: structured.dumps([m for m, _ in kept]),
                                        EVALUATIONS_KEY: str(n)})
     finally:
         writer.close()
@@ -281,6 +290,25 @@ def _group(rows: Evaluations, names: list[str], values: list[Column]) -> pa.Tabl
          pa.chunked_array([metric]),
          pa.chunked_array([c for v in values for c in _chunks(v)], pa.float64())],
         schema=_WRITTEN)
+
+
+def _check_steps(step: Column, error: ErrorType) -> None:
+    """Refuse steps that are not whole numbers in 0 … 2**63 - 1 (int64 exactly)."""
+    if not pa.types.is_integer(step.type):
+        raise error(f"steps are {step.type}, not integers: steps are stored exactly as int64 "
+                    "(a float would round those above 2**53)")
+    if step.null_count:
+        raise error("a row has no step")
+    for chunk in _chunks(step):  # NumPy's min and max: microseconds per table, no copy
+        values = chunk.to_numpy(zero_copy_only=False)
+        if not values.size:
+            continue
+        low, high = int(values.min()), int(values.max())
+        if low < 0:
+            raise error(f"step {low} is negative; steps count from 0")
+        if high > INT64_MAX:
+            raise error(f"step {high} is beyond 2**63 - 1 = {INT64_MAX}, the largest step "
+                        "the store holds (int64)")
 
 
 def write_table(table: pa.Table, path: Path) -> None:
@@ -423,9 +451,21 @@ def _name_rows(name: str, sizes: pa.Array, ids: pa.Array, values: list[Any],
 # -- the builder ---------------------------------------------------------------------------
 
 class StoreBuilder:
-    """Accumulate one store's content and write it into ``root`` (a staging folder)."""
+    """Accumulate one store's content and write it into ``root`` (a staging folder).
 
-    def __init__(self, root: Path, *, memory_limit: int = 512 << 20, threads: int = 2) -> None:
+    The one door every way into the store goes through (the conversion of the release, and
+    :func:`~curvekit.store.update.add_workload` for ``curvekit add`` and ``curvekit run``), so
+    it applies the store's rules to whatever it is given, before anything is written:
+    workload names (:meth:`curvekit.records.Workload.parse`), metric and metaparameter names
+    (:class:`curvekit.names.ColumnNames`: the one name rule; names are data, none clashes),
+    steps, trial ids and budgets (whole numbers within int64, steps never negative),
+    statuses, flags and metaparameter values (:mod:`curvekit.values`). A refusal raises
+    ``error`` (a :class:`StoreError` unless the caller names its own, e.g. an
+    ``ArchiveError`` for the release) naming the file.
+    """
+
+    def __init__(self, root: Path, *, memory_limit: int = 512 << 20, threads: int = 2,
+                 error: ErrorType = StoreError) -> None:
         self.root = root
         self.studies: dict[StudyKey, StudyRecord] = {}
         self.trials: dict[tuple[StudyKey, int], TrialRecord] = {}
@@ -437,22 +477,78 @@ class StoreBuilder:
         self._spills: dict[StudyKey, list[Path]] = {}
         self._memory_limit = memory_limit
         self._threads = threads
+        self._error = error
+        self._names = ColumnNames(error, metric_fix="rename the metric where it is given",
+                                  parameter_fix="rename the metaparameter where it is given")
+        self._workloads: set[str] = set()
+
+    def _fail(self, where: str, message: str) -> CurvekitError:
+        return self._error(f"{where}: {message}")
+
+    def _check_key(self, key: StudyKey, where: str) -> None:
+        if key.workload not in self._workloads:
+            Workload.parse(key.workload, fix="rename it where it is given",
+                           error=lambda m: self._fail(where, m))
+            self._workloads.add(key.workload)
+        problem = integer_problem(key.batch_size, minimum=1)
+        if problem is not None:
+            raise self._fail(where, f"batch size {key.batch_size!r} {problem}")
 
     def add_study(self, record: StudyRecord) -> None:
-        """Add a parsed study.json."""
+        """Add a parsed study.json (its values checked, see the class docs)."""
+        where = record.member
+        self._check_key(record.key, where)
+        for field, problem in (("train_steps", integer_problem(record.train_steps)),
+                               ("early_stopping", flag_problem(record.early_stopping))):
+            if problem is not None:
+                value = getattr(record, field)
+                raise self._fail(where, f"{field} {value!r} {problem}")
+        problem = parameter_problem(record.parameter_configs, "parameter_configs")
+        if problem is not None:
+            raise self._fail(where, problem)
         self.studies[record.key] = record
 
     def add_trial(self, record: TrialRecord) -> None:
-        """Add a parsed metadata.json."""
+        """Add a parsed metadata.json (its names and values checked, see the class docs)."""
+        where = record.member
+        self._check_key(record.key, where)
+        for field in ("trial_id", "steps"):
+            value = getattr(record, field)
+            problem = integer_problem(value)
+            if problem is not None:
+                raise self._fail(where, f"{field} {value!r} {problem}")
+        if record.status not in STATUSES:
+            raise self._fail(where, f"status {record.status!r} is not one of "
+                             f"{', '.join(STATUSES)}")
+        for name, value in record.parameters.items():
+            self._names.parameter(name, where)
+            problem = parameter_problem(value, name)
+            if problem is not None:
+                raise self._fail(where, f"metaparameter {problem}; {parameter_fix(value)}")
         self.trials[(record.key, record.trial_id)] = record
+
+    def add_metrics(self, names: Iterable[str], where: str) -> None:
+        """Add metric names that may hold no value (a header without rows)."""
+        for name in names:
+            self.metrics.add(self._names.metric(name, where))
 
     def add_measurements(self, key: StudyKey, table: pa.Table) -> None:
         """Add rows of one study: ``trial_id``, ``step``, then one column per metric."""
-        self.add_evaluations(key, Evaluations.from_table(table))
+        where = f"{key.path()}/<trial>/measurements"
+        self._check_key(key, where)
+        _check_steps(table.column(1), lambda m: self._fail(where, m))
+        self.add_metrics(table.column_names[2:], where)
+        self._add(key, Evaluations.from_table(table))
 
-    def add_evaluations(self, key: StudyKey, rows: Evaluations) -> None:
-        """Add evaluations of one study."""
-        self.metrics.update(rows.names)
+    def add_evaluations(self, key: StudyKey, rows: Evaluations, where: str = "") -> None:
+        """Add evaluations of one study (``where``: the file they came from)."""
+        where = where or f"{key.path()}/<trial>/measurements"
+        self._check_key(key, where)
+        _check_steps(rows.step, lambda m: self._fail(where, m))
+        self.add_metrics(rows.names, where)
+        self._add(key, rows)
+
+    def _add(self, key: StudyKey, rows: Evaluations) -> None:
         self._pending.setdefault(key, []).append(rows)
         self._pending_bytes += rows.nbytes
         if self._pending_bytes > self._memory_limit:

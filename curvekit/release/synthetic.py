@@ -39,9 +39,7 @@ import bz2
 import copy
 import hashlib
 import io
-import json
 import math
-import multiprocessing
 import os
 import tarfile
 import zlib
@@ -56,7 +54,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
+from curvekit import structured
+from curvekit._processes import fork_pool
 from curvekit.errors import ArchiveError, ManifestError
+from curvekit.outputs import output_stream, write_file
+from curvekit.progress import Progress
 from curvekit.records import STATUSES
 from curvekit.release.manifest import Manifest, StudyCounts, load_manifest
 
@@ -511,11 +513,11 @@ def _render_json(st: _Study, tr: _Trial | None) -> bytes:
             "early_stopping": _family(st.workload) == "lm", "model": st.model,
             "optimizer": st.optimizer, "parameter_configs": st.configs,
             "train_steps": st.train_steps, **st.extra}
-        return json.dumps(doc, indent=2).encode() + b"\n"
+        return structured.dumps(doc, indent=2).encode() + b"\n"
     doc = {"_internal_study_name": f"bs-{zlib.crc32(st.workload.encode()):08x}-{st.batch_size}",
            "_internal_trial_id": st.internal_base + tr.trial_id, "parameters": tr.params,
            "status": tr.status, "steps": tr.end, "trial_id": tr.trial_id}
-    return json.dumps({**doc, **(_EXTRA_META if tr.extra_meta else {})}).encode()
+    return structured.dumps({**doc, **(_EXTRA_META if tr.extra_meta else {})}).encode()
 
 
 def _render(plan: _Plan, ref: _Ref) -> tuple[str, bytes | None, int]:
@@ -622,13 +624,14 @@ def _chunks(plan: _Plan, refs: list[_Ref], chunk_bytes: int) -> list[list[_Ref]]
 
 def _compressed(tasks: list[list[_Ref]], plan: _Plan, jobs: int) -> Iterator[_Chunk]:
     """Compressed chunks in order, rendered in ``jobs`` worker processes when worthwhile."""
-    if jobs <= 1 or len(tasks) <= 1:
+    # Forked copies of this process (no need to pickle the plan, nothing imported anew);
+    # where fork does not exist, this process renders every chunk (curvekit._processes).
+    pool = fork_pool(jobs, _init, (plan,)) if jobs > 1 and len(tasks) > 1 else None
+    if pool is None:
         _init(plan)
         yield from map(_work, tasks)
         return
-    fork = "fork" in multiprocessing.get_all_start_methods()  # no need to pickle the plan
-    ctx = multiprocessing.get_context("fork" if fork else None)
-    with ctx.Pool(jobs, initializer=_init, initargs=(plan,)) as pool:
+    with pool:
         yield from pool.imap(_work, tasks)
 
 
@@ -647,6 +650,7 @@ def generate_archive(
     jobs: int | None = None,
     float_style: Literal["mixed", "repr", "short"] = "mixed",
     chunk_bytes: int = 16 << 20,
+    progress: Progress | None = None,
 ) -> Manifest:
     """Write a synthetic archive in the release's layout and return its manifest.
 
@@ -662,7 +666,9 @@ def generate_archive(
     ``float_style`` picks the number format (see the module docstring). The bzip2 output
     is one stream per ``chunk_bytes`` of tar data, compressed at level 9 in ``jobs``
     processes (default: every CPU); the bytes depend on the arguments, not on ``jobs``.
-    The file is written to ``path + ".tmp"`` and renamed when complete.
+    The file is written to a work file beside it and renamed when complete. ``progress`` (a
+    :class:`curvekit.progress.Progress`) hears ``("generate", done, total)``: archive
+    members written, after each compressed chunk.
 
     Examples
     --------
@@ -688,22 +694,23 @@ def generate_archive(
                  float_style=float_style)
     tasks = _chunks(plan, _order(plan, order, seed), chunk_bytes)
     target = Path(path)
-    tmp = target.with_name(target.name + ".tmp")
     digest, raw_size, rows = hashlib.sha256(), 0, 0
-    try:
-        with open(tmp, "wb") as f:
-            for blob, raw, n in _compressed(tasks, plan, jobs or os.cpu_count() or 1):
-                f.write(blob)
-                digest.update(blob)
-                raw_size, rows = raw_size + raw, rows + n
-            # end of archive: two zero blocks, padded to a whole record like tar(1)
-            end = b"\0" * (1024 + (-(raw_size + 1024) % tarfile.RECORDSIZE))
-            f.write(blob := bz2.compress(end, 9))
+    total, done = sum(map(len, tasks)), 0
+    if progress is not None:
+        progress("generate", 0, total)
+    with output_stream(target, "the generated archive") as f:
+        chunks = _compressed(tasks, plan, jobs or os.cpu_count() or 1)
+        for task, (blob, raw, n) in zip(tasks, chunks, strict=True):
+            f.write(blob)
             digest.update(blob)
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+            raw_size, rows = raw_size + raw, rows + n
+            done += len(task)
+            if progress is not None:
+                progress("generate", done, total)
+        # end of archive: two zero blocks, padded to a whole record like tar(1)
+        end = b"\0" * (1024 + (-(raw_size + 1024) % tarfile.RECORDSIZE))
+        f.write(blob := bz2.compress(end, 9))
+        digest.update(blob)
     options = {"seed": seed, "trial_fraction": trial_fraction, "order": order,
                "max_trials_per_study": max_trials_per_study, "evals_scale": evals_scale,
                "quirks": quirks, "float_style": float_style}
@@ -743,11 +750,8 @@ def write_manifest(manifest: Manifest, path: str | os.PathLike[str]) -> Path:
     >>> Manifest.from_file(p).dataset
     'batch_science_synthetic'
     """
-    target = Path(path)
-    tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(json.dumps(manifest.to_dict(), indent=2) + "\n")
-    os.replace(tmp, target)
-    return target
+    return write_file(path, structured.dumps(manifest.to_dict(), indent=2) + "\n",
+                      "the manifest")
 
 
 def full_scale_kwargs() -> dict[str, Any]:
