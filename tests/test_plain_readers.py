@@ -414,7 +414,7 @@ def test_each_workload_keeps_its_own_types(home: Path) -> None:
 
 def test_an_integer_beyond_int64_is_refused_and_the_store_is_unchanged(home: Path) -> None:
     before = snapshot(home)
-    with pytest.raises(StoreError, match=r"beyond a 64-bit integer"):
+    with pytest.raises(StoreError, match=r"does not fit in a 64-bit integer"):
         add_workload(home, _workload("u/huge/sgd", {"learning_rate": 2**70}))
     assert snapshot(home) == before
 
