@@ -16,8 +16,8 @@ the other base metaparameters are kept as they are. Each study is a single point
 trials differ only in their seed (initialisation and data order).
 
 A protocol's runs are the workload ``NAME/MODEL/OPTIMIZER+PROTOCOL`` (e.g.
-``digits/fc_32/sgd+linear-scaling``), beside the tuned ``NAME/MODEL/OPTIMIZER``, so the
-store keeps one schema per table and ``steps-to-result`` reads each like any workload.
+``digits/fc_32/sgd+linear-scaling``), beside the tuned ``NAME/MODEL/OPTIMIZER``, which
+stays untouched; ``steps-to-result`` reads each like any workload.
 
 >>> p = Protocol.create("linear-scaling", base_batch_size=32,
 ...                     base_parameters={"learning_rate": 0.1}, warmup="2e")
