@@ -6,7 +6,7 @@ outside the repository (``python -m`` and ``-c`` put the working folder first)::
     git worktree add --detach /tmp/format1-code <commit before store_format 2>
     cd /tmp && PYTHONPATH=/tmp/format1-code python /path/to/tests/format1/make.py
 
-It converts ``curvekit.testing.tiny_archive`` (the release's layout and quirks), adds a CSV
+It converts ``tiny_archive`` (the release's layout and quirks), adds a CSV
 workload with a metric and metaparameters of its own (``optimizer``, which format 1 stored
 as ``param_optimizer``; an integer, a string), and copies the snapshot into
 ``tests/format1/store`` with the answers that code gave (``answers.json``).
@@ -21,7 +21,11 @@ from pathlib import Path
 
 import curvekit
 from curvekit.store.layout import STORE_FORMAT
-from curvekit.testing import tiny_archive
+
+try:
+    from curvekit.release.synthetic import tiny_archive
+except ImportError:  # where the generator lived before
+    from curvekit.testing import tiny_archive  # type: ignore[no-redef]
 
 HERE = Path(__file__).resolve().parent
 MINE = "mine/cnn/sgd"
