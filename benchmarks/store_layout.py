@@ -13,10 +13,15 @@ sampled. For each layout:
   store has; for each, the wall time, peak memory and how many of the store's existing data
   files the new snapshot rewrote (a file is rewritten when the new snapshot holds it under a
   new inode); then ``curvekit.remove_workload`` of the first (time, files rewritten);
-* **queries**: ``steps_to_result`` and ``best`` on the largest workload (warm, median of
-  ``--repeat`` calls in one process), a store-wide ``curvekit query`` over one metric
-  (each layout's own SQL for the same answer: per workload, the rows of
-  ``val/classification_error`` below 0.3 and their first step), and ``curvekit verify``.
+* **queries**: ``steps_to_result`` and ``best`` on the largest workload (warm, in one
+  process per layout), a store-wide ``curvekit query`` over one metric (each layout's own
+  SQL for the same answer: per workload, the rows of ``val/classification_error`` below 0.3
+  and their first step), and ``curvekit verify``.
+
+The machine may be shared, so the queries are measured **interleaved**: old, new, new, old,
+old, new, ... (``--repeat`` rounds), each layout's median and the ratio of the medians
+reported, with the load average sampled at every round. Conversions run once each, back to
+back. ``--reuse`` measures the queries again on the homes a ``--keep`` run left.
 
 Usage::
 
@@ -30,9 +35,11 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -54,27 +61,24 @@ QUERIES = {  # each layout's SQL for: per workload, rows of METRIC below GOAL, f
 }
 
 MEASURE = r"""
-import json, statistics, sys, time, warnings
+import json, sys, time, warnings
 import curvekit
 warnings.simplefilter("ignore")
-home, workload, metric = sys.argv[1:4]
-goal, repeat = float(sys.argv[4]), int(sys.argv[5])
+home, workload, metric, goal = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
 store = curvekit.open(home)
-out = {}
-for name, call in (("steps_to_result", lambda: curvekit.steps_to_result(
-                       store, curvekit.Selection(workload, metric, goal), explain=False)),
-                   ("best", lambda: curvekit.best(
-                       store, curvekit.Selection(workload, metric), explain=False))):
-    first = call()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        again = call()
-        times.append(time.perf_counter() - start)
-    assert again.equals(first)
-    out[name] = {"median_s": statistics.median(times), "min_s": min(times),
-                 "rows": first.height, "answer": first.write_csv()}
-print(json.dumps(out))
+calls = {"steps_to_result": lambda: curvekit.steps_to_result(
+             store, curvekit.Selection(workload, metric, goal), explain=False),
+         "best": lambda: curvekit.best(
+             store, curvekit.Selection(workload, metric), explain=False)}
+answers = {name: call().write_csv() for name, call in calls.items()}  # warm
+print(json.dumps(answers), flush=True)
+for line in sys.stdin:
+    name = line.strip()
+    start = time.perf_counter()
+    again = calls[name]()
+    seconds = time.perf_counter() - start
+    assert again.write_csv() == answers[name]
+    print(json.dumps(seconds), flush=True)
 """
 
 REMOVE = "import sys, curvekit; curvekit.remove_workload(sys.argv[1], sys.argv[2])"
@@ -133,8 +137,8 @@ def _largest(home: Path, code: Path) -> str:
     return str(max(rows, key=lambda r: r["measurements"])["workload"])
 
 
-def one_layout(label: str, code: Path, path: Path, manifest: Path, work: Path,
-               repeat: int, workload: str | None) -> dict[str, Any]:
+def one_layout(label: str, code: Path, path: Path, manifest: Path, work: Path
+               ) -> dict[str, Any]:
     home = work / f"home-{label}"
     shutil.rmtree(home, ignore_errors=True)
     result: dict[str, Any] = {}
@@ -156,34 +160,90 @@ def one_layout(label: str, code: Path, path: Path, manifest: Path, work: Path,
     run = timed(f"{label}: remove_workload", [sys.executable, "-c", REMOVE, str(home), ADDED],
                 env=_env(code), cwd=tempfile.gettempdir())
     result["remove"] = {"run": run, "files_rewritten": _rewritten(before, home, ADDED)}
-    target = workload or _largest(home, code)
-    measured = subprocess.run([sys.executable, "-c", MEASURE, str(home), target, METRIC,
-                               str(GOAL), str(repeat)], env={**os.environ, **_env(code)},
-                              capture_output=True, text=True, check=True,
-                              cwd=tempfile.gettempdir())
-    result["workload"] = target
-    result["measure"] = json.loads(measured.stdout)
-    with open(work / f"query-{label}.csv", "w") as out:
-        result["query"] = timed(f"{label}: curvekit query (one metric, store-wide)", [
-            sys.executable, "-m", "curvekit", "query", QUERIES[label], "--format", "csv",
-            "--home", str(home)], env=_env(code), stdout=out, cwd=tempfile.gettempdir())
-    result["verify"] = _cli(f"{label}: curvekit verify", code, ["verify", "--home", str(home)])
     return result
+
+
+def _plain(o: Any) -> Any:
+    return asdict(o) if isinstance(o, Run) else str(o)
+
+
+def _seconds(run: Any) -> float:
+    return float(run.seconds if isinstance(run, Run) else run["seconds"])
+
+
+def _peak(run: Any) -> float:
+    return float(run.peak_rss_mb if isinstance(run, Run) else run["peak_rss_mb"])
+
+
+def _order(rounds: int) -> list[tuple[str, str]]:
+    """old, new, new, old, old, new, ...: each layout goes first in half of the rounds."""
+    return [("old", "new") if i % 2 == 0 else ("new", "old") for i in range(rounds)]
+
+
+def interleaved(codes: dict[str, Path], work: Path, rounds: int,
+                workload: str | None) -> dict[str, Any]:
+    """The queries of both layouts, measured in alternation (see the module docstring)."""
+    homes = {label: work / f"home-{label}" for label in codes}
+    target = workload or _largest(homes["new"], codes["new"])
+    workers = {label: subprocess.Popen(
+        [sys.executable, "-c", MEASURE, str(homes[label]), target, METRIC, str(GOAL)],
+        env={**os.environ, **_env(code)}, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        text=True, cwd=tempfile.gettempdir()) for label, code in codes.items()}
+    answers = {label: json.loads(w.stdout.readline()) for label, w in workers.items()}  # type: ignore[union-attr]
+    times: dict[str, dict[str, list[float]]] = {
+        k: {"old": [], "new": []} for k in ("steps_to_result", "best", "query", "verify")}
+    loads = []
+    for first, second in _order(rounds):
+        loads.append(os.getloadavg()[0])
+        for name in ("steps_to_result", "best"):
+            for label in (first, second):
+                worker = workers[label]
+                worker.stdin.write(name + "\n")  # type: ignore[union-attr]
+                worker.stdin.flush()  # type: ignore[union-attr]
+                times[name][label].append(json.loads(worker.stdout.readline()))  # type: ignore[union-attr]
+        for label in (first, second):
+            with open(work / f"query-{label}.csv", "w") as out:
+                times["query"][label].append(timed(
+                    f"{label}: curvekit query", [
+                        sys.executable, "-m", "curvekit", "query", QUERIES[label], "--format",
+                        "csv", "--home", str(homes[label])], env=_env(codes[label]),
+                    stdout=out, cwd=tempfile.gettempdir()).seconds)
+        for label in (first, second):
+            times["verify"][label].append(_cli(f"{label}: curvekit verify", codes[label], [
+                "verify", "--home", str(homes[label])]).seconds)
+    for worker in workers.values():
+        worker.stdin.close()  # type: ignore[union-attr]
+        worker.wait()
+    medians = {k: {label: statistics.median(v[label]) for label in v} for k, v in times.items()}
+    return {"workload": target, "rounds": rounds, "load_1min": loads, "seconds": times,
+            "median_s": medians,
+            "ratio_of_medians": {k: m["new"] / m["old"] for k, m in medians.items()},
+            "same_answers": {
+                "steps_to_result": answers["old"]["steps_to_result"]
+                == answers["new"]["steps_to_result"],
+                "best": answers["old"]["best"] == answers["new"]["best"],
+                "query": (work / "query-old.csv").read_bytes()
+                == (work / "query-new.csv").read_bytes()},
+            "answers": answers["new"]}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trial-fraction", type=float, default=1.0)
-    parser.add_argument("--repeat", type=int, default=10)
+    parser.add_argument("--repeat", type=int, default=6, help="interleaved rounds")
     parser.add_argument("--old-ref", help="the previous layout's commit (default: the "
                         "commit before store_format became 2)")
     parser.add_argument("--workload", help="the workload of the measurements (default: the "
                         "one with the most evaluations)")
     parser.add_argument("--keep", action="store_true", help="keep the homes under _work")
+    parser.add_argument("--reuse", action="store_true", help="measure the queries again on "
+                        "the homes a --keep run left (its conversion and add numbers kept)")
     args = parser.parse_args()
     name = "full" if args.trial_fraction == 1 else f"f{args.trial_fraction:g}"
     path, manifest = archive(name, trial_fraction=args.trial_fraction, order="walk")
     old_ref = args.old_ref or _old_commit()
+    saved = Path(__file__).parent / "results" / f"store-layout-{name}.json"
+    previous = json.loads(saved.read_text()) if args.reuse else {}
     work = WORK / f"layout-{name}"
     work.mkdir(parents=True, exist_ok=True)
     old = Path(tempfile.mkdtemp(prefix="ck-layout-")) / "code"
@@ -193,48 +253,45 @@ def main() -> None:
         results: dict[str, Any] = {"archive": str(path), "old_ref": old_ref,
                                    "cpus": os.cpu_count(), "load_before": os.getloadavg()}
         for label, code in (("old", old), ("new", ROOT)):
-            results[label] = one_layout(label, code, path, manifest, work, args.repeat,
-                                        args.workload)
-            print(f"{label} done", flush=True)
+            if args.reuse:
+                results[label] = {k: v for k, v in previous[label].items()
+                                  if k not in ("measure", "query", "verify", "workload")}
+            else:
+                results[label] = one_layout(label, code, path, manifest, work)
+            print(f"{label} converted", flush=True)
+        results["interleaved"] = interleaved(
+            {"old": old, "new": ROOT}, work, args.repeat, args.workload)
         results["load_after"] = os.getloadavg()
     finally:
         subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old)],
                        capture_output=True)
-    o, n = results["old"], results["new"]
-    same_query = (work / "query-old.csv").read_bytes() == (work / "query-new.csv").read_bytes()
-    results["same_answers"] = {
-        "query": same_query,
-        "steps_to_result": o["measure"]["steps_to_result"]["answer"]
-        == n["measure"]["steps_to_result"]["answer"],
-        "best": o["measure"]["best"]["answer"] == n["measure"]["best"]["answer"]}
-    ratios = {
-        "convert_time": n["convert"].seconds / o["convert"].seconds,
-        "convert_peak_memory": n["convert"].peak_rss_mb / o["convert"].peak_rss_mb,
+    o, n, q = results["old"], results["new"], results["interleaved"]
+    results["ratios_new_over_old"] = {
+        "convert_time": _seconds(n["convert"]) / _seconds(o["convert"]),
+        "convert_peak_memory": _peak(n["convert"]) / _peak(o["convert"]),
         "store_bytes": n["store_bytes"] / o["store_bytes"],
-        "add_new_names_time": n["add_new_names"]["run"].seconds
-        / o["add_new_names"]["run"].seconds,
-        "steps_to_result": n["measure"]["steps_to_result"]["median_s"]
-        / o["measure"]["steps_to_result"]["median_s"],
-        "best": n["measure"]["best"]["median_s"] / o["measure"]["best"]["median_s"],
-        "query": n["query"].seconds / o["query"].seconds,
-        "verify": n["verify"].seconds / o["verify"].seconds,
-    }
-    results["ratios_new_over_old"] = ratios
+        "add_new_names_time": _seconds(n["add_new_names"]["run"])
+        / _seconds(o["add_new_names"]["run"]),
+        **q["ratio_of_medians"]}
     out = save(f"store-layout-{name}", results)
     for label in ("old", "new"):
         r = results[label]
-        print(f"{label}: convert {r['convert'].seconds:.1f} s {r['convert'].peak_rss_mb:.0f} MB"
+        m = q["median_s"]
+        print(f"{label}: convert {_seconds(r['convert']):.1f} s {_peak(r['convert']):.0f} MB"
               f" | store {r['store_bytes'] / 1e6:.1f} MB"
-              f" | add (new names) {r['add_new_names']['run'].seconds:.2f} s "
-              f"{r['add_new_names']['run'].peak_rss_mb:.0f} MB, "
+              f" | add (new names) {_seconds(r['add_new_names']['run']):.2f} s "
+              f"{_peak(r['add_new_names']['run']):.0f} MB, "
               f"{r['add_new_names']['files_rewritten']} of {r['add_new_names']['files_before']}"
-              f" files rewritten | add (known names) {r['add_known_names']['run'].seconds:.2f} s"
-              f" | remove {r['remove']['run'].seconds:.2f} s"
-              f" | steps {r['measure']['steps_to_result']['median_s'] * 1e3:.0f} ms"
-              f" best {r['measure']['best']['median_s'] * 1e3:.0f} ms"
-              f" | query {r['query'].seconds:.2f} s | verify {r['verify'].seconds:.1f} s")
-    print("new / old: " + ", ".join(f"{k} {v:.2f}" for k, v in ratios.items()))
-    print(f"same answers: {results['same_answers']}; results in {out}")
+              f" files rewritten | add (known names) "
+              f"{_seconds(r['add_known_names']['run']):.2f} s"
+              f" | remove {_seconds(r['remove']['run']):.2f} s"
+              f" | steps {m['steps_to_result'][label] * 1e3:.0f} ms"
+              f" best {m['best'][label] * 1e3:.0f} ms"
+              f" | query {m['query'][label]:.2f} s | verify {m['verify'][label]:.2f} s")
+    print("new / old: " + ", ".join(f"{k} {v:.2f}"
+                                    for k, v in results["ratios_new_over_old"].items()))
+    print(f"load average (1 min) per round: {q['load_1min']}")
+    print(f"same answers: {q['same_answers']}; results in {out}")
     if not args.keep:
         for label in ("old", "new"):
             shutil.rmtree(work / f"home-{label}", ignore_errors=True)

@@ -106,9 +106,10 @@ def _loaded_trials(store: Store, selection: Selection) -> tuple[str, list[object
     return loaded, params
 
 
-def _loaded_rows(store: Store, selection: Selection, *, qualify: bool
+def _metric_rows(store: Store, selection: Selection, *, qualify: bool
                  ) -> tuple[str, list[object]]:
-    """SQL (and parameters) of the loaded trials' rows within the budgets.
+    """SQL (and parameters) of the workload's rows of the selection's metric within the
+    budgets, every trial's (:func:`_loaded_rows` keeps the loaded trials').
 
     With ``qualify``, only rows strictly beyond the selection's goal are kept. The metric is
     a value (``metric = ?``): its rows are one range of the workload's files, found by the
@@ -116,7 +117,6 @@ def _loaded_rows(store: Store, selection: Selection, *, qualify: bool
     """
     workload, metric = selection.workload, selection.metric
     store.check_metric(workload, metric)
-    loaded, trial_params = _loaded_trials(store, selection)
     where: list[str] = ["metric = ?"]
     params: list[object] = [metric]
     if selection.step_budget is not None:
@@ -130,9 +130,18 @@ def _loaded_rows(store: Store, selection: Selection, *, qualify: bool
     if qualify:
         where.append(f"value {'>' if selection.maximize else '<'} ?")
         params.append(float(_goal_of(selection)))
-    sql = (f"select m.batch_size, m.trial_id, m.step, m.value "
-           f"from (select batch_size, trial_id, step, value "
-           f"from {store.source('measurements', workload)} where {' and '.join(where)}) m "
+    return (f"select batch_size, trial_id, step, value "
+            f"from {store.source('measurements', workload)} where {' and '.join(where)}",
+            params)
+
+
+def _loaded_rows(store: Store, selection: Selection, *, qualify: bool
+                 ) -> tuple[str, list[object]]:
+    """SQL (and parameters) of the loaded trials' rows within the budgets (see
+    :func:`_metric_rows`)."""
+    rows, params = _metric_rows(store, selection, qualify=qualify)
+    loaded, trial_params = _loaded_trials(store, selection)
+    sql = (f"select m.batch_size, m.trial_id, m.step, m.value from ({rows}) m "
            f"semi join ({loaded}) t on m.batch_size = t.batch_size and m.trial_id = t.trial_id")
     return sql, params + trial_params
 
@@ -161,18 +170,59 @@ def trial_hits(store: Store, selection: Selection) -> pl.DataFrame:
     return store.query(sql, [*trial_params, *params])
 
 
-def _first(rows: str, order: tuple[str, ...], maximize: bool) -> str:
-    """Per batch size, the row that sorts first by ``order``, in one aggregation pass.
+def _first_hits(store: Store, selection: Selection) -> tuple[str, list[object]]:
+    """SQL (and parameters) of steps to result's winners: per batch size, the first
+    qualifying row by (step, trial_id), with the best value among the qualifying rows at
+    that step of that trial (a log may repeat a step).
 
-    ``key`` is the value, negated when maximizing; DuckDB compares structs field by field,
-    so ``min`` of a struct is the first row in that order without sorting the rows.
+    Aggregating first keeps the work on plain integers: each trial's first qualifying step
+    (one row per trial), the loaded trials among those, the smallest (step, trial_id) per
+    batch size; then the value is read from the rows of the winning (trial, step) only.
+    It is the first row by (step, trial_id, value) (value negated when maximizing).
     """
-    fields = {"step": "step", "trial_id": "trial_id",
-              "key": "-value" if maximize else "value"}
-    struct = ", ".join(f"'{f}': {fields[f]}" for f in order)
-    return (f"select batch_size, w.step as step, w.trial_id as trial_id, w.value as value "
-            f"from (select batch_size, min({{{struct}, 'value': value}}) as w from ({rows}) "
-            f"group by batch_size)")
+    rows, params = _metric_rows(store, selection, qualify=True)
+    loaded, trial_params = _loaded_trials(store, selection)
+    pick = "max" if selection.maximize else "min"
+    hits = (f"select h.batch_size, h.trial_id, h.step from (select batch_size, trial_id, "
+            f"min(step) as step from ({rows}) group by batch_size, trial_id) h "
+            f"semi join ({loaded}) t on h.batch_size = t.batch_size and h.trial_id = t.trial_id")
+    winners = (f"select batch_size, w.step as step, w.trial_id as trial_id from "
+               f"(select batch_size, min({{'step': step, 'trial_id': trial_id}}) as w "
+               f"from ({hits}) group by batch_size)")
+    sql = (f"select m.batch_size, m.step, m.trial_id, {pick}(m.value) as value "
+           f"from ({rows}) m join ({winners}) w on m.batch_size = w.batch_size "
+           f"and m.trial_id = w.trial_id and m.step = w.step "
+           f"group by m.batch_size, m.step, m.trial_id")
+    # the parameters in the order their ``?`` appear in the text
+    return sql, [*params, *params, *trial_params]
+
+
+def _best_rows(store: Store, selection: Selection) -> tuple[str, list[object]]:
+    """SQL (and parameters) of best's winners: per batch size, the loaded trials' best
+    value, and among the rows that have it the first by (step, trial_id).
+
+    Aggregating first keeps the work on plain numbers: each trial's best value (one row
+    per trial), the loaded trials' best per batch size; then only the rows holding it are
+    ordered. It is the first row by (value, step, trial_id) (value negated when maximizing).
+    """
+    rows, params = _metric_rows(store, selection, qualify=False)
+    loaded, trial_params = _loaded_trials(store, selection)
+    pick = "max" if selection.maximize else "min"
+    per_trial = (f"select h.batch_size, h.value from (select batch_size, trial_id, "
+                 f"{pick}(value) as value from ({rows}) group by batch_size, trial_id) h "
+                 f"semi join ({loaded}) t on h.batch_size = t.batch_size "
+                 f"and h.trial_id = t.trial_id")
+    best_values = (f"select batch_size, {pick}(value) as value from ({per_trial}) "
+                   f"group by batch_size")
+    holders = (f"select m.batch_size, m.trial_id, m.step, m.value from ({rows}) m "
+               f"join ({best_values}) b on m.batch_size = b.batch_size and m.value = b.value "
+               f"semi join ({loaded}) t on m.batch_size = t.batch_size "
+               f"and m.trial_id = t.trial_id")
+    sql = (f"select batch_size, w.step as step, w.trial_id as trial_id, w.value as value "
+           f"from (select batch_size, min({{'step': step, 'trial_id': trial_id, "
+           f"'value': value}}) as w from ({holders}) group by batch_size)")
+    # the parameters in the order their ``?`` appear in the text
+    return sql, [*params, *params, *trial_params, *trial_params]
 
 
 _OWN = ("batch_size", "step", "trial_id", "effective_learning_rate")
@@ -233,10 +283,9 @@ def steps_to_result(store: Store, selection: Selection, *,
     (['batch_size', 'step', 'trial_id'], True)
     """
     _goal_of(selection)
-    rows, params = _loaded_rows(store, selection, qualify=True)
     # Duplicate rows at one (trial, step) cannot change the step or the trial; the best
     # value among them is reported.
-    first = _first(rows, ("step", "trial_id", "key"), selection.maximize)
+    first, params = _first_hits(store, selection)
     frame = _with_parameters(store, selection, first, params)
     if explain:
         warn_explained(store, selection, frame)
@@ -262,8 +311,7 @@ def best(store: Store, selection: Selection, *, explain: bool = True) -> pl.Data
     True
     """
     selection = selection.with_goal(None)
-    rows, params = _loaded_rows(store, selection, qualify=False)
-    first = _first(rows, ("key", "step", "trial_id"), selection.maximize)
+    first, params = _best_rows(store, selection)
     frame = _with_parameters(store, selection, first, params)
     if explain:
         warn_explained(store, selection, frame)

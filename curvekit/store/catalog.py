@@ -15,6 +15,9 @@ True
 
 from __future__ import annotations
 
+import hashlib
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
@@ -22,6 +25,7 @@ from urllib.parse import unquote
 import duckdb
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from curvekit.errors import CurvekitError, StoreError
@@ -144,20 +148,22 @@ def verify(store: Store, manifest: Manifest | None = None) -> VerifyReport:
     (True, [])
     """
     problems: list[str] = []
-    bad = _check_files(store, problems)  # hashing every file: the bulk of the time
+    read = _read_files(store)  # every file read once: digest, footer, rows per trial
+    bad = _check_files(store, read, problems)
     good = {t: [p for p in sorted((store.path / t).rglob("*.parquet"))
                 if p.relative_to(store.path).as_posix() not in bad] for t in TABLES}
     con = duckdb.connect()
     total = 0
     metrics: dict[tuple[str, int | None], int] = {}  # each study's metrics (its footer)
     for path in good["measurements"]:
-        meta = pq.ParquetFile(path).metadata
+        rel = path.relative_to(store.path).as_posix()
+        meta = read[rel].meta if rel in read else pq.ParquetFile(path).metadata
+        assert meta is not None  # a file whose footer does not read is in ``bad``
         total += evaluations(meta, path)
-        metrics[_partition_key(path.relative_to(store.path).as_posix())] = \
-            max(1, len(metrics_with_values(meta, path)))
+        metrics[_partition_key(rel)] = max(1, len(metrics_with_values(meta, path)))
     with store.reading("the store's tables", fixed_sql=True):
         have, expected_rows, study_keys = _trial_counts(con, good)
-        _check_trials(con, good, bad, metrics, problems)
+        _check_trials(con, good, bad, metrics, read, problems)
     recorded = store.metadata.get("counts", {}).get("measurements")
     if recorded is not None and recorded != total and not bad:
         problems.append(f"measurements: {total} evaluations on disk, {recorded} written by "
@@ -175,24 +181,67 @@ def verify(store: Store, manifest: Manifest | None = None) -> VerifyReport:
     return VerifyReport(problems, checked)
 
 
-def _check_files(store: Store, problems: list[str]) -> set[str]:
+@dataclass(frozen=True)
+class _Read:
+    """One Parquet file of the store, read once: its size and digest, its footer (None
+    with ``error`` when it does not read) and, for a measurements file, its rows per trial
+    id (``trial_id``, ``n``; None with ``rows_error`` when its rows do not read)."""
+
+    size: int
+    digest: str
+    meta: pq.FileMetaData | None
+    error: str | None
+    trials: pa.Table | None
+    rows_error: str | None = None
+
+
+def _read_file(path: Path, count: bool) -> _Read:
+    data = path.read_bytes()
+    digest = hashlib.blake2b(data, digest_size=32).hexdigest()  # as file_digest hashes
+    try:
+        reader = pq.ParquetFile(pa.BufferReader(data))
+        meta = reader.metadata
+    except Exception as exc:  # any unreadable file is a finding, not a crash
+        return _Read(len(data), digest, None, str(exc), None)
+    trials = None
+    if count:
+        try:
+            counted = pc.value_counts(reader.read(columns=["trial_id"], use_threads=False)
+                                      .column(0))
+            trials = pa.table({"trial_id": counted.field("values"),
+                               "n": pc.cast(counted.field("counts"), pa.int64())})
+        except Exception as exc:  # a file whose footer reads but whose rows do not
+            return _Read(len(data), digest, meta, None, None, str(exc))
+    return _Read(len(data), digest, meta, None, trials)
+
+
+def _read_files(store: Store) -> dict[str, _Read]:
+    """Every Parquet file of the store read once, from threads: BLAKE2b, Parquet's decoding
+    and counting release the GIL, so the files are hashed and counted on every core in
+    one pass over the bytes."""
+    paths = [(p.relative_to(store.path).as_posix(), p, table == "measurements")
+             for table in TABLES for p in sorted((store.path / table).rglob("*.parquet"))]
+    with ThreadPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1))) as pool:
+        done = list(pool.map(lambda item: _read_file(item[1], item[2]), paths))
+    return {rel: r for (rel, _, _), r in zip(paths, done, strict=True)}
+
+
+def _check_files(store: Store, read: dict[str, _Read], problems: list[str]) -> set[str]:
     """Report unreadable, damaged, missing and unexpected files; return their paths."""
     bad: set[str] = set()
-    for table in TABLES:
-        for path in sorted((store.path / table).rglob("*.parquet")):
-            rel = path.relative_to(store.path).as_posix()
-            try:
-                pq.ParquetFile(path).metadata  # noqa: B018 - reading the footer is the check
-            except Exception as exc:  # any unreadable file is a finding, not a crash
-                problems.append(f"{rel}: unreadable Parquet file ({exc}); to repair, "
-                                f"{repair_hint(store.metadata, rel)}")
-                bad.add(rel)
+    for rel, r in sorted(read.items()):
+        if r.error is not None:
+            problems.append(f"{rel}: unreadable Parquet file ({r.error}); to repair, "
+                            f"{repair_hint(store.metadata, rel)}")
+            bad.add(rel)
     try:
-        found = check_files(store.path, skip=frozenset(bad))
+        found = check_files(store.path, skip=frozenset(bad),
+                            digests={rel: (r.size, r.digest) for rel, r in read.items()})
     except StoreError as exc:
-        # Damaged checksums vouch for nothing: name the record, judge no data file by it.
+        # Damaged checksums vouch for nothing: name the record, judge no data file by it
+        # (files whose rows do not read are left out of the counts, unnamed).
         problems.append(str(exc))
-        return bad
+        return bad | {rel for rel, r in read.items() if r.rows_error is not None}
     if not found.recorded:
         problems.append(f"{store.path}: no checksums recorded ({FILES_FILE} is missing), so "
                         "damaged files cannot be found; run `curvekit fetch --force` to "
@@ -202,6 +251,12 @@ def _check_files(store: Store, problems: list[str]) -> set[str]:
                         f"when it was written; to repair, {repair_hint(store.metadata, rel)}")
     for rel in found.missing:
         problems.append(f"{rel}: missing; to repair, {repair_hint(store.metadata, rel)}")
+    # rows that do not read, in a file whose digest is not already called damaged
+    for rel, r in sorted(read.items()):
+        if r.rows_error is not None and rel not in bad and rel not in found.damaged:
+            problems.append(f"{rel}: unreadable Parquet file ({r.rows_error}); to repair, "
+                            f"{repair_hint(store.metadata, rel)}")
+            bad.add(rel)
     for rel in found.unexpected:
         problems.append(f"{rel}: unexpected file, not recorded in {FILES_FILE} when the "
                         "snapshot was written (queries may read it); curvekit did not write "
@@ -237,7 +292,8 @@ def _trial_counts(con: duckdb.DuckDBPyConnection, good: dict[str, list[Path]]
 
 
 def _check_trials(con: duckdb.DuckDBPyConnection, good: dict[str, list[Path]], bad: set[str],
-                  metrics: dict[tuple[str, int | None], int], problems: list[str]) -> None:
+                  metrics: dict[tuple[str, int | None], int], read: dict[str, _Read],
+                  problems: list[str]) -> None:
     """Each trial's rows in the measurements against its ``n_measurements``: every metric
     of a study has one row per evaluation, so a trial has ``n_measurements`` rows for each
     of the study's ``metrics`` (read from the footers). A row moved from one trial to
@@ -248,9 +304,10 @@ def _check_trials(con: duckdb.DuckDBPyConnection, good: dict[str, list[Path]], b
     # reported: comparing their trials would only repeat that.
     skip_studies = {_partition_key(rel) for rel in bad if rel.startswith("measurements/")}
     skip_workloads = {_partition_key(rel)[0] for rel in bad if rel.startswith("trials/")}
-    # Counted per measurements file (a study) and trial id: integers of the file itself,
-    # then joined with the study's workload, batch size and number of metrics (a small
-    # table of the files) and with the trials' records; only disagreements come back.
+    # Counted per measurements file (a study) and trial id when the file was read (its
+    # own integers), then joined with the study's workload, batch size and number of
+    # metrics (a small table of the files) and with the trials' records in one query;
+    # only disagreements come back.
     paths = good["measurements"]
     studies = [_partition_key(p.relative_to(p.parents[5]).as_posix()) for p in paths]
     con.register("_files", pa.table({
@@ -258,11 +315,18 @@ def _check_trials(con: duckdb.DuckDBPyConnection, good: dict[str, list[Path]], b
         "workload": pa.array([w for w, _ in studies], pa.string()),
         "batch_size": pa.array([b for _, b in studies], pa.int64()),
         "k": pa.array([metrics.get(key, 1) for key in studies], pa.int64())}))
-    counts = ("(select f.workload, f.batch_size, c.trial_id, c.n, f.k from (select "
-              "file_index, trial_id, count(*) as n from read_parquet(?, hive_partitioning = "
-              "false) group by all) c join _files f using (file_index))" if paths else
-              "(select null::varchar as workload, null::bigint as batch_size, "
-              "null::bigint as trial_id, null::bigint as n, null::bigint as k where false)")
+    parts = []
+    for i, path in enumerate(paths):
+        counted = read[path.relative_to(path.parents[5]).as_posix()]
+        if counted.trials is None:  # a file whose rows do not read is in ``bad``
+            continue
+        parts.append(counted.trials.append_column(
+            "file_index", pa.array([i] * counted.trials.num_rows, pa.int64())))
+    con.register("_counts", pa.concat_tables(parts) if parts else pa.table({
+        "trial_id": pa.array([], pa.int64()), "n": pa.array([], pa.int64()),
+        "file_index": pa.array([], pa.int64())}))
+    counts = ("(select f.workload, f.batch_size, c.trial_id, c.n, f.k from _counts c "
+              "join _files f using (file_index))")
     rows = con.execute(
         f"select workload, batch_size, trial_id, m.n, t.n, coalesce(m.k, s.k, 1) "
         f"from {counts} m full join (select {_WORKLOAD} as workload, batch_size, trial_id, "
@@ -270,8 +334,7 @@ def _check_trials(con: duckdb.DuckDBPyConnection, good: dict[str, list[Path]], b
         "using (workload, batch_size, trial_id) left join (select workload, batch_size, "
         "max(k) as k from _files group by all) s using (workload, batch_size) "
         "where m.n is distinct from t.n * coalesce(m.k, s.k, 1) "
-        "and not (m.n is null and t.n = 0) order by all",
-        [[str(p) for p in paths]] if paths else None).fetchall()
+        "and not (m.n is null and t.n = 0) order by all").fetchall()
     wrong = [r for r in rows if r[0] not in skip_workloads and (r[0], r[1]) not in skip_studies]
     for workload, bs, trial, got, want, k in wrong[:_LISTED_TRIALS]:
         if want is None:

@@ -192,11 +192,14 @@ class Checked:
     recorded: bool = True
 
 
-def check_files(snapshot: Path, skip: frozenset[str] = frozenset()) -> Checked:
+def check_files(snapshot: Path, skip: frozenset[str] = frozenset(),
+                digests: Mapping[str, tuple[int, str]] | None = None) -> Checked:
     """Hash every file of ``snapshot`` again and compare with ``_files.json``.
 
-    Files in ``skip`` (already known to be bad) are not hashed. ``recorded`` is False for a
-    snapshot written before checksums were recorded: nothing can then be compared.
+    Files in ``skip`` (already known to be bad) are not hashed. ``digests`` gives the
+    (size, digest) of files the caller has just read and hashed itself (``verify`` reads
+    each file once); the others are hashed here. ``recorded`` is False for a snapshot
+    written before checksums were recorded: nothing can then be compared.
     """
     records = read_records(snapshot)
     if records is None:
@@ -205,6 +208,12 @@ def check_files(snapshot: Path, skip: frozenset[str] = frozenset()) -> Checked:
     damaged = []
     for rel in sorted(set(records) & present - skip):
         want = records[rel]
+        known = (digests or {}).get(rel)
+        if known is not None:
+            size, digest = known
+            if size != want.get("size") or digest != want.get("digest"):
+                damaged.append(rel)
+            continue
         path = snapshot / rel
         if path.stat().st_size != want.get("size") or file_digest(path) != want.get("digest"):
             damaged.append(rel)
