@@ -20,7 +20,9 @@ sampled. For each layout:
 
 The machine may be shared, so the queries are measured **interleaved**: old, new, new, old,
 old, new, ... (``--repeat`` rounds), each layout's median and the ratio of the medians
-reported, with the load average sampled at every round. Conversions run once each, back to
+reported, with the load average sampled at every round; the CPU time (user and system, all
+threads) of every call is recorded beside its wall time, since on a loaded machine the wall
+time mostly measures waiting for a core. Conversions run once each, back to
 back. ``--reuse`` measures the queries again on the homes a ``--keep`` run left.
 
 Usage::
@@ -34,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -74,11 +77,11 @@ answers = {name: call().write_csv() for name, call in calls.items()}  # warm
 print(json.dumps(answers), flush=True)
 for line in sys.stdin:
     name = line.strip()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     again = calls[name]()
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     assert again.write_csv() == answers[name]
-    print(json.dumps(seconds), flush=True)
+    print(json.dumps([seconds, cpu]), flush=True)
 """
 
 REMOVE = "import sys, curvekit; curvekit.remove_workload(sys.argv[1], sys.argv[2])"
@@ -175,6 +178,12 @@ def _peak(run: Any) -> float:
     return float(run.peak_rss_mb if isinstance(run, Run) else run["peak_rss_mb"])
 
 
+def _children_cpu() -> float:
+    """CPU seconds (user and system) of the finished child processes so far."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
 def _order(rounds: int) -> list[tuple[str, str]]:
     """old, new, new, old, old, new, ...: each layout goes first in half of the rounds."""
     return [("old", "new") if i % 2 == 0 else ("new", "old") for i in range(rounds)]
@@ -190,8 +199,9 @@ def interleaved(codes: dict[str, Path], work: Path, rounds: int,
         env={**os.environ, **_env(code)}, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         text=True, cwd=tempfile.gettempdir()) for label, code in codes.items()}
     answers = {label: json.loads(w.stdout.readline()) for label, w in workers.items()}  # type: ignore[union-attr]
-    times: dict[str, dict[str, list[float]]] = {
-        k: {"old": [], "new": []} for k in ("steps_to_result", "best", "query", "verify")}
+    kinds = ("steps_to_result", "best", "query", "verify")
+    times: dict[str, dict[str, list[float]]] = {k: {"old": [], "new": []} for k in kinds}
+    cpu: dict[str, dict[str, list[float]]] = {k: {"old": [], "new": []} for k in kinds}
     loads = []
     for first, second in _order(rounds):
         loads.append(os.getloadavg()[0])
@@ -200,24 +210,33 @@ def interleaved(codes: dict[str, Path], work: Path, rounds: int,
                 worker = workers[label]
                 worker.stdin.write(name + "\n")  # type: ignore[union-attr]
                 worker.stdin.flush()  # type: ignore[union-attr]
-                times[name][label].append(json.loads(worker.stdout.readline()))  # type: ignore[union-attr]
+                wall, used = json.loads(worker.stdout.readline())  # type: ignore[union-attr]
+                times[name][label].append(wall)
+                cpu[name][label].append(used)
         for label in (first, second):
+            before = _children_cpu()
             with open(work / f"query-{label}.csv", "w") as out:
                 times["query"][label].append(timed(
                     f"{label}: curvekit query", [
                         sys.executable, "-m", "curvekit", "query", QUERIES[label], "--format",
                         "csv", "--home", str(homes[label])], env=_env(codes[label]),
                     stdout=out, cwd=tempfile.gettempdir()).seconds)
+            cpu["query"][label].append(_children_cpu() - before)
         for label in (first, second):
+            before = _children_cpu()
             times["verify"][label].append(_cli(f"{label}: curvekit verify", codes[label], [
                 "verify", "--home", str(homes[label])]).seconds)
+            cpu["verify"][label].append(_children_cpu() - before)
     for worker in workers.values():
         worker.stdin.close()  # type: ignore[union-attr]
         worker.wait()
     medians = {k: {label: statistics.median(v[label]) for label in v} for k, v in times.items()}
+    cpu_medians = {k: {label: statistics.median(v[label]) for label in v}
+                   for k, v in cpu.items()}
     return {"workload": target, "rounds": rounds, "load_1min": loads, "seconds": times,
-            "median_s": medians,
+            "cpu_seconds": cpu, "median_s": medians, "median_cpu_s": cpu_medians,
             "ratio_of_medians": {k: m["new"] / m["old"] for k, m in medians.items()},
+            "cpu_ratio_of_medians": {k: m["new"] / m["old"] for k, m in cpu_medians.items()},
             "same_answers": {
                 "steps_to_result": answers["old"]["steps_to_result"]
                 == answers["new"]["steps_to_result"],
@@ -290,6 +309,8 @@ def main() -> None:
               f" | query {m['query'][label]:.2f} s | verify {m['verify'][label]:.2f} s")
     print("new / old: " + ", ".join(f"{k} {v:.2f}"
                                     for k, v in results["ratios_new_over_old"].items()))
+    print("new / old, CPU time: " + ", ".join(f"{k} {v:.2f}"
+                                              for k, v in q["cpu_ratio_of_medians"].items()))
     print(f"load average (1 min) per round: {q['load_1min']}")
     print(f"same answers: {q['same_answers']}; results in {out}")
     if not args.keep:
