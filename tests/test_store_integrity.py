@@ -163,6 +163,53 @@ def test_a_row_moved_between_trials_is_caught_by_the_per_trial_counts(home: Path
     assert "measurement rows, its trial record says" in problems[0]
 
 
+def _record(snap: Path, rel: str) -> None:
+    """Record a file's current checksum, as an attacker (or a buggy writer) would."""
+    record = json.loads((snap / FILES_FILE).read_text())
+    path = snap / rel
+    record["files"][rel] = {"size": path.stat().st_size, "digest": file_digest(path)}
+    (snap / FILES_FILE).write_text(json.dumps(record))
+
+
+def test_a_row_moved_in_the_last_metric_is_caught_too(home: Path) -> None:
+    """Every row of every metric is counted, not only the first metric's (the rows of the
+    last metric are the file's last rows: the file is sorted by metric)."""
+    snap = current(home)
+    path = snap / MEAS
+    table = pq.read_table(path)
+    metrics = table.column("metric").to_pylist()
+    assert len(set(metrics)) > 1
+    ids = table.column("trial_id").to_pylist()
+    last = metrics.index(metrics[-1])  # the last metric's first row
+    assert ids[last] + 1 in ids[last:]
+    moved = [i + 1 if n == last else i for n, i in enumerate(ids)]
+    table = table.set_column(table.schema.get_field_index("trial_id"), "trial_id",
+                             pa.array(moved, table.column("trial_id").type))
+    pq.write_table(table.replace_schema_metadata(table.schema.metadata), path,
+                   compression="zstd")
+    _record(snap, MEAS)
+    problems = verify(Store.open(home)).problems
+    assert len(problems) == 2, problems
+    assert all(p.startswith(f"{WORKLOAD} batch size 2 trial ") for p in problems)
+
+
+def test_rows_that_do_not_decode_are_named_unreadable(home: Path) -> None:
+    """A file whose footer reads but whose pages do not (its checksum recorded again) is
+    named as unreadable, with the repair; the other files are still checked."""
+    snap = current(home)
+    path = snap / MEAS
+    data = bytearray(path.read_bytes())
+    for at in range(4, 64):  # the first data page's bytes, after the magic
+        data[at] ^= 0xFF
+    path.write_bytes(bytes(data))
+    pq.ParquetFile(path).metadata  # noqa: B018 - the footer still reads
+    _record(snap, MEAS)
+    problems = verify(Store.open(home)).problems
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(f"{MEAS}: unreadable Parquet file (")
+    assert "curvekit fetch --force" in problems[0]
+
+
 def test_a_store_without_checksums_says_it_cannot_be_checked(home: Path) -> None:
     (current(home) / FILES_FILE).unlink()
     problems = verify(Store.open(home)).problems
