@@ -10,8 +10,9 @@ Definitions (Shallue et al. 2019; ``docs/querying.md``, "The paper's measurement
   rows whose metric is strictly below the goal (strictly above when maximizing) qualify;
   NaN, null and ±infinity never qualify (an infinite loss is a diverged evaluation, not a
   result: the one deliberate difference from the paper's reproduction notebook, which
-  changes nothing where every value is finite). The first qualifying row by (step, trial_id) gives the steps
-  and the winning trial. A batch size with no qualifying row is dropped.
+  changes nothing where every value is finite). The first qualifying row by
+  (step, trial_id) gives the steps and the winning trial. A batch size with no qualifying
+  row is dropped.
 * **Best measurement** at a batch size: the minimum (maximum when maximizing) of the metric
   over the same rows, NaN and ±infinity ignored; ties go to the smaller (step, trial_id).
 

@@ -47,10 +47,10 @@ def check_goal(goal: float | None) -> None:
     to say so at once rather than an empty answer.
 
     >>> check_goal(0.3)
-    >>> check_goal(float("nan"))
+    >>> check_goal(float("nan"))  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    curvekit.errors.QueryError: goal nan is not a finite number; a goal is a value of the metric that a row must beat (strictly below it, or above it when maximizing): give a finite number, e.g. --goal 0.3 (goal=0.3)
+    curvekit.errors.QueryError: goal nan is not a finite number; ... e.g. --goal 0.3 (goal=0.3)
     """
     if goal is None:
         return
@@ -74,7 +74,8 @@ class Selection:
     with ``batch_size * step <= example_budget``.
 
     Checked on construction: the statuses are known and not empty, the goal (if any) is a
-    finite number (:func:`check_goal`), ``trials`` is at least 1 (a :class:`~curvekit.errors.QueryError` says which value is wrong). ``statuses`` may
+    finite number (:func:`check_goal`), ``trials`` is at least 1 (a
+    :class:`~curvekit.errors.QueryError` says which value is wrong). ``statuses`` may
     be any sequence and is kept as a tuple, so that selections compare and hash by value.
 
     >>> Selection("lm1b/lstm/nesterov_momentum", "val/cross_entropy_error", 3.9,
