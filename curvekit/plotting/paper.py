@@ -327,10 +327,11 @@ def _figure12() -> Figure:
     for title, w, metric, goal, maximize, n in FIGURE1_PANELS:
         if w in shown:
             continue
-        curves = tuple(Curve(Selection(w, metric, g, maximize, n),
-                             f"goal {_METRIC_NAMES[metric]} = {g!r}")
+        curves = tuple(Curve(Selection(w, metric, g, maximize, n), f"goal {g!r}")
                        for g in looser_goals(goal, maximize))
-        panels.append(Panel(title, "steps", curves, scaling_label=curves[0].label))
+        # the curves fall from the top left: the top-right corner keeps the legend off them
+        panels.append(Panel(title, "steps", curves, scaling_label=curves[0].label,
+                            legend="top-right"))
     return Figure(12, "Steps to result for several goals, six more workloads", 2, 3,
                   tuple(panels))
 

@@ -248,11 +248,12 @@ def star_notes(trials: pl.DataFrame, selection: Selection,
     >>> star_notes(trials, s, (1e-4, 0.3), (1e-6, 10.0))
     ['best trial off the axes: lr 0.96, 1 − momentum 0.01']
     >>> star_notes(trials.with_columns(winner=False), s, None, None)
-    ['no trial reaches val/cross_entropy_error < 3.9: no best-trial star']
+    ['no star: no trial gets below 3.9']
     """
     winners = trials.filter(pl.col("winner"))
     if winners.is_empty():
-        return [f"no trial reaches {selection.target}: no best-trial star"]
+        return [f"no star: no trial gets {'above' if selection.maximize else 'below'} "
+                f"{selection.goal!r}"]
     lr = winners["learning_rate"][0]
     momentum = winners["momentum"][0]
     # a study whose trials have no momentum draws its outcomes on the y axis instead
