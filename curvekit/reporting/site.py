@@ -206,13 +206,7 @@ def _index(rows: list[tuple[WorkloadPage | None, str, str]], note: str | None = 
 
 def _figures(store: Store, folder: Path, progress: Progress | None) -> None:
     from curvekit.plotting.paper import FIGURES
-    from curvekit.plotting.render import (
-        SOURCES,
-        FigureError,
-        figure_spec,
-        file_name,
-        source_html,
-    )
+    from curvekit.plotting.render import SOURCES, FigureError, figure_spec, file_name
 
     items = []
     note = synthetic_note(store)
@@ -220,7 +214,7 @@ def _figures(store: Store, folder: Path, progress: Progress | None) -> None:
         figure = FIGURES[number]
         title = f"Figure {number}: {figure.title}"
         kind = "reconstruction" if figure.reconstruction else "source"
-        said = f" <span class='{kind}'>({escape(figure.source)})</span>"
+        said = f" <span class='{kind}'>— {escape(figure.source)}</span>"
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -230,8 +224,8 @@ def _figures(store: Store, folder: Path, progress: Progress | None) -> None:
                          f"{escape(str(exc))}</span></li>")
             continue
         name = file_name(figure, "html")
-        write_file(folder / name, _page(title, source_html(figure)
-                                        + "<div class='chart' id='chart-figure'></div>",
+        # the chart says where it comes from under its own title
+        write_file(folder / name, _page(title, "<div class='chart' id='chart-figure'></div>",
                                         depth=1, specs=[("chart-figure", spec)], note=note),
                    _WHAT)
         items.append(f"<li><a href='{name}'>{escape(title)}</a>{said}</li>")
