@@ -279,7 +279,9 @@ def test_figure9_is_the_papers_one_figure_in_two_parts(home: Path, tmp_path: Pat
     assert FIGURES[9].panels == PARTS["9a"].panels + PARTS["9b"].panels
     for name, block in (("9a", a), ("9b", b)):
         part = _spec(home, tmp_path, name)
-        assert part["title"]["text"] == f"Figure 9({name[-1]}): {PARTS[name].title}"
+        caption = PARTS[name].title[:1].lower() + PARTS[name].title[1:]
+        assert part["title"]["text"] == (f"Figure 9({name[-1]}): LR-momentum scatter, "
+                                         f"Transformer on LM1B, {caption}")
         assert [_text(p["title"]) for p in _panels(part)] == [
             _text(p["title"]) for p in _panels(block)]
     assert whole["title"]["subtitle"][0] == (

@@ -289,12 +289,12 @@ def _figure11() -> Figure:
 def _figure9() -> Figure:
     """The paper's Figure 9 in two parts, the notebook's "Figure 9a" above "Figure 9b"."""
     lims, ylim = (10**-4.5, 10**-0.5), (1e-6, 10.0)
-    epoch = _scatter(9, "(a) Fixed epoch budget: one LM1B epoch, 30,301,028 examples", 2, 3,
+    epoch = _scatter(9, "Fixed epoch budget: one LM1B epoch, 30,301,028 examples", 2, 3,
                      tuple((f"Batch Size {b}", _LM1B_BASE, b)
                            for b in (128, 256, 512, 1024, 2048, 4096)),
                      metric=CE, goal=3.9, example_budget=float(LM1B_EPOCH), lims=lims,
                      ylim=ylim, part="a")
-    steps = _scatter(9, "(b) Fixed step budget: 25,000 steps", 2, 3,
+    steps = _scatter(9, "Fixed step budget: 25,000 steps", 2, 3,
                      tuple((f"Batch Size {b}", _LM1B_BASE, b)
                            for b in (512, 1024, 2048, 4096, 8192, 16384)),
                      metric=CE, goal=3.9, step_budget=25_000.0, lims=lims, ylim=ylim,

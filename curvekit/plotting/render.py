@@ -297,7 +297,7 @@ def check_figure_number(number: int | str) -> Figure:
     ``"9b"``); FigureError for any other.
 
     >>> check_figure_number(9).name, check_figure_number("9b").title
-    ('9', '(b) Fixed step budget: 25,000 steps')
+    ('9', 'Fixed step budget: 25,000 steps')
     """
     text = str(number).strip().lower()
     match = _NAME.fullmatch(text) if not isinstance(number, bool) else None
@@ -412,6 +412,10 @@ _LEGENDS = {"legend": {"color": "independent", "shape": "independent"}}
 
 
 def _title(spec: Figure) -> str:
+    """``Figure 1: ...``; one part of a figure names the figure, then the part's caption."""
+    if spec.part:
+        caption = spec.title[:1].lower() + spec.title[1:]
+        return f"{spec.label}: {FIGURES[spec.number].title}, {caption}"
     return f"{spec.label}: {spec.title}"
 
 
@@ -457,7 +461,8 @@ def figure_spec(number: int | str, store: Store | None = None
             rows, part_notes = _grid(part, store, datasets)
             notes += [f"({part.part}) {note}" for note in part_notes]
             blocks.append({"vconcat": rows, "resolve": _LEGENDS,
-                           "title": {"text": part.title, "fontSize": TEXT["panel_title"] + 1,
+                           "title": {"text": f"({part.part}) {part.title}",
+                                     "fontSize": TEXT["panel_title"] + 1,
                                      "anchor": "start"}})
     else:
         blocks, notes = _grid(spec, store, datasets)
