@@ -528,3 +528,30 @@ def test_figure_command_does_not_import_altair(home: Path, tmp_path: Path) -> No
                           text=True)
     assert done.returncode == 0, done.stderr
     assert json.loads(out.read_text())["vconcat"]
+
+
+@given(lr=st.floats(1e-6, 10.0), momentum=st.floats(0.0, 0.999999),
+       won=st.booleans(), maximize=st.booleans())
+def test_star_notes_name_exactly_the_stars_not_drawn(lr: float, momentum: float, won: bool,
+                                                     maximize: bool) -> None:
+    """A note iff there is no winner, or the winner lies outside the fixed limits."""
+    import polars as pl
+
+    from curvekit.plotting.render import star_notes
+    from curvekit.selection import Selection
+
+    xlim, ylim = (10**-4.5, 10**-0.5), (1e-6, 10.0)
+    trials = pl.DataFrame({"learning_rate": [lr, 0.001], "momentum": [momentum, 0.9],
+                           "winner": [won, False]})
+    selection = Selection("w/m/o", "val/average_precision", 0.31, maximize=maximize)
+    notes = star_notes(trials, selection, xlim, ylim)
+    one_minus = round(1 - momentum, 12)
+    inside = xlim[0] <= lr <= xlim[1] and ylim[0] <= one_minus <= ylim[1]
+    if not won:
+        assert notes == [f"no star: no trial gets {'above' if maximize else 'below'} 0.31"]
+    elif inside:
+        assert notes == []
+    else:
+        assert notes == [f"best trial off the axes: lr {lr:.2g}, 1 − momentum {one_minus:.2g}"]
+    # limits computed from the trials hold every one of them: only a missing winner is noted
+    assert star_notes(trials, selection, None, None) == ([] if won else notes)
