@@ -911,14 +911,16 @@ def plot_best(selection: Selection, home: Path | None, fmt: str, out: Path | Non
 
 
 @main.command("figure")
-@click.argument("number", type=int, help="The figure's number in the paper, 1 to 24.")
+@click.argument("number", help="The figure's number in the paper, 1 to 24; 9a or 9b for one "
+                "part of Figure 9.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
-              help="Output file (default figure-NN.<format>).")
+              help="Output file (default figure-NN.<format>, figure-09a.<format>).")
 @plot_format_option
 @scale_option
 @home_option
-def figure_(number: int, out: Path | None, fmt: str, scale: float, home: Path | None) -> None:
-    """Render the paper's figure NUMBER (1–24) from the store."""
+def figure_(number: str, out: Path | None, fmt: str, scale: float, home: Path | None) -> None:
+    """Render the paper's figure NUMBER (1–24, or 9a / 9b: one part of Figure 9) from the
+    store."""
     from contextlib import nullcontext
 
     from curvekit.plotting.static import STATIC_FORMATS, Renderer
@@ -926,12 +928,12 @@ def figure_(number: int, out: Path | None, fmt: str, scale: float, home: Path | 
     # The renderer's engine starts in its own process while the figure is queried.
     with Renderer() if fmt in STATIC_FORMATS else nullcontext() as renderer:
         from curvekit.plotting.output import save
-        from curvekit.plotting.render import check_figure_number, figure_spec
+        from curvekit.plotting.render import check_figure_number, figure_spec, file_name
 
-        check_figure_number(number)  # a wrong number is the first thing to hear about
+        spec = check_figure_number(number)  # a wrong number is the first thing to hear about
         with _figure_notes():
-            chart, meta = figure_spec(number, _open(home))
-        target = save(chart, out or Path(f"figure-{number:02d}.{fmt}"), meta, fmt=fmt,
+            chart, meta = figure_spec(spec.name, _open(home))
+        target = save(chart, out or Path(file_name(spec, fmt)), meta, fmt=fmt,
                       scale=scale, renderer=renderer)
     _echo(f"Wrote {target}")
 

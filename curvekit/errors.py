@@ -169,10 +169,11 @@ class FigureNotesWarning(CurvekitWarning):
     """A figure was drawn with gaps, each said on the figure itself: a curve normalized at
     another batch size, a curve or panel without points, a fallback metric.
 
-    ``figure`` is the figure's number and ``notes`` the notes, one per gap (``panel: what``).
+    ``figure`` is the figure's number (its name, such as ``"9a"``, for one part of a figure)
+    and ``notes`` the notes, one per gap (``panel: what``).
     """
 
-    def __init__(self, figure: int, notes: Sequence[str]) -> None:
+    def __init__(self, figure: int | str, notes: Sequence[str]) -> None:
         self.figure, self.notes = figure, list(notes)
         super().__init__(f"Figure {figure}: " + "; ".join(self.notes))
 

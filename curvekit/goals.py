@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from curvekit.errors import QueryError
 from curvekit.measure import best
 from curvekit.release.manifest import Manifest, load_manifest
-from curvekit.selection import Selection
+from curvekit.selection import Selection, check_goal
 
 if TYPE_CHECKING:
     from curvekit.store.store import Store
@@ -39,6 +39,9 @@ class Goal:
     maximize: bool
     trials: int
     source: str
+
+    def __post_init__(self) -> None:
+        check_goal(self.goal)  # a rule or a manifest never yields a goal NaN or ±infinity
 
     @property
     def selection(self) -> Selection:

@@ -8,10 +8,13 @@ Definitions (Shallue et al. 2019; ``docs/querying.md``, "The paper's measurement
   example_budget``.
 * **Steps to result** at a batch size: among the loaded trials' rows within the budgets, the
   rows whose metric is strictly below the goal (strictly above when maximizing) qualify;
-  NaN and null never qualify. The first qualifying row by (step, trial_id) gives the steps
-  and the winning trial. A batch size with no qualifying row is dropped.
+  NaN, null and ±infinity never qualify (an infinite loss is a diverged evaluation, not a
+  result: the one deliberate difference from the paper's reproduction notebook, which
+  changes nothing where every value is finite). The first qualifying row by
+  (step, trial_id) gives the steps and the winning trial. A batch size with no qualifying
+  row is dropped.
 * **Best measurement** at a batch size: the minimum (maximum when maximizing) of the metric
-  over the same rows, NaN ignored; ties go to the smaller (step, trial_id).
+  over the same rows, NaN and ±infinity ignored; ties go to the smaller (step, trial_id).
 
 Both return one row per batch size with the winning trial's metaparameters and its
 effective learning rate ``learning_rate / (1 - momentum)`` (momentum 0 when the optimizer has
@@ -125,8 +128,10 @@ def _metric_rows(store: Store, selection: Selection, *, qualify: bool
     if selection.example_budget is not None:
         where.append("batch_size * step <= ?")
         params.append(float(selection.example_budget))
-    # DuckDB orders NaN above every number, so exclude it explicitly: NaN never qualifies.
-    where.append("value is not null and not isnan(value)")
+    # The one rule for every measurement: only finite values are results. DuckDB orders NaN
+    # above every number, and -inf would beat any goal (an infinite loss is a diverged
+    # evaluation, not a result), so NaN and +-inf never qualify and are never best.
+    where.append("value is not null and isfinite(value)")
     if qualify:
         where.append(f"value {'>' if selection.maximize else '<'} ?")
         params.append(float(_goal_of(selection)))

@@ -21,13 +21,14 @@ curvekit.errors.QueryError: unknown statuses ['DONE']; choose from COMPLETE, INC
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from curvekit.errors import QueryError
 from curvekit.records import STATUSES
 
-__all__ = ["DEFAULT_STATUSES", "SCATTER_STATUSES", "Selection", "Subset"]
+__all__ = ["DEFAULT_STATUSES", "SCATTER_STATUSES", "Selection", "Subset", "check_goal"]
 
 Subset = tuple[str, float]
 """(parameter, value): the loaded trials whose parameter equals value (e.g. a label smoothing)."""
@@ -36,6 +37,28 @@ DEFAULT_STATUSES: tuple[str, ...] = ("COMPLETE",)
 """The statuses a measurement loads unless told otherwise: the paper's (finished trials)."""
 SCATTER_STATUSES: tuple[str, ...] = ("COMPLETE", "INFEASIBLE")
 """The statuses a learning-rate/momentum scatter shows (as the paper's scatters do)."""
+
+
+def check_goal(goal: float | None) -> None:
+    """Refuse a goal that is not a finite number (``None``, no goal, passes).
+
+    Only finite values are results (NaN and ±infinity never qualify), so a goal of NaN or
+    ±infinity could never be reached, or would be reached by everything; it is a mistake
+    to say so at once rather than an empty answer.
+
+    >>> check_goal(0.3)
+    >>> check_goal(float("nan"))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    curvekit.errors.QueryError: goal nan is not a finite number; ... e.g. --goal 0.3 (goal=0.3)
+    """
+    if goal is None:
+        return
+    if isinstance(goal, bool) or not isinstance(goal, int | float) or not math.isfinite(goal):
+        raise QueryError(
+            f"goal {goal!r} is not a finite number; a goal is a value of the metric that a "
+            "row must beat (strictly below it, or above it when maximizing): give a finite "
+            "number, e.g. --goal 0.3 (goal=0.3)")
 
 
 @dataclass(frozen=True)
@@ -50,8 +73,9 @@ class Selection:
     ``step_budget`` keeps rows with ``step <= step_budget`` and ``example_budget`` rows
     with ``batch_size * step <= example_budget``.
 
-    Checked on construction: the statuses are known and not empty, ``trials`` is at least
-    1 (a :class:`~curvekit.errors.QueryError` says which value is wrong). ``statuses`` may
+    Checked on construction: the statuses are known and not empty, the goal (if any) is a
+    finite number (:func:`check_goal`), ``trials`` is at least 1 (a
+    :class:`~curvekit.errors.QueryError` says which value is wrong). ``statuses`` may
     be any sequence and is kept as a tuple, so that selections compare and hash by value.
 
     >>> Selection("lm1b/lstm/nesterov_momentum", "val/cross_entropy_error", 3.9,
@@ -82,6 +106,7 @@ class Selection:
         if bad or not statuses:
             raise QueryError(f"unknown statuses {bad or list(statuses)}; choose from "
                              f"{', '.join(STATUSES)}")
+        check_goal(self.goal)
         if self.trials is not None and self.trials < 1:
             raise QueryError(
                 f"trials must be a positive number of trials, got {self.trials}")

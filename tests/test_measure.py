@@ -63,7 +63,7 @@ def reference(studies: dict[int, tuple[list[Trial], list[Row]]], goal: float | N
             loaded = loaded[:trials]
         params = {t[0]: t for t in trial_list}
         usable = [(step, tid, v) for tid, step, v in rows
-                  if tid in loaded and v is not None and not math.isnan(v)
+                  if tid in loaded and v is not None and math.isfinite(v)
                   and (step_budget is None or step <= step_budget)
                   and (example_budget is None or bs * step <= example_budget)]
         if goal is None:  # best measurement: best value, ties by (step, trial)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import html
 import http.server
 import json
 import os
@@ -78,6 +79,21 @@ def test_pages_of_a_generated_archive_say_so(site: Path) -> None:
              site / "workloads" / f"{_slug(WORKLOADS[0])}.html"]
     for page in pages:
         assert banner in page.read_text(), page
+
+
+def test_figure_pages_say_where_each_figure_comes_from(site: Path) -> None:
+    """1–11 as in the reproduction notebook, 12–24 reconstructions: in the index and under
+    the title of each figure's chart."""
+    from curvekit.plotting.paper import FIGURES
+
+    index = (site / "figures" / "index.html").read_text()
+    assert "Figures 12–24 are reconstructions from the released data" in index
+    for number, fig in FIGURES.items():
+        kind = "reconstruction" if number >= 12 else "source"
+        assert f"<span class='{kind}'>— {html.escape(fig.source)}</span>" in index
+    for number in (7, 19):
+        (spec,) = _specs(site / "figures" / f"figure-{number:02d}.html").values()
+        assert spec["title"]["subtitle"][0] == FIGURES[number].source
 
 
 @pytest.mark.parametrize("workload", [*WORKLOADS, OWN])

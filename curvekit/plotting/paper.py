@@ -10,13 +10,16 @@ counts, normalizations, limits and labels as the spec. Rendering is
 
 from __future__ import annotations
 
+from decimal import ROUND_HALF_UP, Decimal
+
 from curvekit.plotting.spec import AP, CE, CLS, PAPER_TRIALS, Curve, Figure, Panel
 from curvekit.selection import SCATTER_STATUSES, Selection
 
-__all__ = ["FIGURE1_PANELS", "FIGURES", "LM1B_EPOCH"]
+__all__ = ["FIGURE1_PANELS", "FIGURES", "FIGURES_2_PANELS", "LM1B_EPOCH", "PARTS",
+           "looser_goals"]
 
 LM1B_EPOCH = 30_301_028
-"""Examples in one LM1B epoch (N_train), the budget of Figures 9 and 12."""
+"""Examples in one LM1B epoch (N_train), the budget of Figures 9(a) and 11."""
 _LM1B_BASE = "lm1b/transformer_base/nesterov_momentum"
 
 # (title, workload, metric, goal, maximize, N) of Figure 1's nine panels
@@ -48,15 +51,19 @@ def _figure1() -> Figure:
 _METRIC_NAMES = {CLS: "classification error", CE: "cross entropy", AP: "average precision"}
 
 
+# (title, workload, metric, goals) of Figure 2's three panels
+FIGURES_2_PANELS: tuple[tuple[str, str, str, tuple[float, ...]], ...] = (
+    ("Simple CNN on MNIST", "mnist/simple_cnn_base/nesterov_momentum", CLS,
+     (0.008, 0.01, 0.012, 0.014, 0.016)),
+    ("Transformer on LM1B", "lm1b/transformer_base/nesterov_momentum", CE,
+     (3.8, 3.85, 3.9, 3.95, 4.0, 4.05)),
+    ("ResNet-50 on ImageNet", "imagenet/resnet_50/nesterov_momentum", CLS,
+     (0.25, 0.27, 0.29, 0.31)),
+)
+
+
 def _figure2() -> Figure:
-    spec = (
-        ("Simple CNN on MNIST", "mnist/simple_cnn_base/nesterov_momentum", CLS,
-         (0.008, 0.01, 0.012, 0.014, 0.016)),
-        ("Transformer on LM1B", "lm1b/transformer_base/nesterov_momentum", CE,
-         (3.8, 3.85, 3.9, 3.95, 4.0, 4.05)),
-        ("ResNet-50 on ImageNet", "imagenet/resnet_50/nesterov_momentum", CLS,
-         (0.25, 0.27, 0.29, 0.31)),
-    )
+    spec = FIGURES_2_PANELS
     panels = tuple(
         Panel(title, "steps", tuple(
             Curve(Selection(w, metric, g, trials=PAPER_TRIALS),
@@ -237,17 +244,18 @@ def _scatter(number: int, title: str, rows: int, cols: int,
              panels: tuple[tuple[str, str, int], ...], *, metric: str, goal: float,
              maximize: bool = False, step_budget: float | None = None,
              example_budget: float | None = None, lims: tuple[float, float] | None = None,
-             ylim: tuple[float, float] | None = None, legend_size: float = 8) -> Figure:
+             ylim: tuple[float, float] | None = None, legend_size: float = 8,
+             part: str = "") -> Figure:
     """LR–momentum scatters: (panel title, workload, batch size) per panel; all trials."""
     return Figure(number, title, rows, cols, tuple(
         Panel(t, "scatter", (Curve(Selection(w, metric, goal, maximize, None, step_budget,
                                              example_budget, SCATTER_STATUSES), t,
                                    batch_size=bs),),
               xlim=lims, ylim=ylim or lims, legend="bottom-right", legend_size=legend_size)
-        for t, w, bs in panels), shared_limits=lims is None)
+        for t, w, bs in panels), shared_limits=lims is None, part=part)
 
 
-def _figure12() -> Figure:
+def _figure11() -> Figure:
     mnist = (5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
     mnist_epochs = (10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
     lm_steps = (10, 20, 50, 100, 200, 500, 1000)
@@ -274,8 +282,58 @@ def _figure12() -> Figure:
             Curve(Selection(w, metric, example_budget=e * n_train), f"{e!r} epochs",
                   eligible=True) for e in epochs), xlim=xlim, ylim=ylim, y_title=y_title,
                             legend_size=9))
-    return Figure(12, "Best validation metric, step vs epoch budgets", 4, 2, tuple(panels),
+    return Figure(11, "Best validation metric, step vs epoch budgets", 4, 2, tuple(panels),
                   aspect=4 / 3)
+
+
+def _figure9() -> Figure:
+    """The paper's Figure 9 in two parts, the notebook's "Figure 9a" above "Figure 9b"."""
+    lims, ylim = (10**-4.5, 10**-0.5), (1e-6, 10.0)
+    epoch = _scatter(9, "Fixed epoch budget: one LM1B epoch, 30,301,028 examples", 2, 3,
+                     tuple((f"Batch Size {b}", _LM1B_BASE, b)
+                           for b in (128, 256, 512, 1024, 2048, 4096)),
+                     metric=CE, goal=3.9, example_budget=float(LM1B_EPOCH), lims=lims,
+                     ylim=ylim, part="a")
+    steps = _scatter(9, "Fixed step budget: 25,000 steps", 2, 3,
+                     tuple((f"Batch Size {b}", _LM1B_BASE, b)
+                           for b in (512, 1024, 2048, 4096, 8192, 16384)),
+                     metric=CE, goal=3.9, step_budget=25_000.0, lims=lims, ylim=ylim,
+                     part="b")
+    return Figure(9, "LR-momentum scatter, Transformer on LM1B", epoch.rows + steps.rows, 3,
+                  epoch.panels + steps.panels, parts=(epoch, steps))
+
+
+def looser_goals(goal: float, maximize: bool) -> tuple[float, ...]:
+    """Figure 12's goals: the Figure 1 goal and two looser ones, ×1.25 and ×1.5 (×0.9 and
+    ×0.8 for a maximized metric), each rounded to 2 significant figures (half up) in
+    decimal arithmetic, so that float noise cannot add a digit.
+
+    >>> looser_goals(0.35, False), looser_goals(0.31, True)
+    ((0.35, 0.44, 0.53), (0.31, 0.28, 0.25))
+    """
+    factors = ("0.9", "0.8") if maximize else ("1.25", "1.5")
+    out = [goal]
+    for factor in factors:
+        d = Decimal(repr(goal)) * Decimal(factor)
+        quantum = Decimal(1).scaleb(d.adjusted() - 1)
+        out.append(float(d.quantize(quantum, rounding=ROUND_HALF_UP)))
+    return tuple(out)
+
+
+def _figure12() -> Figure:
+    """Several goals for the six Figure 1 workloads that Figure 2 does not show."""
+    shown = {p[1] for p in FIGURES_2_PANELS}
+    panels = []
+    for title, w, metric, goal, maximize, n in FIGURE1_PANELS:
+        if w in shown:
+            continue
+        curves = tuple(Curve(Selection(w, metric, g, maximize, n), f"goal {g!r}")
+                       for g in looser_goals(goal, maximize))
+        # the curves fall from the top left: the top-right corner keeps the legend off them
+        panels.append(Panel(title, "steps", curves, scaling_label=curves[0].label,
+                            legend="top-right"))
+    return Figure(12, "Steps to result for several goals, six more workloads", 2, 3,
+                  tuple(panels))
 
 
 def _figure15() -> Figure:
@@ -325,18 +383,11 @@ def _figure23() -> Figure:
 FIGURES: dict[int, Figure] = {f.number: f for f in (
     _figure1(), _figure2(), _figure3(), _figure4(), _figure5(), _figure6(), _figure7(),
     _figure8(),
-    _scatter(9, "LR-momentum scatter, fixed epoch budget", 2, 3, tuple(
-        (f"Batch Size {b}", _LM1B_BASE, b) for b in (128, 256, 512, 1024, 2048, 4096)),
-        metric=CE, goal=3.9, example_budget=float(LM1B_EPOCH), lims=(10**-4.5, 10**-0.5),
-        ylim=(1e-6, 10.0)),
-    _scatter(10, "LR-momentum scatter, fixed step budget", 2, 3, tuple(
-        (f"Batch Size {b}", _LM1B_BASE, b) for b in (512, 1024, 2048, 4096, 8192, 16384)),
-        metric=CE, goal=3.9, step_budget=25_000.0, lims=(10**-4.5, 10**-0.5),
-        ylim=(1e-6, 10.0)),
-    _scatter(11, "LR-momentum scatter, four Transformer sizes", 2, 2, tuple(
+    _figure9(),
+    _scatter(10, "LR-momentum scatter, four Transformer sizes", 2, 2, tuple(
         (label, w, 1024) for label, w, *_ in _TRANSFORMERS), metric=CE, goal=4.2,
         step_budget=50_000.0, lims=(1e-4, 1e-1)),
-    _figure12(),
+    _figure11(), _figure12(),
     _optimal(13, "Optimal learning rate", "learning_rate", "Optimal Learning Rate",
              "Learning Rate", True, FIGURE1_PANELS, 3, 3),
     _optimal(14, "Optimal momentum", "momentum", "Optimal Momentum", "Momentum", False,
@@ -353,3 +404,6 @@ FIGURES: dict[int, Figure] = {f.number: f for f in (
     _optimal(22, "Optimal momentum, four Transformer sizes", "momentum", "Optimal Momentum",
              "Momentum", False, _TRANSFORMERS, 2, 2),
     _figure23(), _figure24())}
+
+PARTS: dict[str, Figure] = {part.name: part for f in FIGURES.values() for part in f.parts}
+"""The figures drawn one part at a time, by name: ``9a`` and ``9b``."""

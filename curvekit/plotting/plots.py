@@ -181,7 +181,7 @@ def plot_metaparameters(store: Store, selection: Selection, *,
 
 def plot_scatter(store: Store, selection: Selection, batch_size: int
                  ) -> tuple[alt.TopLevelMixin, dict[str, Any]]:
-    """Learning rate vs 1 − momentum of one study's trials (Figures 9–11, 19, 20).
+    """Learning rate vs 1 − momentum of one study's trials (Figures 9, 10, 19, 20).
 
     Each loaded trial of the study at ``batch_size`` is a point: goal achieved, not
     achieved, or infeasible. The paper's scatters load COMPLETE and INFEASIBLE trials

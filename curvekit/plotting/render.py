@@ -1,6 +1,6 @@
 """Render a :class:`~curvekit.plotting.spec.Figure` from a store.
 
->>> from curvekit.plotting.paper import FIGURES
+>>> from curvekit.plotting.paper import FIGURES, PARTS
 >>> sorted(FIGURES)[:2]
 [1, 2]
 """
@@ -11,6 +11,7 @@ import html
 import json
 import math
 import os
+import re
 import warnings
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -39,10 +40,11 @@ from curvekit.plotting.builders import (
     steps_chart,
 )
 from curvekit.plotting.layout import CONFIG, TEXT, TITLE_OVERHANG
-from curvekit.plotting.paper import FIGURES
+from curvekit.plotting.paper import FIGURES, PARTS
 from curvekit.plotting.plots import provenance
-from curvekit.plotting.spec import Curve, Figure, Panel
-from curvekit.plotting.vegalite import SCHEMA, Spec, subtitled, to_altair
+from curvekit.plotting.spec import RECONSTRUCTED_FROM, Curve, Figure, Panel
+from curvekit.plotting.vegalite import SCHEMA, Spec, to_altair
+from curvekit.selection import Selection
 from curvekit.store.catalog import synthetic_note
 from curvekit.store.store import Store
 
@@ -50,7 +52,7 @@ if TYPE_CHECKING:
     import altair as alt
 
 __all__ = ["FigureError", "FigureNotesWarning", "check_figure_number", "figure", "figure_spec",
-           "render_all"]
+           "file_name", "render_all", "source_html", "star_notes"]
 
 
 Limits = tuple[tuple[float, float], tuple[float, float]]
@@ -198,6 +200,7 @@ def _panel(store: Store, panel: Panel, width: float, height: float,
     elif panel.kind == "scatter":
         xlim, ylim = limits or (panel.xlim, panel.ylim)
         trials = scatter if scatter is not None else _scatter_data(store, panel)
+        notes += star_notes(trials, panel.curves[0].selection, xlim, ylim)
         spec = scatter_chart(trials, title=title, xlim=xlim, ylim=ylim,
                              legend=panel.legend or "bottom-right",
                              legend_size=panel.legend_size, outcomes=outcomes, width=width,
@@ -229,6 +232,44 @@ def _panel(store: Store, panel: Panel, width: float, height: float,
     return spec, notes
 
 
+def star_notes(trials: pl.DataFrame, selection: Selection,
+               xlim: tuple[float, float] | None, ylim: tuple[float, float] | None
+               ) -> list[str]:
+    """What a scatter panel's best-trial star cannot show, in words: no trial reaches the
+    goal (so there is no star), or the winning trial lies outside the panel's fixed limits
+    (so its star would be clipped away); ``[]`` when the star is drawn.
+
+    ``trials`` is :func:`~curvekit.measure.trial_outcomes` of one study; limits of
+    ``None`` are computed from the trials themselves and hold every one.
+
+    >>> trials = pl.DataFrame({"learning_rate": [0.96, 0.01], "momentum": [0.99, 0.9],
+    ...                        "winner": [True, False]})
+    >>> s = Selection("w/m/o", "val/cross_entropy_error", 3.9)
+    >>> star_notes(trials, s, (1e-4, 0.3), (1e-6, 10.0))
+    ['best trial off the axes: lr 0.96, 1 − momentum 0.01']
+    >>> star_notes(trials.with_columns(winner=False), s, None, None)
+    ['no star: no trial gets below 3.9']
+    """
+    winners = trials.filter(pl.col("winner"))
+    if winners.is_empty():
+        return [f"no star: no trial gets {'above' if selection.maximize else 'below'} "
+                f"{selection.goal!r}"]
+    lr = winners["learning_rate"][0]
+    momentum = winners["momentum"][0]
+    # a study whose trials have no momentum draws its outcomes on the y axis instead
+    with_momentum = bool(trials["momentum"].fill_null(0).ne(0).any())
+    one_minus = None if momentum is None else round(1 - momentum, 12)
+
+    def outside(value: float | None, lim: tuple[float, float] | None) -> bool:
+        return value is not None and lim is not None and not lim[0] <= value <= lim[1]
+
+    if outside(lr, xlim) or (with_momentum and outside(one_minus, ylim)):
+        where = f"lr {lr:.2g}" + (f", 1 − momentum {one_minus:.2g}"
+                                  if with_momentum and one_minus is not None else "")
+        return [f"best trial off the axes: {where}"]
+    return []
+
+
 def _goal_label(c: Curve) -> str:
     """A goal line's legend entry: the goal with the metric it is a goal of."""
     s = c.selection
@@ -248,22 +289,49 @@ def _shared_limits(store: Store, spec: Figure
             half_decade_limits((1 - data["momentum"]).to_list())), frames
 
 
-def check_figure_number(number: int) -> Figure:
-    """The spec of the paper's figure ``number``; FigureError outside 1–24."""
-    if number not in FIGURES:
+_NAME = re.compile(r"0*(?P<number>[0-9]+)(?P<part>[a-z]?)")
+
+
+def check_figure_number(number: int | str) -> Figure:
+    """The spec of the paper's figure ``number`` (1–24), or of one part of it (``"9a"``,
+    ``"9b"``); FigureError for any other.
+
+    >>> check_figure_number(9).name, check_figure_number("9b").title
+    ('9', 'Fixed step budget: 25,000 steps')
+    """
+    text = str(number).strip().lower()
+    match = _NAME.fullmatch(text) if not isinstance(number, bool) else None
+    found = None
+    if match:
+        whole = FIGURES.get(int(match["number"]))
+        found = (whole if not match["part"] else
+                 PARTS.get(f"{int(match['number'])}{match['part']}"))
+    if found is None:
+        parts = " and ".join(PARTS)
         raise FigureError(f"there is no figure {number}; the paper's figures are "
-                          f"{min(FIGURES)}–{max(FIGURES)}")
-    return FIGURES[number]
+                          f"{min(FIGURES)}–{max(FIGURES)}, and {parts} draw one part of "
+                          f"Figure {next(iter(PARTS.values())).number} each")
+    return found
 
 
-def _check(number: int, store: Store) -> Figure:
+def _check(number: int | str, store: Store) -> Figure:
     spec = check_figure_number(number)
     missing = [w for w in spec.workloads() if w not in store.workloads()]
     if missing:
         raise FigureError(
-            f"figure {number} needs workloads missing from the store: {', '.join(missing)}; "
-            "run `curvekit fetch` for the release (or `curvekit fetch --archive PATH`)")
+            f"figure {spec.name} needs workloads missing from the store: "
+            f"{', '.join(missing)}; run `curvekit fetch` for the release "
+            "(or `curvekit fetch --archive PATH`)")
     return spec
+
+
+def file_name(spec: Figure, fmt: str) -> str:
+    """The file a figure is written to by default: ``figure-09.png``, ``figure-09a.png``.
+
+    >>> file_name(check_figure_number("9a"), "svg")
+    'figure-09a.svg'
+    """
+    return f"figure-{spec.number:02d}{spec.part}.{fmt}"
 
 
 def _charts(spec: Figure, store: Store) -> tuple[list[Spec], list[str]]:
@@ -328,7 +396,9 @@ def _share_legends(panels: list[Spec], cols: int) -> None:
 
 def _provenance(spec: Figure, store: Store) -> dict[str, Any]:
     curves = [(c, c.selection) for p in spec.panels for c in p.curves]
-    return provenance(store, figure=spec.number, workloads=spec.workloads(),
+    return provenance(store, figure=spec.number, part=spec.part or None,
+                      parts=[p.name for p in spec.parts], source=spec.source,
+                      reconstruction=spec.reconstruction, workloads=spec.workloads(),
                       curves=[{"workload": s.workload, "label": c.label, "metric": s.metric,
                                "goal": s.goal, "maximize": s.maximize, "trials": s.trials,
                                "statuses": list(s.statuses), "step_budget": s.step_budget,
@@ -342,16 +412,40 @@ _LEGENDS = {"legend": {"color": "independent", "shape": "independent"}}
 
 
 def _title(spec: Figure) -> str:
-    return f"Figure {spec.number}: {spec.title}"
+    """``Figure 1: ...``; one part of a figure names the figure, then the part's caption."""
+    if spec.part:
+        caption = spec.title[:1].lower() + spec.title[1:]
+        return f"{spec.label}: {FIGURES[spec.number].title}, {caption}"
+    return f"{spec.label}: {spec.title}"
 
 
-def figure_spec(number: int, store: Store | None = None) -> tuple[Spec, dict[str, Any]]:
+def _grid(spec: Figure, store: Store, datasets: dict[str, Any]
+          ) -> tuple[list[Spec], list[str]]:
+    """The rows of one figure's (or part's) grid of panels, their data moved into
+    ``datasets``, and their notes."""
+    panels, notes = _charts(spec, store)
+    _share_legends(panels, spec.cols)
+    for panel in panels:
+        datasets.update(panel.pop("datasets"))
+        del panel["$schema"]
+        panel.pop("config", None)  # Vega-Lite reads config at the top level only
+    rows = [{"hconcat": panels[i:i + spec.cols], "resolve": _LEGENDS}
+            for i in range(0, len(panels), spec.cols)]
+    return rows, notes
+
+
+def figure_spec(number: int | str, store: Store | None = None
+                ) -> tuple[Spec, dict[str, Any]]:
     """The paper's figure ``number`` drawn from ``store`` as a Vega-Lite spec, and its
     provenance.
 
     The spec is a grid (rows of ``hconcat`` in a ``vconcat``) of one layered chart per
-    panel, with the panels' data in its ``datasets``. ``store`` defaults to the current
-    store of curvekit's home.
+    panel, with the panels' data in its ``datasets``. A figure in parts (Figure 9) is a
+    ``vconcat`` of its parts, each titled and holding its own grid; ``"9a"`` or ``"9b"``
+    draws one part alone. Under the figure's title a line says where its definition comes
+    from: the paper's reproduction notebook (Figures 1–11), or a reconstruction not checked
+    against the paper (Figures 12–24); the provenance says the same (``source``,
+    ``reconstruction``). ``store`` defaults to the current store of curvekit's home.
 
     A panel that lacks a curve, or draws one normalized at another batch size than the
     others, says so in a note inside it; the provenance lists the notes under ``notes``,
@@ -359,28 +453,35 @@ def figure_spec(number: int, store: Store | None = None) -> tuple[Spec, dict[str
     """
     store = store or Store.open()
     spec = _check(number, store)
-    panels, notes = _charts(spec, store)
-    _share_legends(panels, spec.cols)
     datasets: dict[str, Any] = {}
-    for panel in panels:
-        datasets.update(panel.pop("datasets"))
-        del panel["$schema"]
-        panel.pop("config", None)  # Vega-Lite reads config at the top level only
-    rows = [{"hconcat": panels[i:i + spec.cols], "resolve": _LEGENDS}
-            for i in range(0, len(panels), spec.cols)]
+    notes: list[str] = []
+    if spec.parts:
+        blocks: list[Spec] = []
+        for part in spec.parts:
+            rows, part_notes = _grid(part, store, datasets)
+            notes += [f"({part.part}) {note}" for note in part_notes]
+            blocks.append({"vconcat": rows, "resolve": _LEGENDS,
+                           "title": {"text": f"({part.part}) {part.title}",
+                                     "fontSize": TEXT["panel_title"] + 1,
+                                     "anchor": "start"}})
+    else:
+        blocks, notes = _grid(spec, store, datasets)
     note = synthetic_note(store)
-    title: Spec = {"text": _title(spec), "fontSize": TEXT["figure_title"]}
-    out = {"$schema": SCHEMA, "vconcat": rows, "resolve": _LEGENDS,
-           "title": subtitled(title, note) if note else title,
+    lines = [spec.source, *([note] if note else [])]
+    title: Spec = {"text": _title(spec), "fontSize": TEXT["figure_title"], "subtitle": lines,
+                   "subtitleColor": "#b00000" if note else "#444444",
+                   "subtitleFontSize": TEXT["panel_title"]}
+    out = {"$schema": SCHEMA, "vconcat": blocks, "resolve": _LEGENDS, "title": title,
            "config": CONFIG, "datasets": datasets}
     meta = _provenance(spec, store)
     meta["notes"] = notes
     if notes:
-        warnings.warn(FigureNotesWarning(number, notes), stacklevel=2)
+        warnings.warn(FigureNotesWarning(spec.name if spec.part else spec.number, notes),
+                      stacklevel=2)
     return out, meta
 
 
-def figure(number: int, store: Store | None = None
+def figure(number: int | str, store: Store | None = None
            ) -> tuple[alt.TopLevelMixin, dict[str, Any]]:
     """The paper's figure ``number`` as an Altair chart (for notebooks), and its provenance.
 
@@ -401,6 +502,24 @@ def figure(number: int, store: Store | None = None
     """
     spec, meta = figure_spec(number, store)
     return to_altair(spec), meta
+
+
+SOURCES = ("Figures 1–11 follow the paper's reproduction notebook (its cells \"Figure 1\" to "
+           "\"Figure 11\"; \"Figure 9a\" and \"Figure 9b\" are the two parts of Figure 9). "
+           f"Figures {RECONSTRUCTED_FROM}–24 are reconstructions from the released data, not "
+           "checked against the paper.")
+"""Where the figures come from, in one sentence (the gallery and the report say it)."""
+
+
+def source_html(spec: Figure) -> str:
+    """A figure's source line as an HTML paragraph (class ``reconstruction`` or
+    ``source``), for the gallery and the report.
+
+    >>> source_html(check_figure_number(14))
+    '<p class="reconstruction">Reconstruction: not checked against the paper&#x27;s Figure 14</p>'
+    """
+    kind = "reconstruction" if spec.reconstruction else "source"
+    return f'<p class="{kind}">{html.escape(spec.source)}</p>'
 
 
 def render_all(store: Store, folder: str | os.PathLike[str], *, fmt: str = "png",
@@ -432,25 +551,27 @@ def render_all(store: Store, folder: str | os.PathLike[str], *, fmt: str = "png"
     written: list[Path] = []
     items = []
     for number in sorted(FIGURES):
-        name = f"figure-{number:02d}.{fmt}"
+        spec = FIGURES[number]
+        name = file_name(spec, fmt)
+        heading = f"<h2>{html.escape(_title(spec))}</h2>" + source_html(spec)
         try:
             chart, meta = figure_spec(number, store)
         except FigureError as exc:
-            items.append(f"<li><h2>Figure {number}</h2><p>{html.escape(str(exc))}</p></li>")
+            items.append(f"<li>{heading}<p>{html.escape(str(exc))}</p></li>")
             continue
         written.append(save(chart, folder / name, meta, fmt=fmt, scale=scale))
-        title = html.escape(FIGURES[number].title)
-        body = (f'<img src="{name}" alt="Figure {number}">' if fmt in ("png", "svg")
-                else f'<a href="{name}">{name}</a>')
-        items.append(f"<li><h2>Figure {number}: {title}</h2>{body}</li>")
+        body = (f'<img src="{name}" alt="{html.escape(_title(spec))}">'
+                if fmt in ("png", "svg") else f'<a href="{name}">{name}</a>')
+        items.append(f"<li>{heading}{body}</li>")
     note = synthetic_note(store)
     banner = (f"<p class='synthetic'><strong>{html.escape(note)}</strong>: drawn from an "
               "archive made by <code>curvekit generate-archive</code>.</p>" if note else "")
     gallery = (
         "<!doctype html><meta charset='utf-8'><title>curvekit figures</title>"
         "<style>body{font-family:sans-serif;max-width:1100px;margin:auto}"
-        "li{list-style:none;margin:2em 0}img{max-width:100%}.synthetic{color:#b00000}</style>"
-        "<h1>Figures of Shallue et al. (2019), drawn by curvekit</h1>" + banner + "<ul>"
-        + "".join(items) + "</ul>\n")
+        "li{list-style:none;margin:2em 0}img{max-width:100%}.synthetic{color:#b00000}"
+        ".reconstruction{color:#8a4b00}</style>"
+        "<h1>Figures of Shallue et al. (2019), drawn by curvekit</h1>" + banner
+        + f"<p>{html.escape(SOURCES)}</p><ul>" + "".join(items) + "</ul>\n")
     write_file(folder / "index.html", gallery, "the figures' gallery")
     return written

@@ -22,7 +22,8 @@ from curvekit.selection import Selection
 if TYPE_CHECKING:
     from curvekit.plotting.builders import LegendOrient
 
-__all__ = ["AP", "CE", "CLS", "PAPER_TRIALS", "Curve", "Figure", "Panel", "Selection"]
+__all__ = ["AP", "CE", "CLS", "PAPER_TRIALS", "RECONSTRUCTED_FROM", "Curve", "Figure", "Panel",
+           "Selection"]
 
 CLS = "val/classification_error"
 CE = "val/cross_entropy_error"
@@ -87,11 +88,25 @@ class Panel:
     legend_size: float = 8
 
 
+RECONSTRUCTED_FROM = 12
+"""Figures from this number on are reconstructions: the paper's appendix figures, rebuilt
+from the released data, not checked against the paper. Figures 1–11 follow the paper's
+reproduction notebook."""
+
+
 @dataclass(frozen=True)
 class Figure:
     """A figure of the paper: a grid of panels, sized as the spec's §2 says.
 
     ``shared_limits``: scatter panels share half-decade limits computed over all of them.
+    A figure in parts (the paper's Figure 9: (a) above (b)) lists them in ``parts``, each a
+    figure of its own with the same ``number``, its letter in ``part`` and its caption in
+    ``title``; the whole figure's ``panels`` are the parts' panels, in order, and its
+    ``rows`` the parts' rows together.
+
+    >>> a = Figure(9, "fixed epoch budget", 2, 3, (), part="a")
+    >>> a.name, a.reconstruction, Figure(14, "t", 3, 3, ()).source
+    ('9a', False, "Reconstruction: not checked against the paper's Figure 14")
     """
 
     number: int
@@ -103,6 +118,32 @@ class Figure:
     aspect: float = 8 / 7
     title_size: float | None = None
     shared_limits: bool = False
+    parts: tuple[Figure, ...] = ()
+    part: str = ""
+
+    @property
+    def name(self) -> str:
+        """The figure's name on the command line and in file names: ``9``, ``9a``."""
+        return f"{self.number}{self.part}"
+
+    @property
+    def label(self) -> str:
+        """How the figure is referred to in text: ``Figure 9``, ``Figure 9(a)``."""
+        return f"Figure {self.number}" + (f"({self.part})" if self.part else "")
+
+    @property
+    def reconstruction(self) -> bool:
+        """Whether the figure is a reconstruction, not checked against the paper."""
+        return self.number >= RECONSTRUCTED_FROM
+
+    @property
+    def source(self) -> str:
+        """Where the figure's definition comes from, in one line (drawn under its title)."""
+        if self.reconstruction:
+            return f"Reconstruction: not checked against the paper's Figure {self.number}"
+        cells = [f'"Figure {p.name}"' for p in self.parts] or [f'"Figure {self.name}"']
+        return (f"As in the paper's reproduction notebook (its {' and '.join(cells)} "
+                f"{'cells' if len(cells) > 1 else 'cell'})")
 
     @property
     def size_px(self) -> tuple[int, int]:

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,7 +56,7 @@ def goal_choices(goal: Goal, best_values: list[float], *, limit: int = 5) -> lis
     >>> goal_choices(g, [0.1, 0.2, 0.25, 0.4])
     [0.18, 0.23, 0.29, 0.3]
     """
-    values = [v for v in best_values if v == v]  # NaN never counts
+    values = [v for v in best_values if math.isfinite(v)]  # NaN and ±inf never count
     choices = {goal.goal}
     if len(values) >= 2:
         for q in statistics.quantiles(values, n=4, method="inclusive"):

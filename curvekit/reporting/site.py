@@ -77,6 +77,8 @@ th:first-child,td:first-child{text-align:left}
 .charts{display:flex;flex-wrap:wrap;gap:1.5em}
 .chart{min-height:200px}
 .note{color:#666;font-size:13px}
+.source{color:#444;font-size:13px}
+.reconstruction{color:#8a4b00;font-size:13px}
 .synthetic{background:#b00000;color:#fff;padding:.1em .5em;margin-left:1.2em}
 """
 
@@ -204,30 +206,34 @@ def _index(rows: list[tuple[WorkloadPage | None, str, str]], note: str | None = 
 
 def _figures(store: Store, folder: Path, progress: Progress | None) -> None:
     from curvekit.plotting.paper import FIGURES
-    from curvekit.plotting.render import FigureError, figure_spec
+    from curvekit.plotting.render import SOURCES, FigureError, figure_spec, file_name
 
     items = []
     note = synthetic_note(store)
     for i, number in enumerate(sorted(FIGURES), 1):
-        title = f"Figure {number}: {FIGURES[number].title}"
+        figure = FIGURES[number]
+        title = f"Figure {number}: {figure.title}"
+        kind = "reconstruction" if figure.reconstruction else "source"
+        said = f" <span class='{kind}'>— {escape(figure.source)}</span>"
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 spec, _ = figure_spec(number, store)
         except FigureError as exc:
-            items.append(f"<li>{escape(title)} <span class='note'>"
+            items.append(f"<li>{escape(title)}{said} <span class='note'>"
                          f"{escape(str(exc))}</span></li>")
             continue
-        name = f"figure-{number:02d}.html"
+        name = file_name(figure, "html")
+        # the chart says where it comes from under its own title
         write_file(folder / name, _page(title, "<div class='chart' id='chart-figure'></div>",
                                         depth=1, specs=[("chart-figure", spec)], note=note),
                    _WHAT)
-        items.append(f"<li><a href='{name}'>{escape(title)}</a></li>")
+        items.append(f"<li><a href='{name}'>{escape(title)}</a>{said}</li>")
         if progress is not None:
             progress("figures", i, len(FIGURES))
     write_file(folder / "index.html", _page("Figures of the paper",
-                                            "<ul>" + "".join(items) + "</ul>", depth=1,
-                                            note=note), _WHAT)
+                                            f"<p>{escape(SOURCES)}</p><ul>" + "".join(items)
+                                            + "</ul>", depth=1, note=note), _WHAT)
 
 
 # Names of the folders a run works in, beside the report: the whole site is built in the
