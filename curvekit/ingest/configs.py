@@ -11,9 +11,10 @@ them metaparameters:
   gives the batch size; ``model.optimizer.lr`` -> ``lr``, stored as ``learning_rate``);
   parts that repeat (Hydra's ``_target_``) keep the dotted name;
 * text, numbers and booleans are stored as they are (by
-  :func:`~curvekit.ingest.yamlish.param_value`); a list, and a table that stands for one
-  object (jsonpickle's ``{"py/object": ...}`` in Sacred's config), is stored as its JSON
-  text; empty values (``null``, an empty table) are left out, and so are the keys
+  :func:`~curvekit.ingest.yamlish.param_value`); a list is stored as its JSON text; a
+  table that stands for one object (jsonpickle's ``{"py/object": ...}`` in Sacred's
+  config) as the qualified name of its class, never constructed -- a NumPy array as the
+  JSON text of its values; empty values (``null``, an empty table) are left out, and so are the keys
   ``skip`` names (a logger's own bookkeeping).
 
 >>> flatten({"data": {"batch_size": 128, "num_workers": 0},
@@ -38,6 +39,16 @@ __all__ = ["flatten"]
 _OBJECT_KEYS = ("py/object", "py/reduce", "py/tuple", "py/set", "py/type", "py/function")
 
 
+def _pickled(value: Mapping[Any, Any]) -> Any:
+    """A jsonpickle object (``{"py/object": "numpy.ndarray", "values": [...]}``): a NumPy
+    array as the JSON text of its values, any other object as its qualified name (never
+    constructed), as Python objects in Lightning's ``hparams.yaml`` are."""
+    if value.get("py/object") == "numpy.ndarray" and "values" in value:
+        return structured.dumps(value["values"])
+    name = next((value[k] for k in _OBJECT_KEYS if isinstance(value.get(k), str)), None)
+    return name if name is not None else structured.dumps(value, sort_keys=True)
+
+
 def _leaves(config: Mapping[Any, Any], prefix: tuple[str, ...], skip: frozenset[str],
             out: list[tuple[tuple[str, ...], Any]]) -> None:
     for key, value in config.items():
@@ -49,7 +60,9 @@ def _leaves(config: Mapping[Any, Any], prefix: tuple[str, ...], skip: frozenset[
             _leaves(value, path, skip, out)
         elif value is None or (isinstance(value, Mapping) and not value):
             continue
-        elif isinstance(value, list | tuple | Mapping):
+        elif isinstance(value, Mapping) and value:
+            out.append((path, _pickled(value)))
+        elif isinstance(value, list | tuple):
             out.append((path, structured.dumps(value, sort_keys=True)))
         else:
             out.append((path, param_value(value)))
