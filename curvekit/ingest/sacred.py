@@ -11,10 +11,10 @@ run's record: ``status``, ``start_time``, ...), ``config.json`` (its configurati
   numbers each metric's points 0, 1, 2, ... on its own. Metrics that count their own calls
   at different rates (``trainLoss`` at 0..299, ``validLoss`` at 0..149: every metric
   gapless from 0, with different lengths) cannot share one step axis and are refused,
-  naming them; leave one group out with ``--map NAME=``. Whether the steps count epochs is
-  settled as for every format whose caller chooses the step
-  (:func:`~curvekit.ingest.runs.settle_axis`: steps 0 .. E-1 with ``num_epochs = E`` in
-  the config are epochs).
+  naming them; leave one group out with ``--map NAME=``. Steps 0, 1, 2, ... without a gap
+  (Sacred's own numbering, or ``step=epoch``) are counts, not training steps: the run is
+  read on the epoch axis and needs ``steps_per_epoch`` (or ``train_examples``) in the
+  manifest -- ``steps_per_epoch = 1`` where each point is one training step.
 * **Status** from ``run.json``: ``COMPLETED`` is a finished run (judged by the step budget
   as any other); ``FAILED``, ``INTERRUPTED``, ``TIMEOUT``, ``RUNNING`` (a run whose process
   died leaves that behind) and ``QUEUED`` are runs that did not finish: INCOMPLETE.
@@ -184,8 +184,14 @@ def _read_run(folder: Path, key: str, files: SourceFiles, drop: frozenset[str]) 
     if frames:
         frame = merge_rows(pl.concat(frames, how="diagonal"), str(metrics_path),
                            lambda row: row + 1)
+    steps = frame.get_column("step")
+    counted = frame.height >= 2 and bool(
+        (steps == pl.int_range(0, frame.height, eager=True)).all())
+    hint = ("Sacred numbers a metric's points 0, 1, 2, ... when log_scalar is called without "
+            "step=: counts of calls (once per epoch, typically), not training steps") \
+        if counted else None
     return RunLog(key, str(folder), frame, params, started=_seconds(record.get("start_time")),
-                  axis_named=False, finished=finished)
+                  axis_named=False, epoch_hint=hint, finished=finished)
 
 
 def read_sacred_runs(source: Path, options: ReadOptions | None = None) -> list[RunLog]:
