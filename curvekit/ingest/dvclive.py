@@ -39,6 +39,7 @@ DVCLive 0.x put a ``timestamp`` column first) --, ``params.yaml`` (``live.log_pa
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import polars as pl
@@ -98,6 +99,10 @@ def _series(path: Path, name: str, files: SourceFiles) -> pl.DataFrame:
     return merge_rows(frame, str(path), line_of)
 
 
+def _at(path: Path) -> Callable[[str], IngestError]:
+    return lambda message: IngestError(message, path=str(path))
+
+
 def _refuse_log_counter(frame: pl.DataFrame, key: str, path: str) -> None:
     """A fractional epoch series not in proportion to the step: the step counts log calls."""
     epochs = frame.select("step", "epoch").drop_nulls()
@@ -131,7 +136,7 @@ def _read_run(folder: Path, key: str, files: SourceFiles, drop: frozenset[str]) 
             if metric in drop:
                 continue
             check_name(metric, "metric", fix=f"rename it with --map '{metric}=<new name>'",
-                       error=lambda m, p=path: IngestError(m, path=str(p)))
+                       error=_at(path))
             frames.append(_series(path, metric, files))
     if len(frames) > MAX_COLUMNS:
         raise IngestError(f"{len(frames):,} metrics; curvekit reads at most {MAX_COLUMNS:,} "

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,14 @@ def is_jsonl_log(name: str, head: bytes) -> bool:
     return head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{")
 
 
+def _line_error(path: Path, number: int) -> Callable[[str, int | None], IngestError]:
+    def error(message: str, _: int | None) -> IngestError:
+        return IngestError(f"{message.removeprefix(f'{path}: ')}; a JSON-lines log holds one "
+                           "object per line: repair or remove the line", path=str(path),
+                           line=number)
+    return error
+
+
 def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
@@ -84,11 +93,8 @@ def read_jsonl_run(path: Path, key: str, *, step_renames: tuple[str, ...] = (),
     for number, raw in enumerate(data.splitlines(), 1):
         if not raw.strip():
             continue
-        entry = structured.loads(
-            raw, "json", where=str(path), expect=dict,
-            error=lambda message, _, n=number: IngestError(
-                f"{message.removeprefix(f'{path}: ')}; a JSON-lines log holds one object per "
-                "line: repair or remove the line", path=str(path), line=n))
+        entry = structured.loads(raw, "json", where=str(path), expect=dict,
+                                 error=_line_error(path, number))
         rows.append(entry)
         lines.append(number)
     if not rows:

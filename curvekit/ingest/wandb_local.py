@@ -42,6 +42,7 @@ the rest under ``files/``), which curvekit does not read.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,12 @@ def is_local_run(names: set[str]) -> bool:
     return HISTORY_FILE in names or bool(_binary(names))
 
 
+def _line_error(path: Path, number: int) -> Callable[[str, int | None], IngestError]:
+    def error(message: str, _: int | None) -> IngestError:
+        return IngestError(message.removeprefix(f"{path}: "), path=str(path), line=number)
+    return error
+
+
 def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
@@ -90,10 +97,8 @@ def _history(path: Path, files: SourceFiles, renames: tuple[str, ...],
     rows: list[tuple[int, dict[str, Any]]] = []
     for number, raw in enumerate(data.splitlines(), 1):
         if raw.strip():
-            rows.append((number, structured.loads(
-                raw, "json", where=str(path), expect=dict,
-                error=lambda m, _, n=number: IngestError(m.removeprefix(f"{path}: "),
-                                                         path=str(path), line=n))))
+            rows.append((number, structured.loads(raw, "json", where=str(path), expect=dict,
+                                                  error=_line_error(path, number))))
     present = {k for _, r in rows for k in r}
     axis = next((k for k in (*renames, *_STEPS) if k in present), "_step")
     metrics: dict[str, None] = {}
