@@ -10,13 +10,13 @@ folders. Its tables (MLflow's SQLAlchemy store, the same since MLflow 1.x): ``ex
 (:mod:`curvekit.ingest.files`) into memory and queried there with Python's ``sqlite3``:
 the file is never opened for writing, and MLflow is not needed.
 
-The rules are the file store's (:mod:`curvekit.ingest.mlflow`): one experiment per
-workload (a database with runs in several is refused, naming them: with the database
-file as SOURCE, ``--include '<experiment id>/*'`` picks one), runs in the trash skipped, a
-run answers to its run id and its name, params are numbers where they spell one, a metric
-logged only at step 0 is refused, and the step is whatever the caller passed
-(autologging's epochs are settled by :func:`~curvekit.ingest.runs.settle_axis`). MLflow
-stores a NaN as ``is_nan`` with value 0, and an infinity as the largest float64: both are read back as they were
+The rules are the file store's (:mod:`curvekit.ingest.mlflow`): one experiment per workload
+(a database with runs in several is refused, naming them: with the database file as SOURCE,
+``--include '<experiment id>/*'`` picks one), runs in the trash skipped, a run answers to
+its run id and its name, params are numbers where they spell one, a metric logged only at
+step 0 is refused, and the step is whatever the caller passed (autologging's epochs are
+settled by :func:`~curvekit.ingest.runs.settle_axis`). MLflow stores a NaN as ``is_nan``
+with value 0, and an infinity as the largest float64: both are read back as they were
 logged. Beyond the file store, **the run's status** is read: ``FINISHED`` is a finished
 run; ``FAILED``, ``KILLED``, ``RUNNING`` and ``SCHEDULED`` did not finish (INCOMPLETE). A
 run that logged no metric at all is left out, with a warning naming it.
