@@ -39,8 +39,9 @@ from curvekit.ingest import FORMATS, csvlogs, dvclive, sacred, timm, ultralytics
 from curvekit.ingest import manifest as manifest_
 from curvekit.ingest.algoperf import is_trial_folder
 from curvekit.ingest.files import SourceFiles, files_of
-from curvekit.ingest.jsonlines import is_jsonl_log
+from curvekit.ingest.jsonlines import LOG_NAME, is_jsonl_log
 from curvekit.ingest.metrics import apply_map, parse_overrides
+from curvekit.ingest.mlflow_sqlite import SUFFIXES as SQLITE_SUFFIXES
 from curvekit.ingest.mlflow_sqlite import is_mlflow_db
 from curvekit.ingest.runs import (
     INT64_MAX,
@@ -193,9 +194,10 @@ def detect_format(source: Path, select: FileFilter = ALL, *,
                     found.add("tensorboard")
             elif low.endswith(".parquet"):
                 found.add("wandb")
-            elif is_mlflow_db(f, files.read_head(here / f, 16)):
+            elif low.endswith(SQLITE_SUFFIXES) and is_mlflow_db(f, files.read_head(here / f, 16)):
                 found.add("mlflow")
-            elif is_jsonl_log(f, files.read_head(here / f, 64)):
+            elif (low == LOG_NAME or low.endswith(".jsonl")) \
+                    and is_jsonl_log(f, files.read_head(here / f, 64)):
                 found.add("jsonl")
             elif low.endswith(".csv") and "mlflow" not in found:
                 found.add(_csv_kind(here / f, f"{rel}/{f}".removeprefix("./"), files))
@@ -261,6 +263,9 @@ def _file_format(source: Path, files: SourceFiles) -> str | None:
                            wandb_local.HISTORY_FILE) else None
     if run is not None:
         return run[0]
+    low = source.name.lower()
+    if not (low.endswith(SQLITE_SUFFIXES) or low == LOG_NAME or low.endswith(".jsonl")):
+        return None
     head = files.read_head(source, 64)
     if is_mlflow_db(source.name, head):
         return "mlflow"

@@ -159,6 +159,7 @@ def read_jsonl_runs(source: Path, options: ReadOptions | None = None) -> list[Ru
     opts = options or ReadOptions()
     files = files_of(source, opts.files)
     found = [(p, k) for p, k in log_files(source, (".txt", ".jsonl"), opts.select, files)
-             if is_jsonl_log(p.name, files.read_head(p, 64))]
+             if (p.name.lower() == LOG_NAME or p.name.lower().endswith(".jsonl"))
+             and is_jsonl_log(p.name, files.read_head(p, 64))]
     return [read_jsonl_run(p, k, step_renames=opts.step_renames, drop=opts.drop, files=files)
             for p, k in found]
