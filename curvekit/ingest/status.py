@@ -10,8 +10,9 @@
   ``max_steps=1000`` logs its last row at step 999). A budget of 0 means the study had a
   time budget, as in the release: every run that did not diverge is then COMPLETE.
 * **INCOMPLETE** too: the logger's own record says the run did not finish (Sacred's
-  ``FAILED``, ``INTERRUPTED``, ``RUNNING``; MLflow's ``FAILED``, ``KILLED``, ``RUNNING``),
-  whatever its length: a run that crashed or was killed is never COMPLETE.
+  ``FAILED``, ``INTERRUPTED``, ``RUNNING``; MLflow's ``FAILED``, ``KILLED``, ``RUNNING``;
+  a W&B run folder's ``running``, ``failed``, ``killed``, ``crashed``), whatever its
+  length: a run that crashed or was killed is never COMPLETE.
 * **COMPLETE** otherwise.
 
 A status given in the run manifest wins over all three.
