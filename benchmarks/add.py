@@ -361,9 +361,9 @@ pd.concat(frames, ignore_index=True).to_parquet(sys.argv[2])
 import glob, os, sys
 import pandas as pd
 frames = []
-for path in sorted(glob.glob(os.path.join(sys.argv[1], "*", "plots", "metrics", "**", "*.tsv"),
-                             recursive=True)):
-    frame = pd.read_csv(path, sep="	")
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "*", "dvclive", "plots", "metrics", "**",
+                                          "*.tsv"), recursive=True)):
+    frame = pd.read_csv(path, sep="\t")
     frames.append(pd.DataFrame({"run": path.split(os.sep)[-5], "metric": path,
                                 "step": frame["step"], "value": frame.iloc[:, -1]}))
 pd.concat(frames, ignore_index=True).to_parquet(sys.argv[2])
