@@ -27,6 +27,8 @@ from tests.logformats import (
 )
 
 NAME = "mine/net/sgd"
+# the by-product notices of detection are checked where they matter, with pytest.warns
+pytestmark = pytest.mark.filterwarnings("ignore::curvekit.errors.IngestWarning")
 
 
 def _manifest(tmp: Path, text: str) -> Path:
@@ -390,3 +392,19 @@ def test_json_is_read_through_the_one_loader() -> None:
     for name in ("sacred.py", "jsonlines.py", "wandb_local.py", "dvclive.py"):
         text = (package / name).read_text()
         assert "json.load" not in text, name
+
+
+@settings(max_examples=50, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.floats(0, 100, allow_nan=False), min_size=1, max_size=40))
+def test_timm_percentages_are_divided_exactly(tmp_path_factory: pytest.TempPathFactory,
+                                              top1: list[float]) -> None:
+    """Each stored accuracy is the float64 nearest top1 / 100, as Python divides."""
+    root = tmp_path_factory.mktemp("timm")
+    write_timm(root / "run", [{"epoch": e, "eval_top1": v} for e, v in enumerate(top1)],
+               {"batch_size": 8})
+    data = build(root, name=NAME, format="timm", metric_map=["eval_top1=top1_fraction"],
+                 manifest=_manifest(root, "[workload]\nsteps_per_epoch = 1\n"))
+    written = [float(line.split(",")[1]) for line in
+               (root / "run" / "summary.csv").read_text().splitlines()[1:]]
+    assert [v for _, v in _column(data, "top1_fraction")] == [v / 100 for v in written]

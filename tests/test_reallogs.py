@@ -336,3 +336,70 @@ def test_every_source_of_the_corpus_is_known() -> None:
     assert groups - covered - PENDING == set()
     assert PENDING & covered == set(), "a source with an entry leaves PENDING"
     assert PENDING.issubset(groups), "PENDING names only sources of the corpus"
+
+
+def _stored(data: object, metric: str) -> list[tuple[int, float]]:
+    tables = data.measurements.values()  # type: ignore[attr-defined]
+    return sorted((row["step"], row[metric]) for t in tables for row in t.to_pylist()
+                  if row.get(metric) is not None)
+
+
+def _built(path: str, tmp_path: Path, manifest_text: str | None = None,
+           **options: object) -> object:
+    manifest = None
+    if manifest_text is not None:
+        manifest = tmp_path / "runs.toml"
+        manifest.write_text(manifest_text)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", IngestWarning)
+        return build(CORPUS / path, name="real/corpus/opt", manifest=manifest,
+                     **options)  # type: ignore[arg-type]
+
+
+def test_new_formats_store_the_files_values(tmp_path: Path) -> None:
+    """The values stored from the new formats' corpus sources are the files' own, at the
+    steps their axes say (read here with json, csv and sqlite3 directly)."""
+    import csv
+    import json
+    import sqlite3
+
+    # Sacred: validLoss of run 6, epoch e at step (e + 1) x 2
+    data = _built("sacred/catniplab-jsb/models", tmp_path, "[workload]\nsteps_per_epoch = 2\n",
+                  exclude=["1", "7", "11", "12", "16", "17"],
+                  metric_map=["trainLoss=", "trainAccuracy="])
+    logged = json.loads((CORPUS / "sacred/catniplab-jsb/models/6/metrics.json").read_text())
+    assert _stored(data, "validLoss") == [
+        ((s + 1) * 2, v) for s, v in zip(logged["validLoss"]["steps"],
+                                         logged["validLoss"]["values"], strict=True)]
+    # MLflow SQLite: generator_loss of every run, step e -> (e + 1) x 234
+    data = _built("mlflow/doha-gans-sqlite", tmp_path, "[workload]\nsteps_per_epoch = 234\n")
+    con = sqlite3.connect(f"file:{CORPUS / 'mlflow/doha-gans-sqlite/mlruns.db'}?mode=ro",
+                          uri=True)
+    rows = con.execute("SELECT step, value FROM metrics WHERE key = 'generator_loss'").fetchall()
+    con.close()
+    assert _stored(data, "generator_loss") == sorted(((s + 1) * 234, v) for s, v in rows)
+    # W&B 0.8: episodic_reward at its _step
+    data = _built("wandb/mfts-wandb08", tmp_path)
+    lines = [json.loads(line) for line in
+             (CORPUS / "wandb/mfts-wandb08/wandb/wandb-history.jsonl").read_text().splitlines()]
+    assert _stored(data, "episodic_reward") == [
+        (r["_step"], r["episodic_reward"]) for r in lines if "episodic_reward" in r]
+    # timm: eval_top1 in percent -> 1 - top1 / 100
+    data = _built("timm/za101-volo", tmp_path, "[workload]\nsteps_per_epoch = 250\n")
+    with open(CORPUS / "timm/za101-volo/output/summary.csv") as fh:
+        summary = list(csv.DictReader(fh))
+    assert _stored(data, "val/classification_error") == [
+        ((int(r["epoch"]) + 1) * 250, 1 - float(r["eval_top1"]) / 100) for r in summary]
+    # Ultralytics: the padded cells, 0-based epochs
+    data = _built("other/abonia-yolov8", tmp_path, "[workload]\nsteps_per_epoch = 100\n")
+    text = (CORPUS / "other/abonia-yolov8/runs/detect/train/results.csv").read_text()
+    table = [[c.strip() for c in line.split(",")] for line in text.splitlines()]
+    column = table[0].index("val/box_loss")
+    assert _stored(data, "val/box_loss") == [((int(r[0]) + 1) * 100, float(r[column]))
+                                             for r in table[1:]]
+    # DVCLive (Lightning): val/loss at the logged steps
+    data = _built("dvclive/michaelvay-lightning", tmp_path)
+    tsv = (CORPUS / "dvclive/michaelvay-lightning/dvclive/plots/metrics/val/loss.tsv"
+           ).read_text().splitlines()[1:]
+    assert _stored(data, "val/cross_entropy_error") == [
+        (int(s), float(v)) for s, v in (line.split("\t") for line in tsv)]

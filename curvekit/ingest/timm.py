@@ -11,8 +11,9 @@ of ``summary.csv``: ``epoch,train_loss,eval_loss,eval_top1,eval_top5`` (newer ve
   ``train_examples``, in the manifest). A resumed run (``--resume``, ``start_epoch``)
   starts at a later epoch: its rows keep their epochs.
 * **Units**: timm's top-1 and top-5 accuracies are percentages (``accuracy()`` returns
-  ``correct * 100 / batch``): they are divided by 100 as they are read, so ``eval_top1`` =
-  95.12 becomes the accuracy 0.9512 (stored as ``val/classification_error`` = 0.0488).
+  ``correct * 100 / batch``): they are divided by 100 as they are read (correctly rounded:
+  the float64 nearest the quotient), so ``eval_top1`` = 95.12 becomes the accuracy 0.9512
+  (stored as ``val/classification_error`` = 0.0488).
 * **Metaparameters** from ``args.yaml``; its ``batch_size`` is the batch of one process:
   a run on several GPUs (``torchrun --nproc_per_node``) trained with that times the
   process count, which ``args.yaml`` does not record: give it in the manifest.
@@ -35,6 +36,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import polars as pl
+import pyarrow.compute as pc
 
 from curvekit.ingest.configs import flatten
 from curvekit.ingest.csvlogs import log_files, read_csv_run
@@ -64,7 +66,11 @@ def read_timm_runs(source: Path, options: ReadOptions | None = None) -> list[Run
         run = read_csv_run(path, key, step_renames=opts.step_renames, drop=opts.drop,
                            files=files)
         percent = [c for c in run.frame.columns if PERCENT.search(c)]
-        frame = run.frame.with_columns(pl.col(c) / 100 for c in percent)
+        # pyarrow's division is IEEE's, correctly rounded: 95.15 / 100 is 0.9515 (polars
+        # multiplies by the reciprocal over a column, which gives 0.9515000000000001)
+        frame = run.frame.with_columns(
+            pl.Series(c, pc.divide(run.frame.get_column(c).to_arrow(), 100.0))
+            for c in percent)
         args = path.with_name(ARGS_FILE)
         params = flatten(read_flat_yaml(args, files=files)) if files.exists(args) else {}
         runs.append(replace(run, frame=frame, params=params, aliases=(rel,)))
