@@ -4,8 +4,8 @@ DVCLive (``dvclive.Live``, and its Lightning, Keras and Hugging Face integration
 one folder per run (``dvclive/`` by default): ``plots/metrics/<name>.tsv`` for every
 ``live.log_metric(name, value)`` -- a tab-separated ``step`` and value per line, in
 sub-folders for names with ``/`` (``train/loss`` is ``plots/metrics/train/loss.tsv``;
-DVCLive 0.x put a ``timestamp`` column first) --, ``params.yaml`` (``live.log_params``),
-``metrics.json`` (the latest values: a summary, not read) and ``dvc.yaml``.
+older versions put a ``timestamp`` column first, which is not read) --, ``params.yaml``
+(``live.log_params``), ``metrics.json`` (the latest values: a summary, not read) and ``dvc.yaml``.
 
 * **One run per folder** holding ``plots/metrics/``, named by its path relative to SOURCE.
 * **Metric names** are the files' paths below ``plots/metrics`` without ``.tsv``
