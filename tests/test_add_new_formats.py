@@ -408,3 +408,53 @@ def test_timm_percentages_are_divided_exactly(tmp_path_factory: pytest.TempPathF
     written = [float(line.split(",")[1]) for line in
                (root / "run" / "summary.csv").read_text().splitlines()[1:]]
     assert [v for _, v in _column(data, "top1_fraction")] == [v / 100 for v in written]
+
+
+_CURVES = st.lists(st.tuples(st.integers(1, 2**40),
+                             st.floats(allow_nan=True, allow_infinity=True, width=64)),
+                   min_size=1, max_size=25, unique_by=lambda p: p[0])
+
+
+def _same(got: list[tuple[int, float]], want: list[tuple[int, float]]) -> bool:
+    return len(got) == len(want) and all(
+        gs == ws and (gv == wv or (math.isnan(gv) and math.isnan(wv)))
+        for (gs, gv), (ws, wv) in zip(got, want, strict=True))
+
+
+@pytest.mark.parametrize("fmt", ["dvclive", "jsonl", "wandb", "mlflow"])
+@settings(max_examples=10, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(points=_CURVES)
+def test_stored_values_are_the_written_ones(tmp_path_factory: pytest.TempPathFactory,
+                                            fmt: str, points: list[tuple[int, float]]) -> None:
+    """Any steps and any float64 (NaN and infinities too) round-trip exactly: the stored
+    curve is what the library wrote, at the steps it wrote."""
+    points = sorted(points)
+    steps, values = [s for s, _ in points], [v for _, v in points]
+    root = tmp_path_factory.mktemp(fmt)
+    if fmt == "dvclive":
+        write_dvclive(root / "dvclive", {"m": (steps, values),
+                                         "epoch": (steps, [0] * len(steps))},
+                      params={"batch_size": 8})
+    elif fmt == "jsonl":
+        write_jsonl(root / "log.txt", [{"step": s, "m": v} for s, v in points])
+    elif fmt == "wandb":
+        folder = root / "wandb" / "run-1"
+        write_wandb08(folder, [{"m": v} for v in values], {"batch_size": 8})
+        lines = (folder / "wandb-history.jsonl").read_text().splitlines()
+        (folder / "wandb-history.jsonl").write_text("".join(  # the steps the caller gave
+            line.replace(f'"_step": {i}}}', f'"step": {s}, "_step": {i}}}') + "\n"
+            for i, (line, s) in enumerate(zip(lines, steps, strict=True))))
+    else:
+        write_mlflow_db(root / "mlflow.db", {1: "x"}, [
+            {"id": "a" * 32, "experiment": 1, "status": "FINISHED", "start": 1,
+             "params": {"batch_size": 8}, "metrics": {"m": [(s, v, i) for i, (s, v)
+                                                            in enumerate(points)]}}])
+    manifest = _manifest(root, '[[runs]]\nrun = "*"\nbatch_size = 8\n')
+    data = build(root, name=NAME, format=fmt, metric_map=["m=m"],
+                 manifest=manifest if fmt == "jsonl" else None)
+    got = _column(data, "m")
+    if fmt == "mlflow":  # MLflow's SQL store keeps an infinity as the largest float, so
+        values = [math.copysign(math.inf, v) if abs(v) == 1.7976931348623157e308 else v
+                  for v in values]  # the largest float itself reads back as one
+    assert _same(got, list(zip(steps, values, strict=True))), (got, points)
