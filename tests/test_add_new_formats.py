@@ -5,6 +5,7 @@ store and W&B run folders: look-alikes written as those libraries write them
 from __future__ import annotations
 
 import math
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -338,6 +339,18 @@ def test_wandb08_run_folder(tmp_path: Path) -> None:
     assert data.trials[0].parameters == {"learning_rate": 0.003}
     assert _column(data, "train/cross_entropy_error") == [
         (0, 2.0), (2, 1.9), (4, 1.8), (6, pytest.approx(1.7))]
+
+
+@pytest.mark.parametrize("follow", [False, True])
+def test_wandb_latest_run_link_is_no_second_run(tmp_path: Path, follow: bool) -> None:
+    write_wandb08(tmp_path / "wandb" / "run-20200219_000833-abc", [{"loss": 1.0}],
+                  {"batch_size": 8})
+    (tmp_path / "wandb" / "latest-run").symlink_to("run-20200219_000833-abc")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", IngestWarning)  # no notice about the link either
+        data = build(tmp_path, name=NAME, follow_links=follow)
+    assert [t.member for t in data.trials] == [
+        str(tmp_path / "wandb" / "run-20200219_000833-abc" / "wandb-history.jsonl")]
 
 
 def test_wandb_binary_run_folder_names_the_export(tmp_path: Path) -> None:

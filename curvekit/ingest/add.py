@@ -161,6 +161,7 @@ def detect_format(source: Path, select: FileFilter = ALL, *,
     for here, dirs, listed in files.walk(source):
         rel = here.relative_to(source).as_posix()
         dirs[:] = [d for d in dirs if not csvlogs.skip_folder(here / d)
+                   and not wandb_local.is_alias(here / d)
                    and select.keeps_folder(f"{rel}/{d}".removeprefix("./"))]
         names = {f for f in listed if select.keeps(f"{rel}/{f}".removeprefix("./"))}
         if "study.json" in names:

@@ -10,8 +10,9 @@ last values) and ``wandb-metadata.json`` (``state``: ``finished``, ``running``, 
 the rest under ``files/``), which curvekit does not read.
 
 * **One run per folder** holding ``wandb-history.jsonl``, named by its path relative to
-  SOURCE; ``config.yaml`` and ``wandb-metadata.json`` are read beside it or in its
-  ``files/`` folder.
+  SOURCE (W&B's ``wandb/latest-run`` link to the newest run folder is passed over, even
+  with ``--follow-links``: that run is read under its own name); ``config.yaml`` and
+  ``wandb-metadata.json`` are read beside it or in its ``files/`` folder.
 * **The step** is ``_step`` -- unless the history also logs ``step``, ``global_step`` or
   ``trainer/global_step`` (as for W&B exports: ``_step`` counts ``wandb.log`` calls).
   W&B's own keys (``_runtime``, ``_timestamp``, ``_wandb``, ...) are left out, and so are
@@ -57,12 +58,22 @@ from curvekit.ingest.runs import MAX_COLUMNS, ReadOptions, RunLog, merge_rows
 from curvekit.ingest.yamlish import read_flat_yaml
 from curvekit.names import check_name
 
-__all__ = ["HISTORY_FILE", "is_local_run", "read_wandb_any", "read_wandb_local"]
+__all__ = ["ALIAS", "HISTORY_FILE", "is_alias", "is_local_run", "read_wandb_any",
+           "read_wandb_local"]
 
 HISTORY_FILE = "wandb-history.jsonl"
 MAX_HISTORY_BYTES = 1 << 30
 _STEPS = ("step", "global_step", "trainer/global_step")
 _FINISHED = "finished"
+
+
+ALIAS = "latest-run"
+"""W&B's link to the newest run folder of ``wandb/``: the same run, read under its own name."""
+
+
+def is_alias(path: Path) -> bool:
+    """True for W&B's ``wandb/latest-run`` link (never a second run)."""
+    return path.name == ALIAS and path.is_symlink()
 
 
 def _binary(names: set[str] | list[str]) -> list[str]:
@@ -169,7 +180,7 @@ def read_wandb_local(source: Path, options: ReadOptions | None = None) -> list[R
     runs = []
     for here, dirs, names in files.walk(source):
         rel = here.relative_to(source).as_posix()
-        dirs[:] = sorted(d for d in dirs if not skip_folder(here / d)
+        dirs[:] = sorted(d for d in dirs if not skip_folder(here / d) and not is_alias(here / d)
                          and opts.select.keeps_folder(f"{rel}/{d}".removeprefix("./")))
         kept = {n for n in names if opts.select.keeps(f"{rel}/{n}".removeprefix("./"))}
         if not is_local_run(kept):
@@ -192,7 +203,7 @@ def read_wandb_any(source: Path, options: ReadOptions | None = None) -> list[Run
     files = files_of(source, opts.files)
     top = source.parent if source.is_file() else source
     for here, dirs, names in files.walk(top):
-        dirs[:] = [d for d in dirs if not skip_folder(here / d)]
+        dirs[:] = [d for d in dirs if not skip_folder(here / d) and not is_alias(here / d)]
         if is_local_run(set(names)):
             return read_wandb_local(source, opts)
     return read_wandb_runs(source, opts)
