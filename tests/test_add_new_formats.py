@@ -290,6 +290,18 @@ def test_mlflow_sqlite_store_runs_statuses_and_values(tmp_path: Path) -> None:
     assert {t.parameters["learning_rate"] for t in data.trials} == {0.1, 0.2}
 
 
+def test_mlflow_sqlite_artifact_root_holds_by_products(tmp_path: Path) -> None:
+    """``mlflow ui --backend-store-uri sqlite:///mlflow.db`` keeps artifacts in
+    ``mlruns/<experiment>/<run>/artifacts/`` (no meta.yaml there): autolog's event files
+    in it are the runs' by-products, as in a file store."""
+    _mlflow_db(tmp_path)
+    events = tmp_path / "mlruns" / "1" / ("a" * 32) / "artifacts" / "tb"
+    events.mkdir(parents=True)
+    (events / "events.out.tfevents.1.host").write_bytes(b"")
+    with pytest.warns(IngestWarning, match="read as mlflow; not read: TensorBoard event files"):
+        assert detect_format(tmp_path) == "mlflow"
+
+
 def test_mlflow_sqlite_killed_run_is_incomplete(tmp_path: Path) -> None:
     write_mlflow_db(tmp_path / "mlflow.db", {1: "sweep"}, [
         {"id": "a" * 32, "experiment": 1, "status": "KILLED", "start": 1,

@@ -158,6 +158,7 @@ def detect_format(source: Path, select: FileFilter = ALL, *,
     files = files_of(source, files)
     found: set[str] = set()
     byproducts: dict[str, set[str]] = {}  # primary format -> what it made that was not read
+    in_artifacts = False  # event files below an artifacts/ folder without MLflow's meta.yaml
     for here, dirs, listed in files.walk(source):
         rel = here.relative_to(source).as_posix()
         dirs[:] = [d for d in dirs if not csvlogs.skip_folder(here / d)
@@ -191,6 +192,8 @@ def detect_format(source: Path, select: FileFilter = ALL, *,
                 if _under_mlflow_artifacts(here, source, files):
                     byproducts.setdefault("mlflow", set()).add(
                         "TensorBoard event files under its runs' artifacts/")
+                elif "artifacts" in Path(rel).parts:
+                    in_artifacts = True  # an SQL store's artifact root has no meta.yaml
                 else:
                     found.add("tensorboard")
             elif low.endswith(".parquet"):
@@ -202,6 +205,12 @@ def detect_format(source: Path, select: FileFilter = ALL, *,
                 found.add("jsonl")
             elif low.endswith(".csv") and "mlflow" not in found:
                 found.add(_csv_kind(here / f, f"{rel}/{f}".removeprefix("./"), files))
+    if in_artifacts:  # the artifacts of an MLflow store's runs, or logs of their own
+        if "mlflow" in found:
+            byproducts.setdefault("mlflow", set()).add(
+                "TensorBoard event files under its runs' artifacts/")
+        else:
+            found.add("tensorboard")
     if "mlflow" in found or "release" in found:
         found.discard("csv")  # MLflow artifacts may be CSV files; the release's measurements are
     if "hf" in found:  # the Trainer's TensorBoard callback writes the same scalars (runs/)
