@@ -26,10 +26,17 @@ Side by side in one run, each in a fresh process with the peak memory of its pro
   ``curvekit add`` (which reads every copy to pick the most complete) against ``json.load``
   of each folder's final file, then pandas.
 
+* **Sacred, DVCLive, timm, Ultralytics, JSON lines, MLflow SQLite, W&B run folders**: a
+  realistic sweep of each, 50 runs x 100 epochs (5 batch sizes), written as those libraries
+  write them (``tests/logformats.py``): ``curvekit add`` against pandas reading the same
+  files (``json.load`` / ``read_csv`` / ``read_json(lines=True)`` / ``read_sql``) into one
+  Parquet file, with no checks.
+
 Usage::
 
-    python benchmarks/add.py                  # all five; the logs are generated once
+    python benchmarks/add.py                  # all cases; the logs are generated once
     python benchmarks/add.py --only csv
+    python benchmarks/add.py --only new       # the seven formats of 50 runs x 100 epochs
 """
 
 from __future__ import annotations
@@ -331,6 +338,163 @@ def make_hf_logs(root: Path, runs: int, evals: int) -> Path:
     return root
 
 
+NEW_FORMATS = ("sacred", "dvclive", "timm", "ultralytics", "jsonl", "mlflow-sqlite",
+               "wandb-local")
+NEW_BATCH_SIZES = (32, 64, 128, 256, 512)
+
+NAIVE_NEW = {
+    "sacred": r"""
+import glob, json, os, sys
+import pandas as pd
+frames = []
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "*", "metrics.json"))):
+    with open(path) as fh:
+        metrics = json.load(fh)
+    with open(os.path.join(os.path.dirname(path), "config.json")) as fh:
+        config = json.load(fh)
+    for key, entry in metrics.items():
+        frames.append(pd.DataFrame({"run": path, "metric": key, "step": entry["steps"],
+                                    "value": entry["values"], "bs": config["batch_size"]}))
+pd.concat(frames, ignore_index=True).to_parquet(sys.argv[2])
+""",
+    "dvclive": r"""
+import glob, os, sys
+import pandas as pd
+frames = []
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "*", "dvclive", "plots", "metrics", "**",
+                                          "*.tsv"), recursive=True)):
+    frame = pd.read_csv(path, sep="\t")
+    frames.append(pd.DataFrame({"run": path.split(os.sep)[-5], "metric": path,
+                                "step": frame["step"], "value": frame.iloc[:, -1]}))
+pd.concat(frames, ignore_index=True).to_parquet(sys.argv[2])
+""",
+    "timm": r"""
+import glob, os, sys
+import pandas as pd, yaml
+frames = []
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "*", "summary.csv"))):
+    frame = pd.read_csv(path)
+    with open(os.path.join(os.path.dirname(path), "args.yaml")) as fh:
+        frame["bs"] = yaml.safe_load(fh)["batch_size"]
+    frames.append(frame.assign(run=path))
+pd.concat(frames, ignore_index=True).to_parquet(sys.argv[2])
+""",
+    "ultralytics": r"""
+import glob, os, sys
+import pandas as pd, yaml
+frames = []
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "*", "results.csv"))):
+    frame = pd.read_csv(path, skipinitialspace=True)
+    frame.columns = [c.strip() for c in frame.columns]
+    with open(os.path.join(os.path.dirname(path), "args.yaml")) as fh:
+        frame["bs"] = yaml.safe_load(fh)["batch"]
+    frames.append(frame.assign(run=path))
+pd.concat(frames, ignore_index=True).to_parquet(sys.argv[2])
+""",
+    "jsonl": r"""
+import glob, os, sys
+import pandas as pd
+frames = [pd.read_json(p, lines=True).assign(run=p)
+          for p in sorted(glob.glob(os.path.join(sys.argv[1], "*", "log.txt")))]
+data = pd.concat(frames, ignore_index=True)
+data.drop(columns=[c for c in data.columns if data[c].dtype == object and c != "run"]
+          ).to_parquet(sys.argv[2])
+""",
+    "mlflow-sqlite": r"""
+import sqlite3, sys
+import pandas as pd
+con = sqlite3.connect(f"file:{sys.argv[1]}/mlflow.db?mode=ro", uri=True)
+data = pd.read_sql("SELECT run_uuid, key, step, value FROM metrics", con)
+data.pivot_table(index=["run_uuid", "step"], columns="key", values="value").reset_index(
+    ).to_parquet(sys.argv[2])
+""",
+    "wandb-local": r"""
+import glob, os, sys
+import pandas as pd
+frames = [pd.read_json(p, lines=True).assign(run=p)
+          for p in sorted(glob.glob(os.path.join(sys.argv[1], "wandb", "*",
+                                                 "wandb-history.jsonl")))]
+pd.concat(frames, ignore_index=True).to_parquet(sys.argv[2])
+""",
+}
+
+
+def make_new_format_logs(fmt: str, root: Path, runs: int, epochs: int) -> Path:
+    """A sweep of ``runs`` runs of ``epochs`` epochs in one of :data:`NEW_FORMATS`, written
+    by the look-alike writers of the test suite; with a manifest giving steps per epoch."""
+    if (root / ".done").exists():
+        return root
+    from tests.logformats import (
+        write_dvclive,
+        write_jsonl,
+        write_mlflow_db,
+        write_sacred_run,
+        write_timm,
+        write_ultralytics,
+        write_wandb08,
+    )
+
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    spe = 100
+    manifest = f"[workload]\nsteps_per_epoch = {spe}\n"
+    db_runs = []
+    for n in range(runs):
+        bs = NEW_BATCH_SIZES[n % len(NEW_BATCH_SIZES)]
+        trial = n // len(NEW_BATCH_SIZES)
+        errs = [_curve(bs, trial, (e + 1) * spe * 20) for e in range(epochs)]
+        lr = 0.01 * (1 + trial)
+        if fmt == "sacred":  # log_scalar without step=: Sacred numbers the points
+            steps = list(range(epochs))
+            write_sacred_run(root / str(n + 1), config={"batch_size": bs, "lr": lr,
+                                                         "model": {"width": 128}},
+                             metrics={"train_loss": (steps, [2.1 * x for x in errs]),
+                                      "val_loss": (steps, [2.3 * x for x in errs]),
+                                      "val_acc": (steps, [1 - x for x in errs])})
+        elif fmt == "dvclive":
+            steps = [(e + 1) * spe - 1 for e in range(epochs)]
+            write_dvclive(root / f"run{n:03d}" / "dvclive", {
+                "train/loss": (steps, [2.1 * x for x in errs]),
+                "val/loss": (steps, [2.3 * x for x in errs]),
+                "val/acc": (steps, [1 - x for x in errs]),
+                "epoch": (steps, list(range(epochs)))},
+                params={"data": {"batch_size": bs}, "model": {"optimizer": {"lr": lr}}})
+        elif fmt == "timm":
+            write_timm(root / f"run{n:03d}", [
+                {"epoch": e, "train_loss": 2.1 * x, "eval_loss": 2.3 * x,
+                 "eval_top1": 100 * (1 - x), "eval_top5": 100 * (1 - x / 3), "lr": lr}
+                for e, x in enumerate(errs)], {"batch_size": bs, "lr": lr, "epochs": epochs})
+        elif fmt == "ultralytics":
+            write_ultralytics(root / f"run{n:03d}", [
+                {"epoch": e, "train/box_loss": 2.1 * x, "train/cls_loss": x,
+                 "metrics/mAP50(B)": 1 - x, "val/box_loss": 2.3 * x, "lr/pg0": lr}
+                for e, x in enumerate(errs)], {"epochs": epochs, "batch": bs, "lr0": lr})
+        elif fmt == "jsonl":
+            write_jsonl(root / f"run{n:03d}" / "log.txt", [
+                {"train_lr": lr, "train_loss": 2.1 * x, "test_loss": 2.3 * x,
+                 "test_acc1": 1 - x, "test_coco_eval_bbox": [x] * 12, "epoch": e,
+                 "n_parameters": 41302368} for e, x in enumerate(errs)])
+            manifest += f'[[runs]]\nrun = "run{n:03d}/log.txt"\nbatch_size = {bs}\n'
+        elif fmt == "mlflow-sqlite":
+            db_runs.append({"id": f"{n:032x}", "name": f"run{n}", "experiment": 1,
+                            "status": "FINISHED", "start": n,
+                            "params": {"batch_size": bs, "lr": lr, "epochs": epochs},
+                            "metrics": {k: [(e, f(x), e) for e, x in enumerate(errs)]
+                                        for k, f in (("train_loss", lambda v: 2.1 * v),
+                                                     ("val_loss", lambda v: 2.3 * v),
+                                                     ("val_acc", lambda v: 1 - v))}})
+        else:
+            write_wandb08(root / "wandb" / f"run-2020_{n:04d}",
+                          [{"train_loss": 2.1 * x, "val_loss": 2.3 * x, "val_acc": 1 - x}
+                           for x in errs], {"batch_size": bs, "lr": lr})
+    if fmt == "mlflow-sqlite":
+        write_mlflow_db(root / "mlflow.db", {1: "sweep"}, db_runs)
+    if fmt not in ("wandb-local", "dvclive"):  # those two log training steps
+        (root / "runs.toml").write_text(manifest)
+    (root / ".done").write_text("")
+    return root
+
+
 def compare(label: str, source: Path, naive: str, naive_arg: Path, extra: list[str],
             repeat: int) -> dict[str, object]:
     runs = []
@@ -356,14 +520,18 @@ def compare(label: str, source: Path, naive: str, naive_arg: Path, extra: list[s
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=["csv", "tensorboard", "mlflow", "wandb-chart",
-                                           "algoperf", "hf"], action="append")
+                                           "algoperf", "hf", "new", *NEW_FORMATS],
+                        action="append")
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--evals", type=int, default=1000)
     parser.add_argument("--small-runs", type=int, default=100,
                         help="runs of the TensorBoard and MLflow cases")
     parser.add_argument("--repeat", type=int, default=2)
     args = parser.parse_args()
-    only = set(args.only or ["csv", "tensorboard", "mlflow", "wandb-chart", "algoperf", "hf"])
+    only = set(args.only or ["csv", "tensorboard", "mlflow", "wandb-chart", "algoperf", "hf",
+                             *NEW_FORMATS])
+    if "new" in only:
+        only = (only - {"new"}) | set(NEW_FORMATS)
     results: dict[str, object] = {"runs": args.runs, "evals": args.evals,
                                   "small_runs": args.small_runs, "cpus": os.cpu_count()}
     if "csv" in only:
@@ -395,8 +563,15 @@ def main() -> None:
         results["algoperf"] = compare("algoperf", logs / "wmt_jax", NAIVE_ALGOPERF,
                                       logs / "wmt_jax", ["--manifest", str(logs / "runs.toml")],
                                       args.repeat)
+    for fmt in (f for f in NEW_FORMATS if f in only):
+        logs = make_new_format_logs(fmt, WORK / f"add-{fmt}-50x100", 50, 100)
+        extra = ["--manifest", str(logs / "runs.toml")] if (logs / "runs.toml").exists() \
+            else []
+        results[fmt.replace("-", "_")] = compare(fmt, logs, NAIVE_NEW[fmt], logs, extra,
+                                                 args.repeat)
     # a partial run (--only) keeps the full run's results file as it is
-    name = "add" if not args.only else "add-" + "-".join(sorted(only))
+    name = "add" if not args.only else "add-new-formats" if only == set(NEW_FORMATS) \
+        else "add-" + "-".join(sorted(only))
     print(f"results in {save(name, results)}")
 
 

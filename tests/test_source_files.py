@@ -35,6 +35,15 @@ from curvekit.ingest.tensorboard import record
 from tests.conftest import ROOT, small_members, snapshot
 from tests.deadline import deadline
 from tests.logfiles import write_lightning, write_plain
+from tests.logformats import (
+    write_dvclive,
+    write_jsonl,
+    write_mlflow_db,
+    write_sacred_run,
+    write_timm,
+    write_ultralytics,
+    write_wandb08,
+)
 
 NAME = "mine/mlp/sgd"
 PACKAGE = Path(__file__).resolve().parent.parent / "curvekit"
@@ -142,7 +151,77 @@ def _release(member: str) -> Callable[[Path], tuple[Path, Path, dict[str, object
     return make
 
 
+def _sacred(name: str) -> Callable[[Path], tuple[Path, Path, dict[str, object]]]:
+    def make(root: Path) -> tuple[Path, Path, dict[str, object]]:
+        run = write_sacred_run(root / "runs" / "1", config={"batch_size": 32},
+                               metrics={"val_loss": ([50, 100], [2.0, 1.0])})
+        return run.parent, run / name, {}
+    return make
+
+
+def _dvclive(name: str) -> Callable[[Path], tuple[Path, Path, dict[str, object]]]:
+    def make(root: Path) -> tuple[Path, Path, dict[str, object]]:
+        live = write_dvclive(root / "logs" / "dvclive", {"val/loss": ([50, 100], [2.0, 1.0]),
+                                                         "epoch": ([50, 100], [0, 1])},
+                             params={"batch_size": 32})
+        return live.parent, live / name, {}
+    return make
+
+
+def _timm(root: Path) -> tuple[Path, Path, dict[str, object]]:
+    run = write_timm(root / "out" / "run1", [{"epoch": 0, "eval_loss": 1.0},
+                                             {"epoch": 1, "eval_loss": 0.5}],
+                     {"batch_size": 32})
+    return run.parent, run / "args.yaml", _spe(run.parent)
+
+
+def _ultralytics(root: Path) -> tuple[Path, Path, dict[str, object]]:
+    run = write_ultralytics(root / "runs" / "train", [{"epoch": 0, "train/box_loss": 1.0}],
+                            {"batch": 32})
+    return run.parent, run / "results.csv", _spe(run.parent)
+
+
+def _jsonl(root: Path) -> tuple[Path, Path, dict[str, object]]:
+    log = write_jsonl(root / "out" / "log.txt", [{"epoch": 0, "train_loss": 1.0}])
+    path = log.parent.parent / "out.toml"
+    path.write_text(RUNS_TOML + "[workload]\nsteps_per_epoch = 10\n")
+    return log.parent, log, {"manifest": path}
+
+
+def _spe(source: Path) -> dict[str, object]:
+    path = source.parent / f"{source.name}.toml"
+    path.write_text("[workload]\nsteps_per_epoch = 10\n")
+    return {"manifest": path}
+
+
+def _mlflow_sqlite(root: Path) -> tuple[Path, Path, dict[str, object]]:
+    db = write_mlflow_db(root / "store" / "mlflow.db", {1: "sweep"}, [
+        {"id": "a" * 32, "experiment": 1, "status": "FINISHED", "start": 1,
+         "params": {"batch_size": 32}, "metrics": {"val_loss": [(50, 2.0, 1), (100, 1.0, 2)]}}])
+    return db.parent, db, {}
+
+
+def _wandb_local(name: str) -> Callable[[Path], tuple[Path, Path, dict[str, object]]]:
+    def make(root: Path) -> tuple[Path, Path, dict[str, object]]:
+        run = write_wandb08(root / "wandb" / "run-1", [{"loss": 2.0}, {"loss": 1.0}],
+                            {"batch_size": 32})
+        return run.parent, run / name, {}
+    return make
+
+
 SOURCES = {
+    "sacred-run.json": _sacred("run.json"),
+    "sacred-config.json": _sacred("config.json"),
+    "sacred-metrics.json": _sacred("metrics.json"),
+    "dvclive-params.yaml": _dvclive("params.yaml"),
+    "dvclive-tsv": _dvclive("plots/metrics/val/loss.tsv"),
+    "timm-args.yaml": _timm,
+    "ultralytics-results.csv": _ultralytics,
+    "jsonl-log.txt": _jsonl,
+    "mlflow-sqlite": _mlflow_sqlite,
+    "wandb-history.jsonl": _wandb_local("wandb-history.jsonl"),
+    "wandb-config.yaml": _wandb_local("config.yaml"),
+    "wandb-metadata.json": _wandb_local("wandb-metadata.json"),
     "csv": _csv,
     "lightning-hparams.yaml": _lightning_hparams,
     "tensorboard-event-file": _tensorboard,

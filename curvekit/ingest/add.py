@@ -35,11 +35,14 @@ import polars as pl
 
 from curvekit._version import __version__
 from curvekit.errors import IngestError
-from curvekit.ingest import FORMATS, csvlogs
+from curvekit.ingest import FORMATS, csvlogs, dvclive, sacred, timm, ultralytics, wandb_local
 from curvekit.ingest import manifest as manifest_
 from curvekit.ingest.algoperf import is_trial_folder
 from curvekit.ingest.files import SourceFiles, files_of
+from curvekit.ingest.jsonlines import LOG_NAME, is_jsonl_log
 from curvekit.ingest.metrics import apply_map, parse_overrides
+from curvekit.ingest.mlflow_sqlite import SUFFIXES as SQLITE_SUFFIXES
+from curvekit.ingest.mlflow_sqlite import is_mlflow_db
 from curvekit.ingest.runs import (
     INT64_MAX,
     IngestWarning,
@@ -59,7 +62,7 @@ from curvekit.values import parameter_fix, parameter_problem
 __all__ = ["FORMATS", "Format", "add", "build", "detect_format"]
 
 Format = Literal["auto", "release", "csv", "tensorboard", "mlflow", "wandb", "algoperf",
-                 "hf"]
+                 "hf", "sacred", "dvclive", "timm", "ultralytics", "jsonl"]
 BATCH_SIZE_PARAMS = ("batch_size", "batchsize", "batch-size", "train_batch_size",
                      "global_batch_size")
 BUDGET_PARAMS = ("train_steps", "max_steps", "total_steps", "num_steps")
@@ -70,16 +73,21 @@ Reader = Callable[[Path, ReadOptions], list[RunLog]]
 
 
 def _readers() -> dict[str, Reader]:
-    from curvekit.ingest import algoperf, hf, mlflow, tensorboard, wandb
+    from curvekit.ingest import algoperf, hf, jsonlines, mlflow_sqlite, tensorboard
 
     return {
         "hf": lambda s, o: hf.read_hf_runs(s, select=o.select, files=o.files),
         "csv": csvlogs.read_csv_runs,
-        "wandb": wandb.read_wandb_runs,
+        "wandb": wandb_local.read_wandb_any,
+        "sacred": sacred.read_sacred_runs,
+        "dvclive": dvclive.read_dvclive_runs,
+        "timm": timm.read_timm_runs,
+        "ultralytics": ultralytics.read_ultralytics_runs,
+        "jsonl": jsonlines.read_jsonl_runs,
         "algoperf": algoperf.read_algoperf_runs,
         "tensorboard": lambda s, o: tensorboard.read_tensorboard_runs(s, select=o.select,
                                                                       files=o.files),
-        "mlflow": lambda s, o: mlflow.read_mlflow_runs(s, select=o.select, files=o.files),
+        "mlflow": mlflow_sqlite.read_mlflow_any,
     }
 
 
@@ -130,6 +138,9 @@ def detect_format(source: Path, select: FileFilter = ALL, *,
     """
     if source.is_file():
         name = source.name.lower()
+        own = _file_format(source, files_of(source, files))
+        if own is not None:
+            return own
         if _TAR.search(name):
             return "release"
         if ".tfevents." in name:
@@ -147,9 +158,11 @@ def detect_format(source: Path, select: FileFilter = ALL, *,
     files = files_of(source, files)
     found: set[str] = set()
     byproducts: dict[str, set[str]] = {}  # primary format -> what it made that was not read
+    in_artifacts = False  # event files below an artifacts/ folder without MLflow's meta.yaml
     for here, dirs, listed in files.walk(source):
         rel = here.relative_to(source).as_posix()
         dirs[:] = [d for d in dirs if not csvlogs.skip_folder(here / d)
+                   and not wandb_local.is_alias(here / d)
                    and select.keeps_folder(f"{rel}/{d}".removeprefix("./"))]
         names = {f for f in listed if select.keeps(f"{rel}/{f}".removeprefix("./"))}
         if "study.json" in names:
@@ -159,6 +172,13 @@ def detect_format(source: Path, select: FileFilter = ALL, *,
         if "meta.yaml" in names and ("metrics" in dirs
                                      or "experiment_id" in _peek(here, files)):
             found.add("mlflow")
+        run = _run_folder_format(here, names, files)
+        if run is not None:
+            found.add(run[0])
+            byproducts.setdefault(run[0], set()).update(run[1])
+            if run[0] == "dvclive":
+                dirs[:] = []
+            continue
         if is_trial_folder(names):
             found.add("algoperf")
             made = {"TensorBoard event files" if ".tfevents." in f.lower() else f
@@ -172,12 +192,25 @@ def detect_format(source: Path, select: FileFilter = ALL, *,
                 if _under_mlflow_artifacts(here, source, files):
                     byproducts.setdefault("mlflow", set()).add(
                         "TensorBoard event files under its runs' artifacts/")
+                elif "artifacts" in Path(rel).parts:
+                    in_artifacts = True  # an SQL store's artifact root has no meta.yaml
                 else:
                     found.add("tensorboard")
             elif low.endswith(".parquet"):
                 found.add("wandb")
+            elif low.endswith(SQLITE_SUFFIXES) and is_mlflow_db(f, files.read_head(here / f, 16)):
+                found.add("mlflow")
+            elif (low == LOG_NAME or low.endswith(".jsonl")) \
+                    and is_jsonl_log(f, files.read_head(here / f, 64)):
+                found.add("jsonl")
             elif low.endswith(".csv") and "mlflow" not in found:
                 found.add(_csv_kind(here / f, f"{rel}/{f}".removeprefix("./"), files))
+    if in_artifacts:  # the artifacts of an MLflow store's runs, or logs of their own
+        if "mlflow" in found:
+            byproducts.setdefault("mlflow", set()).add(
+                "TensorBoard event files under its runs' artifacts/")
+        else:
+            found.add("tensorboard")
     if "mlflow" in found or "release" in found:
         found.discard("csv")  # MLflow artifacts may be CSV files; the release's measurements are
     if "hf" in found:  # the Trainer's TensorBoard callback writes the same scalars (runs/)
@@ -186,7 +219,7 @@ def detect_format(source: Path, select: FileFilter = ALL, *,
         picked = found.pop()
         made = byproducts.get(picked, set())
         if made:
-            others = "tensorboard" if picked == "mlflow" else "csv or tensorboard"
+            others = _OTHERS.get(picked, "csv or tensorboard")
             warnings.warn(
                 f"{source}: read as {picked}; not read: {', '.join(sorted(made))}, "
                 f"by-products of the same runs (pass --log-format {others} to read those "
@@ -200,6 +233,55 @@ def detect_format(source: Path, select: FileFilter = ALL, *,
     raise IngestError(f"holds logs of several formats ({', '.join(sorted(found))}); pass "
                       "--log-format to choose one, or leave files out with --exclude PATTERN",
                       path=str(source))
+
+
+_OTHERS = {"mlflow": "tensorboard", "ultralytics": "tensorboard", "sacred": "csv",
+           "timm": "csv"}
+"""The format that reads what a primary format's runs made beside their logs."""
+
+
+def _made(names: Iterable[str], logs: tuple[str, ...]) -> set[str]:
+    """The files among ``names`` that another format would read: by-products of the run."""
+    return {"TensorBoard event files" if ".tfevents." in n.lower() else n for n in names
+            if ".tfevents." in n.lower() or n.lower().endswith(logs)}
+
+
+def _run_folder_format(here: Path, names: set[str], files: SourceFiles
+                       ) -> tuple[str, set[str]] | None:
+    """The format of a folder that is one run of a logger keeping several files per run
+    (Sacred, W&B, DVCLive, timm, Ultralytics), and the files in it that are by-products
+    of the run (artifacts, TensorBoard copies of the same scalars), which are not read."""
+    if sacred.is_run_folder(names):
+        return "sacred", _made(names - {sacred.RUN_FILE}, (".csv", ".tsv", ".jsonl"))
+    if wandb_local.is_local_run(names):
+        return "wandb", set()
+    if dvclive.is_dvclive_folder(here, files):
+        return "dvclive", set()
+    if timm.SUMMARY_FILE in names and timm.ARGS_FILE in names:
+        return "timm", _made(names - {timm.SUMMARY_FILE}, (".csv",))
+    if ultralytics.RESULTS_FILE in names and any(n in names for n in ultralytics.ARGS_FILES):
+        return "ultralytics", _made(names - {ultralytics.RESULTS_FILE}, (".csv",))
+    return None
+
+
+def _file_format(source: Path, files: SourceFiles) -> str | None:
+    """The format of a single file named as the source, for the formats that name their
+    files (``summary.csv``, ``results.csv``, ``log.txt``, a SQLite store, W&B's history)."""
+    names = set(files.listdir(source.parent)) if source.parent.is_dir() else set()
+    run = _run_folder_format(source.parent, names, files) \
+        if source.name in (timm.SUMMARY_FILE, ultralytics.RESULTS_FILE, sacred.RUN_FILE,
+                           wandb_local.HISTORY_FILE) else None
+    if run is not None:
+        return run[0]
+    low = source.name.lower()
+    if not (low.endswith(SQLITE_SUFFIXES) or low == LOG_NAME or low.endswith(".jsonl")):
+        return None
+    head = files.read_head(source, 64)
+    if is_mlflow_db(source.name, head):
+        return "mlflow"
+    if is_jsonl_log(source.name, head):
+        return "jsonl"
+    return None
 
 
 def _peek(folder: Path, files: SourceFiles) -> str:
@@ -596,7 +678,7 @@ def _assemble(runs: list[RunLog], name: tuple[str, str, str], fmt: str, src: Pat
         for (run, mine, frame, sources), last in zip(group, lasts, strict=True):
             status = decide(frame, sources, budget,
                             next((s.status for s in reversed(mine) if s.status), None),
-                            step_offset=run.step_offset)
+                            step_offset=run.step_offset, finished=run.finished)
             tid = ids[run.key]
             values = {k: v[0] for k, v in params[run.key].items()}
             study_trials.append(TrialRecord(key, tid, status, last, values, run.path))

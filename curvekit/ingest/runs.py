@@ -85,6 +85,10 @@ class RunLog:
     evidence of an epoch axis, and a manifest's ``steps_per_epoch`` says so too.
     ``epoch_hint`` is such evidence found by the reader (MLflow autologging). ``final_only``
     names metrics logged as one value without a step (final values, not curves).
+    ``finished`` is the logger's own record of how the run ended, where it keeps one
+    (Sacred's and MLflow's run status): False for a run it records as failed, killed,
+    interrupted or still running, which is then never COMPLETE
+    (:func:`~curvekit.ingest.status.decide`); None where the log records nothing.
     """
 
     key: str
@@ -99,6 +103,7 @@ class RunLog:
     epoch_hint: str | None = None
     final_only: tuple[str, ...] = ()
     why_epochs: str = "the log counts epochs (an epoch column, no step column)"
+    finished: bool | None = None  # the logger's own record of the run's end, where it keeps one
 
     @property
     def order(self) -> tuple[float, list[Any]]:
