@@ -85,3 +85,157 @@ def test_a_stored_error_rate_lies_between_0_and_1(values: list[float], name: str
     expected = [(1 - v / scale) if accuracy else v / scale for v in values]
     assert stored == pytest.approx(expected)
     assert ("percent" in mapped.transforms.get(column, "")) == (scale == 100.0)
+
+
+# ---------------------------------------------------------------------- rows sharing a step
+def _csv(path: Path, header: list[str], rows: list[list[object]]) -> Path:
+    """A log as ``csv.writer`` writes it (empty cells where a row lacks a metric)."""
+    import csv
+
+    with path.open("w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(header)
+        writer.writerows(["" if v is None else v for v in row] for row in rows)
+    return path
+
+
+def test_train_and_validation_rows_of_one_step_are_one_row(tmp_path: Path) -> None:
+    # Lightning's CSVLogger and hand-written loops: one line per logging call
+    log = _csv(tmp_path / "metrics.csv", ["epoch", "step", "train_loss", "val_loss"],
+               [[0, 249, 0.9, None], [0, 249, None, 1.1], [1, 499, 0.7, None],
+                [1, 499, None, 0.8]])
+    data = build(log, name=NAME, manifest=_manifest(tmp_path))
+    table = next(iter(data.measurements.values())).to_pylist()
+    assert table == [{"step": 249, "train/cross_entropy_error": 0.9,
+                      "val/cross_entropy_error": 1.1},
+                     {"step": 499, "train/cross_entropy_error": 0.7,
+                      "val/cross_entropy_error": 0.8}]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 6), st.sampled_from(["loss", "val_loss"]),
+                          st.floats(0, 10, allow_nan=False)), min_size=1, max_size=30),
+       st.sampled_from(["refuse", "first", "last"]))
+def test_a_conflict_is_refused_or_resolved_by_the_rule(rows: list[tuple[int, str, float]],
+                                                       rule: str) -> None:
+    """Property: rows of one step are merged; one metric with two values at one step is a
+    conflict, refused naming --on-conflict, or resolved to the first or last value logged."""
+    from curvekit.ingest.runs import merge_rows
+
+    frame = pl.DataFrame({"step": [s for s, _, _ in rows],
+                          "loss": [v if m == "loss" else None for _, m, v in rows],
+                          "val_loss": [v if m == "val_loss" else None for _, m, v in rows]},
+                         schema={"step": pl.Int64, "loss": pl.Float64, "val_loss": pl.Float64})
+    seen: dict[tuple[int, str], list[float]] = {}
+    for step, metric, value in rows:
+        seen.setdefault((step, metric), []).append(value)
+    conflict = any(len(set(v)) > 1 for v in seen.values())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", IngestWarning)
+        if conflict and rule == "refuse":
+            with pytest.raises(IngestError, match=r"--on-conflict first\|last"):
+                merge_rows(frame, "m.csv", lambda row: row + 2, on_conflict=rule)
+            return
+        merged = merge_rows(frame, "m.csv", lambda row: row + 2, on_conflict=rule)
+    assert merged.get_column("step").to_list() == sorted({s for s, _, _ in rows})
+    for row in merged.to_dicts():
+        for metric in ("loss", "val_loss"):
+            values = seen.get((row["step"], metric))
+            expected = None if values is None else values[-1 if rule == "last" else 0]
+            assert row[metric] == expected
+    assert any("--on-conflict" in str(w.message) for w in caught) == conflict
+
+
+def test_on_conflict_reaches_every_reader_through_add(tmp_path: Path) -> None:
+    log = _csv(tmp_path / "run.csv", ["step", "loss"], [[100, 2.0], [200, 1.5], [200, 1.2]])
+    with pytest.raises(IngestError, match=r"line 4.*--on-conflict first\|last"):
+        build(log, name=NAME, manifest=_manifest(tmp_path))
+    for rule, value in (("first", 1.5), ("last", 1.2)):
+        with pytest.warns(IngestWarning, match=f"kept the value logged {rule}"):
+            data = build(log, name=NAME, manifest=_manifest(tmp_path), on_conflict=rule)
+        table = next(iter(data.measurements.values()))
+        assert table.column("train/cross_entropy_error").to_pylist() == [2.0, value]
+
+
+# ---------------------------------------------------------------------- the dry-run
+def _sweep(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for batch_size, speed in ((64, 1.0), (128, 2.0)):
+        _csv(folder / f"bs{batch_size}.csv", ["epoch", "val_acc", "loss"],
+             [[e, min(99.0, 50 + speed * e * 5), 2.0 / (e + 1)] for e in range(5)])
+    (folder / "runs.toml").write_text(
+        '[workload]\nname = "my_data/mlp/sgd"\nsteps_per_epoch = 100\ntrain_steps = 500\n'
+        '[[runs]]\nrun = "bs64.csv"\nbatch_size = 64\nparameters = { learning_rate = 0.1 }\n'
+        '[[runs]]\nrun = "bs128.csv"\nbatch_size = 128\n')
+    return folder
+
+
+def test_the_plan_says_what_would_be_imported_and_why(tmp_path: Path) -> None:
+    from curvekit.ingest.add import add_plan
+
+    logs = _sweep(tmp_path / "logs")
+    with pytest.warns(IngestWarning):
+        plan = add_plan(logs, manifest=logs / "runs.toml")
+    assert plan.workload == "my_data/mlp/sgd" and plan.format == "csv"
+    (bs64,) = [r for r in plan.runs if r.batch_size == 64]
+    assert (bs64.run, bs64.trial_id, bs64.rows, bs64.steps) == ("bs64.csv", 1, 5, (100, 500))
+    assert bs64.axis == "epoch x 100" and "epoch column" in bs64.axis_evidence
+    assert bs64.status == "COMPLETE" and "500" in bs64.status_why
+    metrics = {m.logged: (m.stored, m.transform) for m in bs64.metrics}
+    assert metrics == {"val_acc": ("val/classification_error",
+                                   "1 - value/100 (accuracy in percent)"),
+                       "loss": ("train/cross_entropy_error", "value")}
+    assert bs64.parameters == {"learning_rate": 0.1}
+    assert [(s.batch_size, s.budget, s.budget_from) for s in plan.studies] == [
+        (64, 500, "the manifest's train_steps"), (128, 500, "the manifest's train_steps")]
+    assert any("--map 'val_acc=val_acc'" in note for note in plan.notes)
+
+
+def test_dry_run_writes_nothing_and_prints_the_plan(tmp_path: Path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from curvekit.cli import main
+    from tests.conftest import snapshot
+
+    home = tmp_path / "home"
+    first = tmp_path / "first"
+    first.mkdir()
+    _csv(first / "bs32.csv", ["step", "loss"], [[100, 1.0], [200, 0.5]])
+    runner = CliRunner()
+    added = runner.invoke(main, ["add", str(first), "--name", "my_data/a/b", "--run-manifest",
+                                 str(_manifest(first)), "--home", str(home)])
+    assert added.exit_code == 0, added.output
+    before = snapshot(home)
+    listing = sorted(p.relative_to(home).as_posix() for p in home.rglob("*"))
+    logs = _sweep(tmp_path / "logs")
+    for extra in ([], ["--format", "json"]):
+        result = runner.invoke(main, ["add", str(logs), "--run-manifest",
+                                      str(logs / "runs.toml"), "--dry-run", *extra,
+                                      "--home", str(home)])
+        assert result.exit_code == 0, result.output
+        assert snapshot(home) == before  # byte-identical, no new snapshot left
+        assert sorted(p.relative_to(home).as_posix() for p in home.rglob("*")) == listing
+    plan = json.loads(result.stdout)
+    assert [r["run"] for r in plan["runs"]] == ["bs64.csv", "bs128.csv"]
+    transforms = {m["logged"]: m["transform"] for m in plan["runs"][0]["metrics"]}
+    assert transforms == {"loss": "value", "val_acc": "1 - value/100 (accuracy in percent)"}
+    table = runner.invoke(main, ["add", str(logs), "--run-manifest", str(logs / "runs.toml"),
+                                 "--dry-run", "--home", str(home)]).stdout
+    assert "nothing is written" in table and "axis:    epoch x 100" in table
+    assert "val_acc -> val/classification_error  [1 - value/100" in table
+    assert snapshot(home) == before
+
+
+def test_a_refused_dry_run_names_the_option_that_settles_it(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from curvekit.cli import main
+
+    logs = _sweep(tmp_path / "logs")
+    (logs / "runs.toml").write_text('[[runs]]\nrun = "*"\nbatch_size = 64\n')
+    result = CliRunner().invoke(main, ["add", str(logs), "--name", NAME, "--run-manifest",
+                                       str(logs / "runs.toml"), "--dry-run"])
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: ") and "steps_per_epoch" in result.output

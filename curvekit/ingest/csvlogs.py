@@ -59,6 +59,7 @@ from curvekit.ingest.runs import (
     data_line,
     epochs_to_steps,
     exact_integers,
+    in_this_context,
     merge_rows,
     overflow_warning,
     steps_per_epoch,
@@ -500,8 +501,9 @@ def read_csv_runs(source: Path, options: ReadOptions | None = None) -> list[RunL
                       f"of its own; to read one anyway, --include '{skipped[0]}'",
                       IngestWarning, stacklevel=2)
     with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:
-        return list(pool.map(lambda f: read_csv_run(f[0], f[1], step_renames=opts.step_renames,
-                                                    drop=opts.drop, files=files), kept))
+        return list(pool.map(in_this_context(  # the import's --on-conflict reaches the threads
+            lambda f: read_csv_run(f[0], f[1], step_renames=opts.step_renames,
+                                   drop=opts.drop, files=files)), kept))
 
 
 ALGOPERF_CURVE = "eval_measurements.csv"

@@ -52,6 +52,7 @@ from curvekit.ingest.runs import (
     LineOf,
     RunLog,
     exact_integers,
+    in_this_context,
     merge_rows,
     overflow_warning,
 )
@@ -236,4 +237,5 @@ def read_mlflow_runs(source: Path, *, select: FileFilter = ALL,
                    if select.keeps_folder(r.relative_to(source).as_posix())
                    and (not select.include or select.keeps(r.relative_to(source).as_posix()))]
     with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:
-        return [r for r in pool.map(lambda f: _read_run(f, files), folders) if r is not None]
+        return [r for r in pool.map(in_this_context(lambda f: _read_run(f, files)), folders)
+                if r is not None]
