@@ -239,3 +239,89 @@ def test_a_refused_dry_run_names_the_option_that_settles_it(tmp_path: Path) -> N
                                        str(logs / "runs.toml"), "--dry-run"])
     assert result.exit_code == 1
     assert result.output.startswith("Error: ") and "steps_per_epoch" in result.output
+
+
+# ---------------------------------------------------------------------- layouts of writers
+def test_an_estimators_eval_folder_is_the_validation_of_its_run(tmp_path: Path) -> None:
+    # tf.estimator: training events in model_dir, evaluations in model_dir/eval
+    model_dir = tmp_path / "logs" / "output"
+    _scalars(model_dir, {"loss": [(s, 2.0 - s / 1000) for s in range(1, 2002, 100)],
+                         "global_step/sec": [(s, 50.0) for s in range(101, 2002, 100)]})
+    _scalars(model_dir / "eval", {"loss": [(2000, 0.4)], "accuracy": [(2000, 0.91)]})
+    data = build(tmp_path / "logs", name=NAME, manifest=_manifest(tmp_path))
+    assert len(data.trials) == 1 and data.trials[0].member.endswith("output")
+    table = pl.from_arrow(next(iter(data.measurements.values())))
+    assert isinstance(table, pl.DataFrame)
+    assert {"train/cross_entropy_error", "val/cross_entropy_error",
+            "val/classification_error"} <= set(table.columns)
+    last = table.filter(pl.col("step") == 2000).row(0, named=True)
+    assert last["val/classification_error"] == pytest.approx(0.09)
+    assert last["val/cross_entropy_error"] == pytest.approx(0.4)
+
+
+def _testtube_version(folder: Path, batch_size: int, epochs: int) -> None:
+    """What PyTorch Lightning 0.6's TestTubeLogger leaves: metrics.csv (one row per epoch,
+    a created_at clock), meta_tags.csv (key,value), meta.experiment, and tf/ events."""
+    folder.mkdir(parents=True)
+    _csv(folder / "metrics.csv", ["train_loss", "epoch", "created_at"],
+         [[3.0 / (e + 1), e, f"2020-02-03 16:{50 + e}:44.934109"] for e in range(epochs)])
+    _csv(folder / "meta_tags.csv", ["key", "value"],
+         [["train_dataset", "<my.Dataset object at 0x7fd449fe1550>"],
+          ["hidden_nodes", "[10, 10]"], ["lr", "0.02"], ["batch_size", str(batch_size)]])
+    (folder / "meta.experiment").write_text('{"name": "lightning_logs", "version": 0}')
+    _scalars(folder / "tf", {"train_loss": [(e, 3.0 / (e + 1)) for e in range(epochs)]})
+
+
+def test_a_testtube_log_reads_its_tags_and_leaves_its_tensorboard_copy(tmp_path: Path
+                                                                       ) -> None:
+    logs = tmp_path / "lightning_logs"
+    _testtube_version(logs / "version_0", 20, 4)
+    _testtube_version(logs / "version_1", 40, 3)
+    manifest = tmp_path / "runs.toml"
+    manifest.write_text("[workload]\nsteps_per_epoch = 10\n")
+    with pytest.warns(IngestWarning, match=r"read as csv; not read: TestTube"):
+        data = build(logs, name=NAME, manifest=manifest)
+    assert sorted((t.key.batch_size, t.member.split("/")[-2]) for t in data.trials) == [
+        (20, "version_0"), (40, "version_1")]
+    trial = next(t for t in data.trials if t.key.batch_size == 20)
+    assert trial.parameters["learning_rate"] == 0.02
+    assert trial.parameters["train_dataset"].startswith("<my.Dataset")
+    table = data.measurements[(trial.key, trial.trial_id)]
+    assert table.column_names == ["step", "train/cross_entropy_error"]
+    assert table.column("step").to_pylist() == [10, 20, 30, 40]
+    # without steps per epoch it is refused, naming the fix
+    with pytest.raises(IngestError, match=r"counts epochs.*steps_per_epoch"), \
+            pytest.warns(IngestWarning, match="TestTube"):
+        build(logs, name=NAME)
+
+
+def test_a_keras_csvlogger_training_log_is_a_csv_log(tmp_path: Path) -> None:
+    # CSVLogger's default file name is training.log
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    _csv(logs / "training.log", ["epoch", "acc", "loss", "val_acc", "val_loss"],
+         [[e, 0.5 + e / 10, 1.0 - e / 10, 0.45 + e / 10, 1.1 - e / 10] for e in range(3)])
+    (logs / "notes.log").write_text("2024-01-01 12:00 started\n")  # not a CSVLogger log
+    data = build(logs, name=NAME, manifest=_manifest(tmp_path, steps_per_epoch=100))
+    assert [t.member.rsplit("/", 1)[-1] for t in data.trials] == ["training.log"]
+    table = next(iter(data.measurements.values()))
+    assert table.column("step").to_pylist() == [100, 200, 300]
+    assert table.column("val/classification_error").to_pylist() == pytest.approx(
+        [0.55, 0.45, 0.35])
+
+
+def test_the_trainers_tensorboard_files_are_named_as_not_read(tmp_path: Path) -> None:
+    import json
+
+    out = tmp_path / "out"
+    for step in (50, 100):
+        checkpoint = out / f"checkpoint-{step}"
+        checkpoint.mkdir(parents=True)
+        (checkpoint / "trainer_state.json").write_text(json.dumps({
+            "global_step": step, "max_steps": 100, "train_batch_size": 16,
+            "log_history": [{"step": s, "loss": 1.0 / s, "epoch": s / 100}
+                            for s in range(10, step + 1, 10)]}))
+    _scalars(out / "runs" / "May01_10-00-00_host", {"train/loss": [(10, 0.1)]})
+    with pytest.warns(IngestWarning, match=r"read as hf; not read: TensorBoard event files"):
+        data = build(out, name=NAME)
+    assert len(data.trials) == 1 and data.trials[0].status == "COMPLETE"

@@ -144,6 +144,8 @@ def detect_format(source: Path, select: FileFilter = ALL, *,
             return "algoperf"
         if name.endswith(".csv"):
             return _csv_kind(source, source.name, files_of(source, files))
+        if csvlogs.is_csvlogger_log(source, files_of(source, files)):
+            return "csv"
         raise IngestError("unknown format: not a .tar.* archive, an event file, a .csv or a "
                           ".parquet file; pass --log-format", path=str(source))
     files = files_of(source, files)
@@ -174,21 +176,30 @@ def detect_format(source: Path, select: FileFilter = ALL, *,
                 if _under_mlflow_artifacts(here, source, files):
                     byproducts.setdefault("mlflow", set()).add(
                         "TensorBoard event files under its runs' artifacts/")
+                elif here.name == "tf" and here != source and csvlogs.is_testtube_tags(
+                        here.parent / csvlogs.TESTTUBE_TAGS, files.listdir(here.parent)):
+                    byproducts.setdefault("csv", set()).add(
+                        "TestTube's TensorBoard copy of its metrics.csv (tf/)")
                 else:
                     found.add("tensorboard")
             elif low.endswith(".parquet"):
                 found.add("wandb")
             elif low.endswith(".csv") and "mlflow" not in found:
                 found.add(_csv_kind(here / f, f"{rel}/{f}".removeprefix("./"), files))
+            elif low.endswith(csvlogs.CSVLOGGER_LOG) and csvlogs.is_csvlogger_log(here / f,
+                                                                                  files):
+                found.add("csv")
     if "mlflow" in found or "release" in found:
         found.discard("csv")  # MLflow artifacts may be CSV files; the release's measurements are
-    if "hf" in found:  # the Trainer's TensorBoard callback writes the same scalars (runs/)
+    if "hf" in found and "tensorboard" in found:  # the Trainer's callback: the same scalars
         found.discard("tensorboard")
+        byproducts.setdefault("hf", set()).add("TensorBoard event files (the Trainer's runs/)")
     if len(found) == 1:
         picked = found.pop()
         made = byproducts.get(picked, set())
         if made:
-            others = "tensorboard" if picked == "mlflow" else "csv or tensorboard"
+            others = "tensorboard" if picked in ("mlflow", "hf", "csv") \
+                else "csv or tensorboard"
             warnings.warn(
                 f"{source}: read as {picked}; not read: {', '.join(sorted(made))}, "
                 f"by-products of the same runs (pass --log-format {others} to read those "

@@ -17,6 +17,10 @@ name, not the tag: both hold ``epoch_loss``). Where a folder has a ``train`` chi
 ``validation`` or ``eval`` child, each holding event files, the three are one run, named by
 that folder: the ``train`` folder's scalars keep their tags, the other folder's become
 validation metrics (``epoch_loss`` -> ``epoch_val_loss`` -> ``val/cross_entropy_error``).
+TensorFlow's Estimator writes its training events into the run's folder itself and its
+evaluations into an ``eval/`` child: a folder holding event files with an ``eval`` (or
+``validation``) child holding event files is one run too, the child's tags its validation
+metrics (``loss`` -> ``val_loss``).
 Keras also logs each validation at the optimizer's step count
 (``evaluation_loss_vs_iterations``); those repeat the ``epoch_*`` values on another axis
 and are left out, but where they pair up with the epochs one to one they give the run's
@@ -490,6 +494,15 @@ def read_tensorboard_runs(source: Path, *, select: FileFilter = ALL,
             series[folder] = _one_keras_run(folder, series.get(folder),
                                             {d: series[d] for d in splits})
             merged.update(splits)
+    # TensorFlow's Estimator (and other evaluators beside a trainer): the run's folder holds
+    # the training events itself, its eval/ (or validation/) child the evaluations
+    for folder in sorted({d.parent for d in series if d.name in EVAL_FOLDERS and d != root}):
+        evals = [folder / n for n in EVAL_FOLDERS if folder / n in series]
+        if folder in series and folder not in merged and (folder / TRAIN_FOLDER) not in series \
+                and not set(evals) & merged:
+            series[folder] = _one_keras_run(folder, series[folder],
+                                            {d: series[d] for d in evals})
+            merged.update(evals)
     runs = []
     for folder, s in sorted(series.items()):
         if folder in merged:
