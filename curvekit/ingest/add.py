@@ -46,6 +46,7 @@ from curvekit.ingest.runs import (
     IngestWarning,
     ReadOptions,
     RunLog,
+    all_problems,
     conflict_rule,
     epochs_to_steps,
     settle_axis,
@@ -568,23 +569,33 @@ def _assemble(runs: list[RunLog], name: tuple[str, str, str], fmt: str, src: Pat
     axes: dict[str, tuple[str, str, str]] = {}  # run -> axis, its evidence, batch size from
     transforms: dict[str, dict[str, str]] = {}
     dropped: dict[str, list[str]] = {}
+    problems: list[IngestError] = []  # every run is checked; all problems reported at once
     for run in runs:
         mine = specs[run.key]
-        batch_size = next((s.batch_size for s in reversed(mine) if s.batch_size), None) \
-            or _native_batch_size(run)
+        batch_size = next((s.batch_size for s in reversed(mine) if s.batch_size), None)
+        try:
+            batch_size = batch_size or _native_batch_size(run)
+        except IngestError as exc:
+            problems.append(exc)
         if batch_size is None:
-            raise IngestError(
+            problems.append(IngestError(
                 f"run {run.key!r} has no batch size; give it in the manifest ([[runs]] "
                 f"run = \"{run.key}\", batch_size = N) or log it as a parameter named "
-                "batch_size", path=run.path)
-        run = settle_axis(run, {old for old, new in overrides.items() if not new})
-        _check_final_only(run)
-        frame, used, axis, evidence = _on_steps(run, mine, man, batch_size)
+                "batch_size", path=run.path))
+        try:  # the other checks go on without a batch size, to find every problem now
+            run = settle_axis(run, {old for old, new in overrides.items() if not new})
+            _check_final_only(run)
+            frame, used, axis, evidence = _on_steps(run, mine, man, batch_size or 1)
+            mapped = apply_map(frame, "step", run.path,
+                               {k: v for k, v in overrides.items() if k not in renames})
+        except IngestError as exc:
+            problems.append(exc)
+            continue
+        if batch_size is None:
+            continue
         axes[run.key] = (axis, evidence, "the manifest" if any(s.batch_size for s in mine)
                          else "the log's parameters")
         per_epoch_used = per_epoch_used or used
-        mapped = apply_map(frame, "step", run.path,
-                           {k: v for k, v in overrides.items() if k not in renames})
         metrics = [c for c in mapped.frame.columns if c != "step"]
         out = mapped.frame
         if metrics:
@@ -594,6 +605,8 @@ def _assemble(runs: list[RunLog], name: tuple[str, str, str], fmt: str, src: Pat
         dropped[run.key] = [c for c in frame.columns if c != "step"
                             and c not in mapped.sources.values()]
         metric_names.extend((new, old, run.path) for new, old in mapped.sources.items())
+    if problems:
+        raise all_problems(problems)
     if not per_epoch_used and (man.steps_per_epoch or man.train_examples):
         given = "steps_per_epoch" if man.steps_per_epoch else "train_examples"
         value = man.steps_per_epoch or man.train_examples

@@ -34,12 +34,10 @@ from __future__ import annotations
 
 import csv
 import io
-import os
 import re
 import warnings
 from collections import Counter
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -59,9 +57,9 @@ from curvekit.ingest.runs import (
     data_line,
     epochs_to_steps,
     exact_integers,
-    in_this_context,
     merge_rows,
     overflow_warning,
+    read_each,
     steps_per_epoch,
 )
 from curvekit.ingest.select import ALL, FileFilter
@@ -540,8 +538,7 @@ def read_csv_runs(source: Path, options: ReadOptions | None = None) -> list[RunL
     kept, skipped = [], []
     for path, rel in found:
         beside = (Path(rel).parent / ALGOPERF_CURVE).as_posix().removeprefix("./")
-        if is_testtube_tags(path, [Path(n).name for n in names
-                                   if Path(n).parent == Path(rel).parent]):
+        if path.name == TESTTUBE_TAGS and is_testtube_tags(path, files.listdir(path.parent)):
             continue  # the run's metaparameters, read with its metrics.csv
         if path.name == ALGOPERF_STEPS and beside in names:
             skipped.append(rel)
@@ -553,10 +550,9 @@ def read_csv_runs(source: Path, options: ReadOptions | None = None) -> list[RunL
                       f"{ALGOPERF_STEPS} beside {ALGOPERF_CURVE} (the curve) is not a run "
                       f"of its own; to read one anyway, --include '{skipped[0]}'",
                       IngestWarning, stacklevel=2)
-    with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:
-        return list(pool.map(in_this_context(  # the import's --on-conflict reaches the threads
-            lambda f: read_csv_run(f[0], f[1], step_renames=opts.step_renames,
-                                   drop=opts.drop, files=files)), kept))
+    # every file is read, and every problem found is reported at once
+    return read_each(kept, lambda f: read_csv_run(f[0], f[1], step_renames=opts.step_renames,
+                                                  drop=opts.drop, files=files))
 
 
 ALGOPERF_CURVE = "eval_measurements.csv"

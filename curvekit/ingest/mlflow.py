@@ -33,10 +33,8 @@ Since MLflow 3 the file store must be allowed explicitly to *write* one
 
 from __future__ import annotations
 
-import os
 import warnings
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -52,9 +50,9 @@ from curvekit.ingest.runs import (
     LineOf,
     RunLog,
     exact_integers,
-    in_this_context,
     merge_rows,
     overflow_warning,
+    read_each,
 )
 from curvekit.ingest.select import ALL, FileFilter
 from curvekit.ingest.yamlish import param_value, read_flat_yaml, scalar
@@ -236,6 +234,5 @@ def read_mlflow_runs(source: Path, *, select: FileFilter = ALL,
         folders = [r for e in _experiments(source, files) for r in _runs(e, files)
                    if select.keeps_folder(r.relative_to(source).as_posix())
                    and (not select.include or select.keeps(r.relative_to(source).as_posix()))]
-    with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:
-        return [r for r in pool.map(in_this_context(lambda f: _read_run(f, files)), folders)
-                if r is not None]
+    # every run is read, and every problem found is reported at once
+    return [r for r in read_each(folders, lambda f: _read_run(f, files)) if r is not None]

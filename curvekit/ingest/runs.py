@@ -17,6 +17,7 @@ metric at one step are an error, never silently resolved.
 from __future__ import annotations
 
 import math
+import os
 import re
 import warnings
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
@@ -368,6 +369,57 @@ def in_this_context(function: Callable[[_T], _R]) -> Callable[[_T], _R]:
     return lambda item: context.copy().run(function, item)
 
 
+MAX_PROBLEMS = 20
+"""The most problems one refusal lists (the count of the rest is given)."""
+
+
+def all_problems(problems: list[IngestError]) -> IngestError:
+    """One error that reports every problem an import found, each with its own fix: the
+    first as it is (its file first), then the others, so that one round of fixes is enough.
+
+    >>> print(all_problems([IngestError("empty file", path="a.csv"),
+    ...                     IngestError("empty file", path="b.csv")]))
+    a.csv: empty file
+    and 1 more problem in this import:
+      - b.csv: empty file
+    """
+    first, rest = problems[0], problems[1:]
+    if not rest:
+        return first
+    shown = [f"  - {p}" for p in rest[:MAX_PROBLEMS]]
+    if len(rest) > MAX_PROBLEMS:
+        shown.append(f"  - ... and {len(rest) - MAX_PROBLEMS} more")
+    error = IngestError("\n".join([str(first), f"and {len(rest)} more "
+                                   f"problem{'s' if len(rest) > 1 else ''} in this import:",
+                                   *shown]))
+    error.path, error.line = first.path, first.line
+    return error
+
+
+def read_each(items: Iterable[_T], read: Callable[[_T], _R], workers: int = 4) -> list[_R]:
+    """``read`` applied to every item on a few threads (in this context: see
+    :func:`in_this_context`), in order; every item is read even when some fail, and their
+    problems are reported together (:func:`all_problems`).
+
+    >>> read_each([1, 2], lambda n: n * 10)
+    [10, 20]
+    """
+    def attempt(item: _T) -> _R | IngestError:
+        try:
+            return read(item)
+        except IngestError as exc:
+            return exc
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max(1, min(workers, os.cpu_count() or 1))) as pool:
+        results = list(pool.map(in_this_context(attempt), items))
+    problems = [r for r in results if isinstance(r, IngestError)]
+    if problems:
+        raise all_problems(problems)
+    return [r for r in results if not isinstance(r, IngestError)]
+
+
 def merge_rows(frame: pl.DataFrame, path: str, line_of: LineOf, axis: str = "step",
                on_conflict: str | None = None) -> pl.DataFrame:
     """One row per ``axis`` value, sorted; sparse rows merged; conflicting values refused.
@@ -432,9 +484,11 @@ def merge_rows(frame: pl.DataFrame, path: str, line_of: LineOf, axis: str = "ste
             f"{axis} {step} appears twice with different {name!r} values "
             f"({a!r} on line {line_of(one)}, {b!r} on line {line_of(two)}); keep one row per "
             f"{axis} and metric (a resumed run repeats steps: remove the rows of the abandoned "
-            "attempt, or import the attempts as separate runs; or keep the value logged first "
-            "or last at each step with --on-conflict first|last)", path=path,
-            line=line_of(two))
+            "attempt, or import the attempts as separate runs"
+            # an epoch that comes again is an appended run (CSVLogger(append=True)), which
+            # keeping one value would splice into the first
+            + ("; or keep the value logged first or last at each step with --on-conflict "
+               "first|last)" if axis == "step" else ")"), path=path, line=line_of(two))
     if resolved:
         counts = ", ".join(f"{n} of {name!r}" for name, n in resolved.items())
         warnings.warn(f"{path}: {axis}s logged twice with different values ({counts}): "

@@ -484,10 +484,19 @@ def read_tensorboard_runs(source: Path, *, select: FileFilter = ALL,
     merged: set[Path] = set()
     for folder, s in series.items():
         parent = series.get(folder.parent)
-        if s.hparams and parent is not None and folder != root:
+        if s.hparams and parent is not None and folder != root and parent.tags:
             # tensorboardX/PyTorch add_hparams: a child folder holding the parent's hparams
+            # (and its metric_dict, one final value each, which is no curve). Under a parent
+            # without scalars (the HParams plugin's experiment folder) a child is a session,
+            # a run of its own.
             parent.hparams = {**s.hparams, **parent.hparams}
             merged.add(folder)
+            if s.tags:
+                warnings.warn(
+                    f"{folder}: left out {', '.join(sorted(s.tags))}: add_hparams's final "
+                    f"values of the run {folder.parent}, whose parameters this folder holds "
+                    f"(to import them, --include '{folder.name}/*' reads this folder alone)",
+                    IngestWarning, stacklevel=2)
     for folder in sorted({d.parent for d in series if d.name == TRAIN_FOLDER and d != root}):
         splits = _split_folders(folder, series)
         if splits:
