@@ -552,6 +552,13 @@ def build(source: str | os.PathLike[str] | None = None, *, name: str | None = No
         left_out = " (or --include/--exclude left every file out)" if select else ""
         raise IngestError(f"no {fmt} runs found here{left_out}; check the path, or pass "
                           "--log-format", path=str(src))
+    if all(r.frame.height == 0 or set(r.frame.columns) <= {"step", "epoch"} for r in runs):
+        raise IngestError(
+            f"nothing to import: the {len(runs)} {fmt} run(s) found here "
+            f"({', '.join(r.key for r in runs[:5])}{', ...' if len(runs) > 5 else ''}) hold no "
+            "curve (no scalar logged at a step: only images, histograms, text, or Lightning's "
+            "hp_metric placeholder); point at the logs that hold the training curves, or pass "
+            "--log-format to read another format", path=str(src))
     return check_names(_assemble(runs, wl_name, fmt, src, man, overrides, plan))
 
 

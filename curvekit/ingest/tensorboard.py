@@ -497,6 +497,11 @@ def read_tensorboard_runs(source: Path, *, select: FileFilter = ALL,
                     f"values of the run {folder.parent}, whose parameters this folder holds "
                     f"(to import them, --include '{folder.name}/*' reads this folder alone)",
                     IngestWarning, stacklevel=2)
+    for folder, s in list(series.items()):
+        sessions = [d for d in series if d.parent == folder and series[d].hparams
+                    and d not in merged]
+        if not s.tags and sessions:  # the HParams plugin's experiment folder: no run itself
+            merged.add(folder)
     for folder in sorted({d.parent for d in series if d.name == TRAIN_FOLDER and d != root}):
         splits = _split_folders(folder, series)
         if splits:
