@@ -325,3 +325,118 @@ def test_the_trainers_tensorboard_files_are_named_as_not_read(tmp_path: Path) ->
     with pytest.warns(IngestWarning, match=r"read as hf; not read: TensorBoard event files"):
         data = build(out, name=NAME)
     assert len(data.trials) == 1 and data.trials[0].status == "COMPLETE"
+
+
+# ---------------------------------------------------------------------- the log's own record
+def _mlflow_store(root: Path, runs: dict[str, tuple[int, int]], epochs: int = 50) -> Path:
+    """MLflow's file store as ``mlflow.log_metric(..., step=epoch)`` leaves it: run id ->
+    (epochs logged, RunStatus number in meta.yaml: 1 RUNNING, 3 FINISHED, 4 FAILED)."""
+    experiment = root / "mlruns" / "1"
+    experiment.mkdir(parents=True)
+    (experiment / "meta.yaml").write_text("experiment_id: '1'\nname: sweep\n")
+    for number, (run_id, (logged, status)) in enumerate(runs.items()):
+        run = experiment / run_id
+        for sub in ("metrics", "params", "tags"):
+            (run / sub).mkdir(parents=True)
+        (run / "meta.yaml").write_text(f"run_id: {run_id}\nlifecycle_stage: active\n"
+                                       f"status: {status}\nstart_time: {1700000000000 + number}\n")
+        (run / "metrics" / "val_loss").write_text("".join(
+            f"{1700000000000 + 1000 * e} {2.0 - 0.01 * e} {e}\n" for e in range(logged)))
+        (run / "params" / "batch_size").write_text("64")
+        (run / "params" / "epochs").write_text(str(epochs))
+    return root / "mlruns"
+
+
+def test_a_run_the_logger_records_as_failed_is_incomplete(tmp_path: Path) -> None:
+    from curvekit.ingest.add import add_plan
+
+    source = _mlflow_store(tmp_path, {"done": (50, 3), "failed": (2, 4), "stuck": (30, 1),
+                                      "stopped": (40, 3)})
+    manifest = tmp_path / "runs.toml"
+    manifest.write_text("[workload]\nsteps_per_epoch = 10\ntrain_steps = 400\n")
+    data = build(source, name=NAME, manifest=manifest)
+    statuses = {t.member.rsplit("/", 1)[-1]: t.status for t in data.trials}
+    # FAILED after 2 epochs and a RUNNING left behind are incomplete whatever the budget;
+    # a FINISHED run is judged by the budget (400 steps: 40 epochs of 10 steps)
+    assert statuses == {"done": "COMPLETE", "failed": "INCOMPLETE", "stuck": "INCOMPLETE",
+                        "stopped": "COMPLETE"}
+    plan = add_plan(source, name=NAME, manifest=manifest)
+    why = {r.run: r.status_why for r in plan.runs}
+    assert "MLflow status FAILED" in why["failed"] and "MLflow status RUNNING" in why["stuck"]
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(2, 60), st.integers(2, 100))
+def test_epochs_on_the_step_axis_are_never_stored_as_steps(logged: int, epochs: int) -> None:
+    """Property: an MLflow run logged at steps 0..k-1 with an epochs parameter of at least k
+    (stopped early, or not) counts epochs: refused without steps per epoch."""
+    import tempfile
+
+    root = Path(tempfile.mkdtemp())
+    source = _mlflow_store(root, {"r": (logged, 3)}, epochs=epochs)
+    if logged <= epochs:
+        with pytest.raises(IngestError, match=r"counts epochs.*steps_per_epoch"):
+            build(source, name=NAME)
+    else:  # more points than epochs: no epoch axis
+        assert next(iter(build(source, name=NAME).measurements.values())).num_rows == logged
+
+
+# ---------------------------------------------------------------------- messages
+def test_every_problem_is_reported_at_once_each_with_its_fix(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "empty.csv").write_text("")
+    _csv(logs / "epochs.csv", ["epoch", "loss"], [[0, 1.0], [1, 0.5]])
+    _csv(logs / "acc.csv", ["step", "val_acc"], [[100, 0.5], [200, 250.0]])
+    with pytest.raises(IngestError) as info:
+        build(logs, name=NAME)
+    message = str(info.value)
+    assert message.startswith(str(logs / "empty.csv")) and "--exclude 'empty.csv'" in message
+    logs_ok = tmp_path / "second"
+    logs_ok.mkdir()
+    for f in ("epochs.csv", "acc.csv"):
+        (logs_ok / f).write_bytes((logs / f).read_bytes())
+    with pytest.raises(IngestError) as info:
+        build(logs_ok, name=NAME)
+    message = str(info.value)
+    # three problems, three fixes, in one round: batch sizes, the epoch axis, the units
+    assert "and 3 more problems in this import" in message
+    for fix in ("batch_size = N", "steps_per_epoch", "--map 'val_acc=val_acc'"):
+        assert fix in message
+
+
+def test_a_folder_without_curves_is_nothing_to_import(tmp_path: Path) -> None:
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    run = tmp_path / "logs" / "version_0"
+    writer = EventFileWriter(str(run))  # an image and Lightning's hp_metric placeholder
+    image = summary_pb2.Summary.Image(height=1, width=1, colorspace=1,
+                                      encoded_image_string=b"\x89PNG")
+    writer.add_event(event_pb2.Event(step=0, summary=summary_pb2.Summary(
+        value=[summary_pb2.Summary.Value(tag="samples", image=image)])))
+    writer.add_event(event_pb2.Event(step=0, summary=summary_pb2.Summary(
+        value=[summary_pb2.Summary.Value(tag="hp_metric", simple_value=-1.0)])))
+    writer.close()
+    with pytest.raises(IngestError, match=r"nothing to import.*version_0.*no curve"):
+        build(tmp_path / "logs", name=NAME)
+
+
+def test_the_hparams_plugins_sessions_are_runs_of_their_own(tmp_path: Path) -> None:
+    from tensorboard.compat.proto import event_pb2
+    from tensorboard.plugins.hparams import summary_v2 as hp
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    root = tmp_path / "hparam_tuning"
+    experiment = EventFileWriter(str(root))  # hp.hparams_config: the experiment, no scalars
+    experiment.add_event(event_pb2.Event(step=0, summary=hp.hparams_config_pb(
+        hparams=[hp.HParam("units")], metrics=[hp.Metric("accuracy")])))
+    experiment.close()
+    for n, units in enumerate((16, 32)):
+        session = EventFileWriter(str(root / f"run-{n}"))
+        session.add_event(event_pb2.Event(step=0, summary=hp.hparams_pb({"units": units})))
+        session.close()
+        _scalars(root / f"run-{n}", {"accuracy": [(1, 0.8 + n / 100)]})
+    data = build(root, name=NAME, manifest=_manifest(tmp_path, 16))
+    assert sorted((t.member.rsplit("/", 1)[-1], t.parameters["units"]) for t in data.trials) \
+        == [("run-0", 16), ("run-1", 32)]

@@ -648,13 +648,16 @@ def _assemble(runs: list[RunLog], name: tuple[str, str, str], fmt: str, src: Pat
         study_trials = []
         for (run, mine, frame, sources), last in zip(group, lasts, strict=True):
             told = next((s.status for s in reversed(mine) if s.status), None)
-            status = decide(frame, sources, budget, told, step_offset=run.step_offset)
+            status = decide(frame, sources, budget, told, step_offset=run.step_offset,
+                            finished=run.finished)
             tid = ids[run.key]
             values = {k: v[0] for k, v in params[run.key].items()}
             if plan is not None:
                 plan.runs.append(_run_plan(run, batch_size, tid, frame, sources, status,
                                            explain(frame, sources, budget, told,
-                                                   step_offset=run.step_offset),
+                                                   step_offset=run.step_offset,
+                                                   finished=run.finished,
+                                                   finished_why=run.finished_why),
                                            axes[run.key], transforms[run.key],
                                            dropped[run.key], values))
             study_trials.append(TrialRecord(key, tid, status, last, values, run.path))

@@ -199,9 +199,19 @@ def _read_run(folder: Path, files: SourceFiles) -> RunLog | None:
     start = meta.get("start_time")
     hint = (f"MLflow autologging ({flavor}) logs once per epoch, with step = the epoch "
             "number") if flavor else None
+    status = RUN_STATUSES.get(str(meta.get("status", "")).upper(), meta.get("status"))
     return RunLog(run_id, str(folder), frame, params, aliases=aliases,
                   started=float(start) if isinstance(start, int | float) else None,
-                  axis_named=False, epoch_hint=hint, final_only=_final_only(read))
+                  axis_named=False, epoch_hint=hint, final_only=_final_only(read),
+                  finished=None if status is None else status == "FINISHED",
+                  finished_why=f"MLflow status {status}" if status is not None else "")
+
+
+RUN_STATUSES = {"1": "RUNNING", "2": "SCHEDULED", "3": "FINISHED", "4": "FAILED", "5": "KILLED",
+                **{s: s for s in ("RUNNING", "SCHEDULED", "FINISHED", "FAILED", "KILLED")}}
+"""MLflow's run statuses (``RunStatus``: the file store's meta.yaml keeps the number, the
+SQLite store the name). Only FINISHED is a run that ended normally; RUNNING is also what a
+killed process leaves behind."""
 
 
 def _final_only(read: list[tuple[pl.DataFrame, float | None]]) -> tuple[str, ...]:

@@ -104,6 +104,12 @@ class RunLog:
     evidence of an epoch axis, and a manifest's ``steps_per_epoch`` says so too.
     ``epoch_hint`` is such evidence found by the reader (MLflow autologging). ``final_only``
     names metrics logged as one value without a step (final values, not curves).
+
+    ``finished`` is the logger's own record of how the run ended, where it keeps one
+    (MLflow's run status, Sacred's, ...): False for a run that failed, was killed or never
+    recorded its end (still RUNNING), which is INCOMPLETE whatever steps it reached; True or
+    None leave the status to the step budget (see :mod:`curvekit.ingest.status`).
+    ``finished_why`` says what the record was.
     """
 
     key: str
@@ -118,6 +124,8 @@ class RunLog:
     epoch_hint: str | None = None
     final_only: tuple[str, ...] = ()
     why_epochs: str = "the log counts epochs (an epoch column, no step column)"
+    finished: bool | None = None  # the logger's own record: did the run end normally?
+    finished_why: str = ""  # that record, in words ("MLflow status FAILED")
 
     @property
     def order(self) -> tuple[float, list[Any]]:
@@ -525,9 +533,10 @@ def settle_axis(run: RunLog, drop: Collection[str] = ()) -> RunLog:
       run was logged with ``step=epoch`` (an ``epoch`` series that differs from the step,
       as PyTorch Lightning logs it, says the steps are training steps);
     * every metric is one of Keras's per-epoch TensorBoard tags, ``epoch_*``;
-    * the steps are exactly 0, 1, ..., *E* - 1 and the run's ``epochs`` parameter (see
-      :data:`EPOCH_COUNT_PARAMS`) is *E*, or the reader found a hint (MLflow autologging,
-      which logs once per epoch) and the steps are 0, 1, ... without a gap.
+    * the steps are exactly 0, 1, ..., *k* - 1 and the run's ``epochs`` parameter (see
+      :data:`EPOCH_COUNT_PARAMS`) is at least *k* (a run stopped early logs fewer epochs
+      than it was asked for), or the reader found a hint (MLflow autologging, which logs
+      once per epoch) and the steps are 0, 1, ... without a gap.
 
     ``epoch`` is never kept as a metric. ``drop`` are columns left out before looking
     (``--map NAME=``), so that a user can leave out what confuses the rule. A run whose
@@ -570,11 +579,14 @@ def settle_axis(run: RunLog, drop: Collection[str] = ()) -> RunLog:
                 f"run {run.key!r} mixes Keras's per-epoch tags (epoch_*, at epoch numbers) "
                 f"and per-batch tags (batch_*, at steps) on one axis; import one kind: "
                 f"--map '{batch}=' leaves a per-batch tag out", path=run.path)
-        elif gapless and count == frame.height:
-            why = (f"its steps run 0..{count - 1} and its epochs parameter is {count}: one "
-                   "point per epoch")
         elif gapless and run.epoch_hint:
             why = run.epoch_hint
+        elif gapless and count is not None and frame.height <= count:
+            # one point at every step 0..k-1 with k <= the epochs asked for: a step per
+            # epoch (early stopping ends before the last); a run logged per step would have
+            # trained fewer steps than epochs, and then its steps are its epochs anyway
+            why = (f"its steps run 0..{frame.height - 1} and its epochs "
+                   f"parameter is {count}: one point per epoch")
     if why is None:
         return replace(run, frame=frame, axis_named=named)
     return replace(run, frame=frame.rename({"step": "epoch"}), by_epoch=True,

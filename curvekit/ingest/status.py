@@ -9,6 +9,9 @@
   ``step`` is the 0-based index of the batch just trained (``step_offset=1``: a run of
   ``max_steps=1000`` logs its last row at step 999). A budget of 0 means the study had a
   time budget, as in the release: every run that did not diverge is then COMPLETE.
+* **INCOMPLETE** too: a run the logger itself records as not finished (``finished=False``:
+  MLflow's FAILED, KILLED or a RUNNING left by a killed process; see the table of loggers
+  in ``docs/adding-workloads.md``), whatever step it reached.
 * **COMPLETE** otherwise.
 
 A status given in the run manifest wins over all three.
@@ -40,9 +43,11 @@ def loss_columns(sources: Mapping[str, str]) -> list[str]:
 
 
 def decide(frame: pl.DataFrame, sources: Mapping[str, str], budget: int,
-           override: str | None = None, *, step_offset: int = 0) -> str:
+           override: str | None = None, *, step_offset: int = 0,
+           finished: bool | None = None) -> str:
     """The status of a run with rows ``frame`` (``step`` and metric columns), whose logger
-    has done ``step + step_offset`` training steps when it logs a row at ``step``."""
+    has done ``step + step_offset`` training steps when it logs a row at ``step``, and
+    records ``finished`` (None: no record)."""
     if override is not None:
         return override
     losses = loss_columns(sources)
@@ -50,6 +55,8 @@ def decide(frame: pl.DataFrame, sources: Mapping[str, str], budget: int,
             frame.select(pl.any_horizontal((~pl.col(c).is_finite()).fill_null(False).any()
                                            for c in losses)).item()):
         return "INFEASIBLE"
+    if finished is False:
+        return "INCOMPLETE"
     last = int(frame.get_column("step").max() or 0) if frame.height else 0  # type: ignore[arg-type]
     if budget > 0 and last + step_offset < budget:
         return "INCOMPLETE"
@@ -57,19 +64,23 @@ def decide(frame: pl.DataFrame, sources: Mapping[str, str], budget: int,
 
 
 def explain(frame: pl.DataFrame, sources: Mapping[str, str], budget: int,
-            override: str | None = None, *, step_offset: int = 0) -> str:
+            override: str | None = None, *, step_offset: int = 0,
+            finished: bool | None = None, finished_why: str = "") -> str:
     """Why :func:`decide` gives the status it gives, in words (for the import plan).
 
     >>> explain(pl.DataFrame({"step": [0, 50]}), {}, budget=100)
     'stopped at 50 steps done, before the budget of 100 steps'
     """
-    status = decide(frame, sources, budget, override, step_offset=step_offset)
+    status = decide(frame, sources, budget, override, step_offset=step_offset,
+                    finished=finished)
     if override is not None:
         return "given in the manifest"
     if status == "INFEASIBLE":
         bad = [c for c in loss_columns(sources) if frame.height and bool(
             frame.select((~pl.col(c).is_finite()).fill_null(False).any()).item())]
         return f"its loss {bad[0]!r} became NaN or infinite (the run diverged)"
+    if finished is False:
+        return f"the log records that it did not finish ({finished_why or 'not finished'})"
     last = int(frame.get_column("step").max() or 0) if frame.height else 0  # type: ignore[arg-type]
     done = last + step_offset
     if budget == 0:
