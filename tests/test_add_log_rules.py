@@ -440,3 +440,36 @@ def test_the_hparams_plugins_sessions_are_runs_of_their_own(tmp_path: Path) -> N
     data = build(root, name=NAME, manifest=_manifest(tmp_path, 16))
     assert sorted((t.member.rsplit("/", 1)[-1], t.parameters["units"]) for t in data.trials) \
         == [("run-0", 16), ("run-1", 32)]
+
+
+# ---------------------------------------------------------------------- one run, several writers
+def test_add_scalars_folders_are_metrics_of_their_run(tmp_path: Path) -> None:
+    # SummaryWriter.add_scalars("Loss", {"train": ..., "val": ...}) under runs/exp1
+    run = tmp_path / "runs" / "exp1"
+    _scalars(run, {"lr": [(s, 0.1) for s in (100, 200)]})
+    _scalars(run / "Loss_train", {"Loss": [(100, 1.0), (200, 0.8)]})
+    _scalars(run / "Loss_val", {"Loss": [(100, 1.2), (200, 0.9)]})
+    data = build(tmp_path / "runs", name=NAME, manifest=_manifest(tmp_path))
+    assert [t.member.rsplit("/", 1)[-1] for t in data.trials] == ["exp1"]
+    table = next(iter(data.measurements.values()))
+    assert table.column("train/cross_entropy_error").to_pylist() == pytest.approx([1.0, 0.8])
+    assert table.column("val/cross_entropy_error").to_pylist() == pytest.approx([1.2, 0.9])
+
+
+def test_event_files_that_restart_are_read_in_order_and_named(tmp_path: Path) -> None:
+    """Two writers into one run folder (a resumed run, a second fit()): TensorBoard's rule,
+    later points replace the earlier ones from the step they restart at, and a warning says
+    how many were left out and how to import each file alone."""
+    run = tmp_path / "logs" / "run"
+    _scalars(tmp_path / "first", {"loss": [(s, 2.0) for s in range(0, 500, 100)]})
+    _scalars(tmp_path / "second", {"loss": [(s, 1.0) for s in range(0, 300, 100)]})
+    run.mkdir(parents=True)
+    # the writers' start times, as their names hold them: by name the later one sorts first
+    for folder, started in (("first", 999999999), ("second", 1000000000)):
+        (event,) = (tmp_path / folder).iterdir()
+        event.rename(run / f"events.out.tfevents.{started}.host")
+    with pytest.warns(IngestWarning, match=r"steps go back.*5 of 'loss'.*--include"):
+        data = build(tmp_path / "logs", name=NAME, manifest=_manifest(tmp_path))
+    table = next(iter(data.measurements.values()))
+    assert table.column("step").to_pylist() == [0, 100, 200]
+    assert table.column("train/cross_entropy_error").to_pylist() == [1.0, 1.0, 1.0]
