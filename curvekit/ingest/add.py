@@ -199,8 +199,7 @@ def detect_format(source: Path, select: FileFilter = ALL, *,
         picked = found.pop()
         made = byproducts.get(picked, set())
         if made:
-            others = "tensorboard" if picked in ("mlflow", "hf", "csv") \
-                else "csv or tensorboard"
+            others = _OTHERS.get(picked, "csv or tensorboard")
             warnings.warn(
                 f"{source}: read as {picked}; not read: {', '.join(sorted(made))}, "
                 f"by-products of the same runs (pass --log-format {others} to read those "
@@ -214,6 +213,10 @@ def detect_format(source: Path, select: FileFilter = ALL, *,
     raise IngestError(f"holds logs of several formats ({', '.join(sorted(found))}); pass "
                       "--log-format to choose one, or leave files out with --exclude PATTERN",
                       path=str(source))
+
+
+_OTHERS = {"mlflow": "tensorboard", "hf": "tensorboard", "csv": "tensorboard"}
+"""The format that reads what a primary format's runs made beside their logs."""
 
 
 def _peek(folder: Path, files: SourceFiles) -> str:

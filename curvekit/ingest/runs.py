@@ -104,12 +104,11 @@ class RunLog:
     evidence of an epoch axis, and a manifest's ``steps_per_epoch`` says so too.
     ``epoch_hint`` is such evidence found by the reader (MLflow autologging). ``final_only``
     names metrics logged as one value without a step (final values, not curves).
-
     ``finished`` is the logger's own record of how the run ended, where it keeps one
-    (MLflow's run status, Sacred's, ...): False for a run that failed, was killed or never
-    recorded its end (still RUNNING), which is INCOMPLETE whatever steps it reached; True or
-    None leave the status to the step budget (see :mod:`curvekit.ingest.status`).
-    ``finished_why`` says what the record was.
+    (Sacred's and MLflow's run status): False for a run it records as failed, killed,
+    interrupted or still running, which is then never COMPLETE
+    (:func:`~curvekit.ingest.status.decide`); None where the log records nothing.
+    ``finished_why`` says what the record was (``MLflow status FAILED``), for the plan.
     """
 
     key: str
@@ -124,8 +123,8 @@ class RunLog:
     epoch_hint: str | None = None
     final_only: tuple[str, ...] = ()
     why_epochs: str = "the log counts epochs (an epoch column, no step column)"
-    finished: bool | None = None  # the logger's own record: did the run end normally?
-    finished_why: str = ""  # that record, in words ("MLflow status FAILED")
+    finished: bool | None = None  # the logger's own record of the run's end, where it keeps one
+    finished_why: str = ""
 
     @property
     def order(self) -> tuple[float, list[Any]]:

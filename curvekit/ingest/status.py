@@ -9,9 +9,10 @@
   ``step`` is the 0-based index of the batch just trained (``step_offset=1``: a run of
   ``max_steps=1000`` logs its last row at step 999). A budget of 0 means the study had a
   time budget, as in the release: every run that did not diverge is then COMPLETE.
-* **INCOMPLETE** too: a run the logger itself records as not finished (``finished=False``:
-  MLflow's FAILED, KILLED or a RUNNING left by a killed process; see the table of loggers
-  in ``docs/adding-workloads.md``), whatever step it reached.
+* **INCOMPLETE** too: the logger's own record says the run did not finish (Sacred's
+  ``FAILED``, ``INTERRUPTED``, ``RUNNING``; MLflow's ``FAILED``, ``KILLED``, ``RUNNING``;
+  a W&B run folder's ``running``, ``failed``, ``killed``, ``crashed``), whatever its
+  length: a run that crashed or was killed is never COMPLETE.
 * **COMPLETE** otherwise.
 
 A status given in the run manifest wins over all three.
@@ -46,8 +47,12 @@ def decide(frame: pl.DataFrame, sources: Mapping[str, str], budget: int,
            override: str | None = None, *, step_offset: int = 0,
            finished: bool | None = None) -> str:
     """The status of a run with rows ``frame`` (``step`` and metric columns), whose logger
-    has done ``step + step_offset`` training steps when it logs a row at ``step``, and
-    records ``finished`` (None: no record)."""
+    has done ``step + step_offset`` training steps when it logs a row at ``step``;
+    ``finished`` is False where the logger records that the run did not finish.
+
+    >>> decide(pl.DataFrame({"step": [100], "loss": [0.5]}), {}, 100, finished=False)
+    'INCOMPLETE'
+    """
     if override is not None:
         return override
     losses = loss_columns(sources)
