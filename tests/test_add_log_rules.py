@@ -473,3 +473,25 @@ def test_event_files_that_restart_are_read_in_order_and_named(tmp_path: Path) ->
     table = next(iter(data.measurements.values()))
     assert table.column("step").to_pylist() == [0, 100, 200]
     assert table.column("train/cross_entropy_error").to_pylist() == [1.0, 1.0, 1.0]
+
+
+# ---------------------------------------------------------------------- names
+def test_an_imported_workloads_default_metric_has_curves(tmp_path: Path) -> None:
+    """A one-value summary logged at the end (``avg_test_acc``) sorts first by name, but the
+    default metric of fit --all and the report is one with a curve."""
+    from curvekit.goals import default_goal
+    from curvekit.ingest.add import add
+    from curvekit.store.store import Store
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for batch_size in (32, 64):
+        _csv(logs / f"bs{batch_size}.csv", ["step", "loss", "avg_test_acc"],
+             [[s, 2.0 / s, None] for s in range(100, 1001, 100)] + [[1000, None, 0.9]])
+    (logs / "runs.toml").write_text('[[runs]]\nrun = "bs32.csv"\nbatch_size = 32\n'
+                                    '[[runs]]\nrun = "bs64.csv"\nbatch_size = 64\n')
+    home = tmp_path / "home"
+    add(logs, name=NAME, manifest=logs / "runs.toml", home=home)
+    store = Store.open(home)
+    assert "avg_test_acc" in store.metrics(NAME)
+    assert default_goal(store, NAME).metric == "train/cross_entropy_error"
