@@ -495,3 +495,39 @@ def test_an_imported_workloads_default_metric_has_curves(tmp_path: Path) -> None
     store = Store.open(home)
     assert "avg_test_acc" in store.metrics(NAME)
     assert default_goal(store, NAME).metric == "train/cross_entropy_error"
+
+
+# ---------------------------------------------------------------------- CSV dialects
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 10, allow_nan=False), st.floats(0, 1, allow_nan=False)),
+                min_size=1, max_size=15),
+       st.sampled_from(["semicolon", "tab", "padded"]))
+def test_csv_dialects_read_as_the_plain_file(rows: list[tuple[float, float]],
+                                             kind: str) -> None:
+    """Property: a log written with semicolons and decimal commas (a spreadsheet of a locale
+    that writes 0,5), with tabs, or with space-padded right-aligned cells, reads exactly as
+    the same log written plainly by ``csv.writer``."""
+    import csv
+    import io
+    import tempfile
+
+    from curvekit.ingest.csvlogs import read_csv_run
+
+    table = [["step", "loss", "val_acc"],
+             *([100 * (i + 1), repr(a), repr(b)] for i, (a, b) in enumerate(rows))]
+    folder = Path(tempfile.mkdtemp())
+    with (folder / "plain.csv").open("w", newline="") as fh:
+        csv.writer(fh).writerows(table)
+    out = io.StringIO()
+    if kind == "padded":
+        csv.writer(out, lineterminator="\n").writerows(
+            [[f"{c:>12}" for c in map(str, row)] for row in table])
+    else:
+        cells = [[str(c).replace(".", ",") if kind == "semicolon" else str(c) for c in row]
+                 for row in table]
+        csv.writer(out, delimiter=";" if kind == "semicolon" else "\t",
+                   lineterminator="\n").writerows(cells)
+    (folder / "other.csv").write_text(out.getvalue())
+    plain = read_csv_run(folder / "plain.csv", "plain.csv").frame
+    other = read_csv_run(folder / "other.csv", "other.csv").frame
+    assert other.equals(plain)

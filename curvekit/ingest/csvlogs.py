@@ -70,8 +70,8 @@ __all__ = ["ALGOPERF_CURVE", "ALGOPERF_STEPS", "AXIS_COLUMNS", "CHART_COMPANIONS
            "LIGHTNING_STEP_OFFSET", "MAX_HEADER_BYTES", "NOT_METRICS", "RUNS_TABLE_COLUMNS",
            "STEP_COLUMNS",
            "TIME_COLUMNS", "chart_export_runs", "epochs_to_steps", "frame_from_table",
-           "is_csvlogger_log", "is_lightning_log", "is_testtube_tags", "log_files",
-           "read_csv_run", "read_csv_runs",
+           "dialect", "is_csvlogger_log", "is_lightning_log", "is_testtube_tags", "log_files",
+           "plain_csv", "read_csv_run", "read_csv_runs",
            "read_header_line", "read_table_bytes", "refuse_runs_table", "skip_folder",
            "steps_per_epoch"]
 
@@ -160,6 +160,45 @@ def read_header_line(path: Path, files: SourceFiles | None = None) -> bytes:
         raise IngestError(f"the header line is longer than {MAX_HEADER_BYTES >> 20} MiB; a CSV "
                           "log starts with one line naming its columns", path=str(path), line=1)
     return first
+
+
+_DECIMAL_COMMA = re.compile(r"^[+-]?\d+,\d+(?:[eE][+-]?\d+)?$")
+
+
+def dialect(header: bytes) -> tuple[str, bool]:
+    """The separator of a CSV log and whether its cells are padded with spaces, read off its
+    header line: a comma unless the line has none and has semicolons (spreadsheets of
+    locales that write ``0,5``) or tabs; padded when a name starts or ends with a space
+    (Ultralytics' and other right-aligned logs).
+
+    >>> dialect(b"step,loss"), dialect(b"step;loss"), dialect(b"  epoch,  train/loss")
+    ((',', False), (';', False), (',', True))
+    """
+    text = header.decode("utf-8-sig", errors="replace").rstrip("\r\n")
+    separator = ","
+    if "," not in text:
+        separator = ";" if ";" in text else "\t" if "\t" in text else ","
+    cells = next(csv.reader([text], delimiter=separator), [])
+    return separator, any(c != c.strip() for c in cells)
+
+
+def plain_csv(data: bytes, separator: str, padded: bool) -> bytes:
+    """``data`` rewritten as a comma-separated file with unpadded cells, line for line (so
+    that every message's line number is still the file's). With semicolons, a decimal comma
+    (``0,5``) is a decimal point.
+
+    >>> plain_csv(b"step;loss\\n100;0,5\\n", ";", False)
+    b'step,loss\\n100,0.5\\n'
+    """
+    text = data.decode("utf-8-sig", errors="replace")
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    for row in csv.reader(io.StringIO(text, newline=""), delimiter=separator):
+        cells = [c.strip() for c in row] if padded or separator != "," else row
+        if separator == ";":
+            cells = [c.replace(",", ".") if _DECIMAL_COMMA.match(c) else c for c in cells]
+        writer.writerow(cells)
+    return out.getvalue().encode()
 
 
 def _locate_bad_value(data: bytes, names: list[str], path: str, detail: str,
@@ -463,6 +502,10 @@ def read_csv_run(path: Path, key: str, *, step_renames: Iterable[str] = (),
     first = read_header_line(path, files)  # a huge header stops here
     if not first.strip():
         raise _empty_file(path, key)
+    plain = None
+    if dialect(first) != (",", False):  # semicolons, tabs, padded cells: rewritten as plain
+        plain = plain_csv(files.read_bytes(path), *dialect(first))
+        first = plain.split(b"\n", 1)[0]
     names = _header(first, str(path))
     refuse_runs_table(names, str(path), key)
     charts = chart_export_runs(names)
@@ -473,7 +516,7 @@ def read_csv_run(path: Path, key: str, *, step_renames: Iterable[str] = (),
             "wandb, which makes one trial of each run", path=str(path), line=1)
     if _step_column(names, str(path), step_renames) is None and "epoch" not in names:
         raise _no_step_column(names, str(path), 1)  # before any value: a summary table
-    data = files.read_bytes(path)
+    data = plain if plain is not None else files.read_bytes(path)
     axes = AXIS_COLUMNS | set(step_renames) | {INDEX_COLUMN}
     dropped = {n for n in (*drop, *TIME_COLUMNS) if n in names and n not in step_renames}
     table = read_table_bytes(data, str(path), names, text=[n for n in names if n in axes],
