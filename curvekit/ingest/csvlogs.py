@@ -66,14 +66,35 @@ from curvekit.ingest.select import ALL, FileFilter
 from curvekit.ingest.yamlish import param_value, read_flat_yaml, scalar
 from curvekit.names import name_problem
 
-__all__ = ["ALGOPERF_CURVE", "ALGOPERF_STEPS", "AXIS_COLUMNS", "CHART_COMPANIONS", "INDEX_COLUMN",
-           "LIGHTNING_STEP_OFFSET", "MAX_HEADER_BYTES", "NOT_METRICS", "RUNS_TABLE_COLUMNS",
-           "STEP_COLUMNS",
-           "TIME_COLUMNS", "chart_export_runs", "epochs_to_steps", "frame_from_table",
-           "dialect", "is_csvlogger_log", "is_lightning_log", "is_testtube_tags", "log_files",
-           "plain_csv", "read_csv_run", "read_csv_runs",
-           "read_header_line", "read_table_bytes", "refuse_runs_table", "skip_folder",
-           "steps_per_epoch"]
+__all__ = [
+    "ALGOPERF_CURVE",
+    "ALGOPERF_STEPS",
+    "AXIS_COLUMNS",
+    "CHART_COMPANIONS",
+    "INDEX_COLUMN",
+    "LIGHTNING_STEP_OFFSET",
+    "MAX_HEADER_BYTES",
+    "NOT_METRICS",
+    "RUNS_TABLE_COLUMNS",
+    "STEP_COLUMNS",
+    "TIME_COLUMNS",
+    "chart_export_runs",
+    "dialect",
+    "epochs_to_steps",
+    "frame_from_table",
+    "is_csvlogger_log",
+    "is_lightning_log",
+    "is_testtube_tags",
+    "log_files",
+    "plain_csv",
+    "read_csv_run",
+    "read_csv_runs",
+    "read_header_line",
+    "read_table_bytes",
+    "refuse_runs_table",
+    "skip_folder",
+    "steps_per_epoch",
+]
 
 # Training-step columns, most specific first: W&B's "_step" counts log calls, so a history
 # that also has Lightning's "trainer/global_step" is placed by the latter.
