@@ -531,3 +531,16 @@ def test_csv_dialects_read_as_the_plain_file(rows: list[tuple[float, float]],
     plain = read_csv_run(folder / "plain.csv", "plain.csv").frame
     other = read_csv_run(folder / "other.csv", "other.csv").frame
     assert other.equals(plain)
+
+
+def test_a_single_epoch_autologged_run_imports_with_steps_per_epoch(tmp_path: Path) -> None:
+    source = _mlflow_store(tmp_path, {"one": (1, 3)}, epochs=1)
+    (source / "1" / "one" / "tags" / "mlflow.autologging").write_text("pytorch")
+    with pytest.raises(IngestError, match="final values only"):
+        build(source, name=NAME)
+    manifest = tmp_path / "runs.toml"
+    manifest.write_text("[workload]\nsteps_per_epoch = 469\n")
+    data = build(source, name=NAME, manifest=manifest)
+    table = next(iter(data.measurements.values()))
+    assert table.column("step").to_pylist() == [469]
+    assert data.trials[0].status == "COMPLETE"

@@ -594,7 +594,12 @@ def _assemble(runs: list[RunLog], name: tuple[str, str, str], fmt: str, src: Pat
                 "batch_size", path=run.path))
         try:  # the other checks go on without a batch size, to find every problem now
             run = settle_axis(run, {old for old, new in overrides.items() if not new})
-            _check_final_only(run)
+            declared = bool(man.steps_per_epoch or man.train_examples
+                            or any(s.steps_per_epoch for s in mine))
+            if not (declared and run.epoch_hint and run.frame.height == 1):
+                # (an autologged run of one epoch logs its only epoch at step 0: with steps
+                # per epoch given, that point is epoch 0, not a final value)
+                _check_final_only(run)
             frame, used, axis, evidence = _on_steps(run, mine, man, batch_size or 1)
             mapped = apply_map(frame, "step", run.path,
                                {k: v for k, v in overrides.items() if k not in renames})
