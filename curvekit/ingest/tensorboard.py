@@ -516,7 +516,8 @@ def read_tensorboard_runs(source: Path, *, select: FileFilter = ALL,
                 warnings.warn(
                     f"{folder}: left out {', '.join(sorted(s.tags))}: add_hparams's final "
                     f"values of the run {folder.parent}, whose parameters this folder holds "
-                    f"(to import them, --include '{folder.name}/*' reads this folder alone)",
+                    f"(to import them, --include "
+                    f"'{folder.relative_to(root).as_posix()}/*' reads this folder alone)",
                     IngestWarning, stacklevel=2)
     for folder, s in list(series.items()):
         sessions = [d for d in series if d.parent == folder and series[d].hparams
