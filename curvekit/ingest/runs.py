@@ -344,10 +344,14 @@ def conflict_rule(rule: str) -> Iterator[None]:
     :data:`CONFLICT_RULES`): every reader merges rows through it, so one import's
     ``--on-conflict`` reaches them all without being passed down each reader.
 
-    >>> with conflict_rule("last"):
+    >>> with conflict_rule("last"), warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
     ...     merge_rows(pl.DataFrame({"step": [5, 5], "loss": [2.0, 1.0]}), "r.csv",
     ...                lambda row: row + 2).rows()
     [(5, 1.0)]
+    >>> str(caught[0].message)
+    "r.csv: steps logged twice with different values (1 of 'loss'): kept the value logged \
+last (--on-conflict last)"
     """
     if rule not in CONFLICT_RULES:
         raise IngestError(f"--on-conflict {rule!r} is not a rule; choose one of "
