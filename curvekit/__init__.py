@@ -42,7 +42,8 @@ from curvekit.errors import (
 
 if TYPE_CHECKING:
     from curvekit.goals import paper_goal
-    from curvekit.ingest.add import add
+    from curvekit.ingest.add import add, add_plan
+    from curvekit.ingest.plan import ImportPlan
     from curvekit.measure import best, best_measurement, steps_to_result, trial_outcomes
     from curvekit.plotting.plots import (
         plot_best,
@@ -97,6 +98,8 @@ _LAZY = {
     "bootstrap": ("curvekit.scaling", "bootstrap"),
     "paper_goal": ("curvekit.goals", "paper_goal"),
     "add": ("curvekit.ingest.add", "add"),
+    "add_plan": ("curvekit.ingest.add", "add_plan"),
+    "ImportPlan": ("curvekit.ingest.plan", "ImportPlan"),
     "figure": ("curvekit.plotting.render", "figure"),
     "figures": ("curvekit.plotting.render", "render_all"),
     "generate_archive": ("curvekit.release.synthetic", "generate_archive"),
@@ -143,6 +146,7 @@ __all__ = [
     "FigureError",
     "FigureNotesWarning",
     "FitError",
+    "ImportPlan",
     "IngestError",
     "IngestWarning",
     "Manifest",
@@ -162,6 +166,7 @@ __all__ = [
     "WorkloadData",
     "__version__",
     "add",
+    "add_plan",
     "add_workload",
     "best",
     "best_measurement",

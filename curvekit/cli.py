@@ -41,6 +41,20 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+class _PlanFormat(click.Choice[str]):
+    """``add --format``: the plan's format (table, json); a log format is the old spelling of
+    ``--log-format`` and still parses (it is left out of --help)."""
+
+    def __init__(self) -> None:
+        super().__init__(["table", "json"])
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and value in FORMATS:
+            return value
+        return super().convert(value, param, ctx)
+
+
 class AliasedOption(click.Option):
     """An option that still answers to its old spellings (``hidden_aliases``), which parse
     as before but are left out of ``--help``, error messages and docs/cli.md: a renamed
@@ -393,9 +407,8 @@ def _wrap(text: str, first: str, rest: str, width: int) -> list[str]:
                 help="The logs: a file or a folder of them.")
 @click.option("--name", help="The workload's name: base_dir/model/optimizer "
               "(e.g. my_data/resnet_20/momentum).")
-@click.option("--log-format", "--format", "fmt", cls=AliasedOption, hidden_aliases=("--format",),
-              type=click.Choice(FORMATS), default="auto", show_default=True,
-              help="The logs' format (auto: detected from the files).")
+@click.option("--log-format", "fmt", type=click.Choice(FORMATS), default="auto",
+              show_default=True, help="The logs' format (auto: detected from the files).")
 @click.option("--run-manifest", "--manifest", "manifest", cls=AliasedOption,
               hidden_aliases=("--manifest",),
               type=click.Path(dir_okay=False, exists=True, path_type=Path),
@@ -408,6 +421,14 @@ def _wrap(text: str, first: str, rest: str, width: int) -> list[str]:
 @click.option("--exclude", "exclude", multiple=True, metavar="PATTERN",
               help="Leave out files or folders matching this glob (e.g. 'measurements.csv', "
               "'trial_3/*'); repeatable.")
+@click.option("--on-conflict", type=click.Choice(["refuse", "first", "last"]), default="refuse",
+              show_default=True, help="One metric logged twice at one step with different "
+              "values: refuse, or keep the value logged first or last.")
+@click.option("--dry-run", is_flag=True,
+              help="Print what would be imported (runs, step axis, metrics, statuses) and why; "
+              "write nothing.")
+@click.option("--format", "out_fmt", type=_PlanFormat(), default="table", show_default=True,
+              help="The --dry-run plan's format.")
 @click.option("--replace", is_flag=True, help="Overwrite a workload added before under NAME.")
 @click.option("--follow-links", is_flag=True,
               help="Read through symbolic links, wherever they point (by default a link "
@@ -419,17 +440,26 @@ def _wrap(text: str, first: str, rest: str, width: int) -> list[str]:
 @wait_option
 def add(source: Path | None, name: str | None, fmt: str, manifest: Path | None,
         mapping: tuple[str, ...], include: tuple[str, ...], exclude: tuple[str, ...],
-        replace: bool, follow_links: bool, example_manifest: bool, home: Path | None,
-        wait: float) -> None:
+        on_conflict: str, dry_run: bool, out_fmt: str, replace: bool, follow_links: bool,
+        example_manifest: bool, home: Path | None, wait: float) -> None:
     """Add training runs of your own as a workload: release layout, CSV, TensorBoard, MLflow,
     Weights & Biases or AlgoPerf logs.
 
     Every input is checked before the store is touched; adding the same runs again changes
-    nothing.
+    nothing. --dry-run prints the plan instead and writes nothing.
     """
     from curvekit.ingest.add import add as add_
+    from curvekit.ingest.add import add_plan
     from curvekit.ingest.manifest import EXAMPLE
 
+    if out_fmt in FORMATS:  # ``--format csv``: the old spelling of --log-format
+        if fmt not in ("auto", out_fmt):
+            raise click.UsageError(f"--format {out_fmt} and --log-format {fmt} disagree; give "
+                                   "the logs' format once, as --log-format")
+        fmt, out_fmt = out_fmt, "table"
+    elif not dry_run and out_fmt != "table":
+        raise click.UsageError(f"--format {out_fmt} formats the plan of --dry-run; add "
+                               "--dry-run, or leave --format out")
     if example_manifest:
         _echo(EXAMPLE, nl=False)
         return
@@ -438,12 +468,28 @@ def add(source: Path | None, name: str | None, fmt: str, manifest: Path | None,
                                "--example-run-manifest")
     from curvekit.ingest.runs import IngestWarning
 
+    if dry_run:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", IngestWarning)
+            try:
+                plan = add_plan(source, name=name, format=fmt, manifest=manifest,
+                                metric_map=list(mapping), include=include, exclude=exclude,
+                                follow_links=follow_links, on_conflict=on_conflict)
+            except Exception:  # a refused plan: what the logs hold is still worth knowing
+                _print_ingest_warnings(caught)
+                raise
+        if out_fmt == "json":
+            _echo(structured.dumps(plan.as_dict(), indent=2, default=str))
+        else:
+            _echo(_plan_table(plan))
+        return
     with warnings.catch_warnings(record=True) as caught, _waiting(wait):
         warnings.simplefilter("always", IngestWarning)
         try:
             result = add_(source, name=name, format=fmt, manifest=manifest,
                           metric_map=list(mapping), replace=replace, home=home,
-                          include=include, exclude=exclude, follow_links=follow_links)
+                          include=include, exclude=exclude, follow_links=follow_links,
+                          on_conflict=on_conflict)
         finally:  # what the logs hold is worth knowing even when the import is refused
             for warning in caught:
                 if issubclass(warning.category, IngestWarning):
@@ -458,6 +504,42 @@ def add(source: Path | None, name: str | None, fmt: str, manifest: Path | None,
     else:
         _echo(f"Nothing to do: {result.workload} is already in the store with the same "
                    f"data ({counts}).")
+
+
+def _print_ingest_warnings(caught: list[warnings.WarningMessage]) -> None:
+    from curvekit.ingest.runs import IngestWarning
+
+    for warning in caught:
+        if issubclass(warning.category, IngestWarning):
+            click.echo(f"Warning: {warning.message}", err=True)
+
+
+def _plan_table(plan: Any) -> str:
+    """The import plan of ``add --dry-run`` as text: one block per run, then the studies."""
+    lines = [f"Plan: add {plan.workload} from {plan.source} (read as {plan.format}); "
+             "nothing is written.", ""]
+    for run in plan.runs:
+        steps = f"steps {run.steps[0]}..{run.steps[1]}" if run.steps else "no rows"
+        lines += [f"run {run.run}  ->  batch size {run.batch_size} (from "
+                  f"{run.batch_size_from}), trial {run.trial_id}",
+                  f"  from:    {run.path}",
+                  f"  axis:    {run.axis}: {run.axis_evidence}",
+                  f"  rows:    {run.rows}, {steps}",
+                  f"  status:  {run.status}: {run.status_why}"]
+        for metric in run.metrics:
+            stored = metric.stored or "(left out)"
+            how = "" if metric.transform == "value" else f"  [{metric.transform}]"
+            lines.append(f"  metric:  {metric.logged} -> {stored}{how}")
+        if run.parameters:
+            shown = ", ".join(f"{k}={v!r}" for k, v in run.parameters.items())
+            lines.append(f"  params:  {shown}")
+        lines.append("")
+    for study in plan.studies:
+        lines.append(f"study batch size {study.batch_size}: {study.trials} trial(s), budget "
+                     f"{study.budget} steps (from {study.budget_from})")
+    if plan.notes:
+        lines += ["", "Notes:"] + [f"  - {note}" for note in plan.notes]
+    return "\n".join(lines)
 
 
 @main.command("generate-archive")

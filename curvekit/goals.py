@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from typing import TYPE_CHECKING
 
+import polars as pl
+
 from curvekit.errors import QueryError
 from curvekit.measure import best
 from curvekit.release.manifest import Manifest, load_manifest
@@ -114,6 +116,17 @@ _PREFERRED = ("val/classification_error", "val/cross_entropy_error", "val/averag
 _HIGHER_IS_BETTER = ("accuracy", "average_precision", "auc", "precision", "recall", "f1")
 
 
+def _with_curves(store: Store, workload: str, metrics: list[str]) -> set[str]:
+    """The metrics of ``workload`` that some trial logged at two steps or more."""
+    frame = store.measurements(workload, lazy=True)
+    assert isinstance(frame, pl.LazyFrame)
+    names = frame.collect_schema().names()[3:]  # batch_size, trial_id, step, then metrics
+    most = frame.group_by("batch_size", "trial_id").agg(
+        pl.col(n).count() for n in names).select(pl.col(n).max() for n in names).collect()
+    return {m for m, n in zip(metrics, names, strict=False)
+            if most.height and int(most.get_column(n)[0] or 0) >= 2}
+
+
 def default_goal(store: Store, workload: str) -> Goal:
     """The paper's goal for a release workload; for any other, the goal its origin records
     (``origin["goal"]`` given to :func:`curvekit.store.update.add_workload`, as the demo
@@ -121,7 +134,9 @@ def default_goal(store: Store, workload: str) -> Goal:
 
     The default metric is the first of ``val/classification_error``,
     ``val/cross_entropy_error``, ``val/average_precision`` the workload has, else its first
-    validation metric, else its first metric; names containing accuracy, precision, AUC,
+    validation metric, else its first metric, among the metrics with a curve (two values or
+    more in some trial): a one-value summary (``avg_test_acc``, logged once at the end) is
+    never the default while a curve exists. Names containing accuracy, precision, AUC,
     recall or F1 are maximized. The goal is the spec's rule over all COMPLETE trials.
 
     >>> import tempfile, curvekit
@@ -145,8 +160,10 @@ def default_goal(store: Store, workload: str) -> Goal:
     metrics = store.metrics(workload)
     if not metrics:
         raise QueryError(f"{workload!r} has no metric values")
-    metric = next((m for m in _PREFERRED if m in metrics), None) or next(
-        (m for m in metrics if m.startswith(("val", "valid"))), metrics[0])
+    curves = _with_curves(store, workload, metrics)
+    ranked = [m for m in metrics if m in curves] or metrics  # a one-value summary is no curve
+    metric = next((m for m in _PREFERRED if m in ranked), None) or next(
+        (m for m in ranked if m.startswith(("val", "valid"))), ranked[0])
     maximize = any(word in metric.lower() for word in _HIGHER_IS_BETTER)
     values = best(store, Selection(workload, metric, maximize=maximize), explain=False)
     if values.is_empty():

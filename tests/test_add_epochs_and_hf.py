@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from curvekit.errors import IngestError
+from curvekit.errors import IngestError, IngestWarning
 from curvekit.ingest.add import add, build, detect_format
 from curvekit.ingest.hf import read_hf_runs
 from curvekit.ingest.metrics import apply_map, target
@@ -343,8 +343,10 @@ def test_hf_trainer_checkpoints_make_one_trial_each_run(tmp_path: Path) -> None:
     _trainer_output(logs / "bs32", 32, 60, 120, checkpoints=(20, 40, 60), save_state=False)
     (logs / "bs16" / "runs" / "x").mkdir(parents=True)  # the TensorBoard callback's copy
     (logs / "bs16" / "runs" / "x" / "events.out.tfevents.1.host").write_bytes(b"")
-    assert detect_format(logs) == "hf"
-    data = build(logs, name=NAME)
+    with pytest.warns(IngestWarning, match="read as hf; not read: TensorBoard event files"):
+        assert detect_format(logs) == "hf"
+    with pytest.warns(IngestWarning, match="read as hf; not read: TensorBoard event files"):
+        data = build(logs, name=NAME)
     assert [(t.key.batch_size, t.trial_id, t.status) for t in data.trials] == [
         (16, 1, "COMPLETE"), (32, 1, "INCOMPLETE")]  # status from max_steps
     bs16 = data.trials[0]

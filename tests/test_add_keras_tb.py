@@ -174,7 +174,7 @@ def test_a_validation_folders_tags_map_to_the_val_split(tag: str) -> None:
     train, val = f"epoch_{tag}", _split_tag(f"epoch_{tag}", "val")
     if train == val:  # the tag already names a split
         return
-    mapped = apply_map(pl.DataFrame({"step": [0], train: [1.0], val: [2.0]}), "step", "r")
+    mapped = apply_map(pl.DataFrame({"step": [0], train: [0.25], val: [0.5]}), "step", "r")
     columns = {logged: column for column, logged in mapped.sources.items()}
     assert columns[val].startswith("val/"), (tag, columns)
     assert columns[train] == "train/" + columns[val].removeprefix("val/"), (tag, columns)

@@ -115,8 +115,13 @@ def test_a_sacred_run_without_curves_is_refused_or_kept_by_its_status(tmp_path: 
         build(tmp_path / "r", name=NAME, format="sacred")
     write_sacred_run(tmp_path / "f" / "1", config={"batch_size": 8}, metrics={},
                      status="FAILED")
+    with pytest.raises(IngestError, match=r"nothing to import"):
+        build(tmp_path / "f", name=NAME)  # no run of the source holds a curve
+    write_sacred_run(tmp_path / "f" / "2", config={"batch_size": 8},
+                     metrics={"loss": ([10, 20], [1.0, 0.5])})
     data = build(tmp_path / "f", name=NAME)
-    assert [t.status for t in data.trials] == ["INCOMPLETE"]
+    assert sorted(t.status for t in data.trials)[-1] == "INCOMPLETE"  # the failed run, kept
+    assert len(data.trials) == 2
     write_sacred_run(tmp_path / "p" / "1", config={"batch_size": 8},
                      metrics={"lr": ([0], [0.1]), "decay": ([0], [0.9])})
     with pytest.raises(IngestError, match=r"holds no curve.*\(decay, lr\).*--exclude '1'"):

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from curvekit.errors import ArchiveError, IngestError
+from curvekit.errors import ArchiveError, IngestError, IngestWarning
 from curvekit.ingest.add import add, build
 from curvekit.ingest.tensorboard import read_tensorboard_runs
 from curvekit.ingest.tfrecord import BLOCK, record
@@ -56,7 +56,7 @@ def test_steps_that_go_back_are_read_in_linear_time(tmp_path: Path) -> None:
     n = 40_000
     repeat = record(_scalar(n - 1))
     logs = _run(tmp_path, b"".join(record(_scalar(s)) for s in range(n)) + repeat * n)
-    with deadline(60):
+    with deadline(60), pytest.warns(IngestWarning, match=f"{n} of 'loss'"):
         frame = read_tensorboard_runs(logs)[0].frame
     assert frame.height == n and frame.get_column("step").to_list()[-1] == n - 1
 
@@ -81,7 +81,8 @@ def test_restarts_drop_the_points_from_their_step_on(tmp_path: Path) -> None:
                b"\x10" + _varint(400) + b"\x3a\x02\x08\x01",
                b"\x10" + _varint(100) + b"\x3a\x02\x08\x01", _scalar(150, "b")]
     logs = _run(tmp_path, b"".join(record(e) for e in events))
-    frame = read_tensorboard_runs(logs)[0].frame
+    with pytest.warns(IngestWarning, match=r"steps go back.*4 of 'a', 3 of 'b'"):
+        frame = read_tensorboard_runs(logs)[0].frame
     assert frame.rows() == [(0, 0.5, 0.5), (150, None, 0.5)]
 
 

@@ -39,7 +39,7 @@ class Source:
 
     path: str  # relative to the corpus
     manifest: str | None = None  # a file of _test_manifests/
-    manifest_text: str | None = None  # or a manifest written here (TOML)
+    runs: str | None = None  # or a manifest's text, written beside the test (TOML)
     format: str = "auto"
     metric_map: tuple[str, ...] = ()
     include: tuple[str, ...] = ()
@@ -59,8 +59,7 @@ class Source:
         extra = [f"{k}={getattr(self, k)}" for k in ("format", "metric_map", "include",
                                                           "exclude")
                  if getattr(self, k) not in ("auto", ())]
-        given = [self.manifest] if self.manifest else \
-            [repr(self.manifest_text)] if self.manifest_text else []
+        given = [self.manifest] if self.manifest else [repr(self.runs)] if self.runs else []
         return " ".join([self.path, *given, *extra])
 
 
@@ -76,6 +75,18 @@ ALGOPERF_EVAL = ("accumulated_eval_time", "accumulated_logging_time",
                  "test/cross_entropy_error", "test/num_examples", "test/ssim", "total_duration",
                  "train/cross_entropy_error", "train/ssim", "val/cross_entropy_error",
                  "val/num_examples", "val/ssim")
+
+def _bs(batch_size: int, **workload: int) -> str:
+    """A run manifest giving every run one batch size (and ``[workload]`` keys)."""
+    table = "".join(f"{k} = {v}\n" for k, v in workload.items())
+    return (f"[workload]\n{table}" if table else "") + \
+        f'[[runs]]\nrun = "*"\nbatch_size = {batch_size}\n'
+
+
+IRFANET_APPENDED = ("training_logs191017(2).log", "training_logs191017(3).log",
+                    "training_logs191017(5).log", "training_logs211017.log",
+                    "training_logs221017.log")
+TESTTUBE_EMPTY = tuple(f"lightning_logs/version_{n}" for n in (1, 2, 3, 4))
 
 SOURCES: list[Source] = [
     # PyTorch Lightning's CSVLogger
@@ -215,7 +226,7 @@ SOURCES: list[Source] = [
            metric_map=("trainLoss=", "trainAccuracy="),
            refused=("models/11", "counts epochs", "steps_per_epoch")),
     # JSB Chorales: 229 sequences in batches of 128, 2 steps per epoch (SOURCES.md)
-    Source("sacred/catniplab-jsb/models", manifest_text="[workload]\nsteps_per_epoch = 2\n",
+    Source("sacred/catniplab-jsb/models", runs="[workload]\nsteps_per_epoch = 2\n",
            exclude=("1",), metric_map=("trainLoss=", "trainAccuracy="), trials=6, rows=900,
            steps=(2, 300),
            metrics=_m("testAccuracy", "testLoss", "validAccuracy", "validLoss"),
@@ -235,7 +246,7 @@ SOURCES: list[Source] = [
     # timm: 0-based epochs of a run resumed at 1508; CIFAR-100 50,000 / 200 = 250 steps
     Source("timm/za101-volo", refused=("output/summary.csv", "counts epochs",
                                        "steps_per_epoch")),
-    Source("timm/za101-volo", manifest_text="[workload]\nsteps_per_epoch = 250\n", trials=1,
+    Source("timm/za101-volo", runs="[workload]\nsteps_per_epoch = 250\n", trials=1,
            rows=272, steps=(1509 * 250, 1780 * 250),
            metrics=_m("train/cross_entropy_error", "val/classification_error",
                       "val/cross_entropy_error", "val/top5"),
@@ -243,7 +254,7 @@ SOURCES: list[Source] = [
     # Ultralytics: the datasets' sizes are not in the repositories; coco128 is 8 steps
     Source("other/abonia-yolov8", refused=("runs/detect/train/results.csv", "counts epochs",
                                            "steps_per_epoch")),
-    Source("other/abonia-yolov8", manifest_text="[workload]\nsteps_per_epoch = 100\n",
+    Source("other/abonia-yolov8", runs="[workload]\nsteps_per_epoch = 100\n",
            trials=1, rows=25, steps=(100, 2500),
            metrics=_m("lr/pg0", "lr/pg1", "lr/pg2", "metrics/mAP50(B)", "metrics/mAP50-95(B)",
                       "metrics/precision(B)", "metrics/recall(B)", "train/box_loss",
@@ -252,7 +263,7 @@ SOURCES: list[Source] = [
            statuses={"COMPLETE": 1},
            warns=("read as ultralytics; not read: TensorBoard event files",)),
     Source("other/grafit-yolov5", include=("runs/train/exp",),
-           manifest_text="[workload]\nsteps_per_epoch = 8\n", trials=1, rows=3, steps=(8, 24),
+           runs="[workload]\nsteps_per_epoch = 8\n", trials=1, rows=3, steps=(8, 24),
            metrics=_m("metrics/mAP_0.5", "metrics/mAP_0.5:0.95", "metrics/precision",
                       "metrics/recall", "train/box_loss", "train/cls_loss", "train/obj_loss",
                       "val/box_loss", "val/cls_loss", "val/obj_loss", "x/lr0", "x/lr1", "x/lr2"),
@@ -266,7 +277,7 @@ SOURCES: list[Source] = [
     # logged nothing. MNIST 60,000 / 256 = 234 steps per epoch (app/main.py)
     Source("mlflow/doha-gans-sqlite",
            refused=("mlruns.db", "counts epochs", "epochs parameter is 5")),
-    Source("mlflow/doha-gans-sqlite", manifest_text="[workload]\nsteps_per_epoch = 234\n",
+    Source("mlflow/doha-gans-sqlite", runs="[workload]\nsteps_per_epoch = 234\n",
            trials=2, rows=10, steps=(234, 1170),
            metrics=_m("accuracy_fake", "accuracy_real", "discriminator_loss", "generator_loss"),
            statuses={"COMPLETE": 2}, warns=("left out 2 run(s) that logged no metric",)),
@@ -278,6 +289,91 @@ SOURCES: list[Source] = [
     Source("wandb/aorvieto-rundirs",
            refused=("run-u1c25l6f.wandb", "binary", "wandb sync", "scan_history",
                     "--log-format wandb")),
+    # Hugging Face Trainer: checkpoint-N/ copies of one history (each a prefix of the next)
+    # are one run, read from its most complete copy; the callback's runs/ are not read
+    Source("hf/hannibal-qlora", runs=_bs(8), trials=1, rows=1500, steps=(1, 1500),
+           metrics=_m("learning_rate", "train/cross_entropy_error"), statuses={"COMPLETE": 1},
+           warns=("read as hf; not read: TensorBoard event files",)),
+    Source("hf/hannibal-qlora",
+           refused=("checkpoint-1500/trainer_state.json", "has no batch size",
+                    "batch_size = N")),
+    Source("hf/subro-lora-agnews", trials=1, rows=24, steps=(100, 2400),
+           metrics=_m("grad_norm", "learning_rate", "train/cross_entropy_error",
+                      "val/classification_error", "val/cross_entropy_error"),
+           statuses={"COMPLETE": 1}),  # global_step == max_steps
+    Source("tensorboard/aguleon-hf-runs", runs=_bs(32), trials=1, rows=12, steps=(100, 1200),
+           metrics=_m("grad_norm", "learning_rate", "train/cross_entropy_error",
+                      "val/classification_error", "val/cross_entropy_error"),
+           statuses={"COMPLETE": 1}, warns=("read as hf; not read: TensorBoard event files",)),
+    Source("tensorboard/aguleon-hf-runs", runs=_bs(32), format="tensorboard", trials=5,
+           rows=60, steps=(100, 1200), statuses={"COMPLETE": 5}),
+    # Keras's CSVLogger: epochs on the step axis only with steps per epoch
+    Source("keras/deepender-mnist", runs=_bs(128, steps_per_epoch=296), trials=1, rows=30,
+           steps=(296, 8880),
+           metrics=_m("learning_rate", "train/classification_error",
+                      "train/cross_entropy_error", "val/classification_error",
+                      "val/cross_entropy_error"), statuses={"COMPLETE": 1}),
+    Source("keras/deepender-mnist", runs=_bs(128),
+           refused=("training_log.csv", "counts epochs", "steps_per_epoch")),
+    # CSVLogger(append=True) into training.log files: appended runs are named, all at once
+    Source("keras/irfanet-py2", runs=_bs(8),
+           refused=("training_logs191017(2).log, line 37", "epoch 0 appears twice",
+                    "import the attempts as separate runs", "more problems in this import",
+                    "training_logs221017.log")),
+    Source("keras/irfanet-py2",
+           runs=_bs(8, steps_per_epoch=50) + '[[runs]]\nrun = "training_logs191017(4)*"\n'
+           'batch_size = 32\n', exclude=IRFANET_APPENDED, trials=4, rows=104, steps=(50, 2750),
+           metrics=_m("train/classification_error", "train/cross_entropy_error",
+                      "val/classification_error", "val/cross_entropy_error"),
+           statuses={"COMPLETE": 2, "INCOMPLETE": 2}),
+    # Lightning's CSVLogger: train and validation rows of one step merged
+    Source("lightning/amitbatikoff-quantile", runs=_bs(128), trials=9, rows=446,
+           steps=(0, 309), metrics=_m("train/cross_entropy_error", "val/cross_entropy_error"),
+           statuses={"COMPLETE": 2, "INCOMPLETE": 7}),
+    Source("lightning/insitro-kindel", runs=_bs(32), trials=40, rows=1700, steps=(49, 2499),
+           metrics=_m("train/cross_entropy_error", "val/cross_entropy_error"),
+           statuses={"COMPLETE": 25, "INCOMPLETE": 15}),
+    # Lightning 0.6's TestTubeLogger: meta_tags.csv gives batch sizes; tf/ is a copy
+    Source("lightning/jhko725-testtube",
+           refused=("lightning_logs/version_1/metrics.csv, line 1", "empty file",
+                    "--exclude 'lightning_logs/version_1/metrics.csv'",
+                    "and 3 more problems in this import", "version_4/metrics.csv")),
+    Source("lightning/jhko725-testtube", exclude=TESTTUBE_EMPTY,
+           refused=("metrics.csv", "counts epochs", "steps_per_epoch")),
+    Source("lightning/jhko725-testtube", runs="[workload]\nsteps_per_epoch = 5\n",
+           exclude=TESTTUBE_EMPTY, trials=5, rows=4366, steps=(5, 7405),
+           metrics=_m("train/cross_entropy_error"), statuses={"COMPLETE": 3, "INCOMPLETE": 2},
+           warns=("read as csv; not read: TestTube's TensorBoard copy",)),
+    # MLflow 1.x file store: every point at step 0, ordered by time only
+    Source("mlflow/toma-wheat/mlruns", runs=_bs(8),
+           refused=("metrics/train/loss, line 2", "are at step 0", "step=",
+                    "1 more problem in this import")),
+    # TF1 Estimator: eval/ is the validation of the run in its parent folder
+    Source("tensorboard/camilo-tf1-estimator", runs=_bs(128), trials=1, rows=23,
+           steps=(1, 2200),
+           metrics=_m("dnn/dnn/hiddenlayer_0_fraction_of_zero_values",
+                      "dnn/dnn/hiddenlayer_1_fraction_of_zero_values",
+                      "dnn/dnn/hiddenlayer_2_fraction_of_zero_values",
+                      "dnn/dnn/logits_fraction_of_zero_values", "global_step/sec",
+                      "train/cross_entropy_error", "val/classification_error",
+                      "val/cross_entropy_error"), statuses={"COMPLETE": 1}),
+    # Lightning's TensorBoardLogger with hparams (no batch size among them)
+    Source("tensorboard/ender-satd-pl", runs=_bs(8), trials=1, rows=480, steps=(0, 264959),
+           metrics=_m("lr-SGD", "train/cross_entropy_error", "val/ExpRate",
+                      "val/cross_entropy_error"), statuses={"COMPLETE": 1}),
+    Source("tensorboard/ender-satd-pl",
+           refused=("lightning_logs/version_0", "has no batch size", "batch_size = N")),
+    # TF2 Keras train/ + validation/, and the HParams plugin's sessions (one value each)
+    Source("tensorboard/mrdbourke-tf2-keras", runs=_bs(250),
+           refused=("stevesCode/logs", "epoch_", "steps_per_epoch")),
+    Source("tensorboard/mrdbourke-tf2-keras", runs=_bs(250, steps_per_epoch=160),
+           exclude=("hparam_tuning",), trials=1, rows=2, steps=(160, 320),
+           metrics=_m("train/classification_error", "train/cross_entropy_error",
+                      "val/classification_error", "val/cross_entropy_error"),
+           statuses={"COMPLETE": 1}),
+    Source("tensorboard/mrdbourke-tf2-keras", runs=_bs(16), include=("hparam_tuning",),
+           trials=4, rows=4, steps=(1, 1), metrics=_m("train/classification_error"),
+           statuses={"COMPLETE": 4}),
 ]
 
 
@@ -285,9 +381,9 @@ SOURCES: list[Source] = [
 def test_real_logs(source: Source, tmp_path: Path) -> None:
     path = CORPUS / source.path
     manifest = CORPUS / "_test_manifests" / source.manifest if source.manifest else None
-    if source.manifest_text is not None:
+    if source.runs is not None:
         manifest = tmp_path / "runs.toml"
-        manifest.write_text(source.manifest_text)
+        manifest.write_text(source.runs)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", IngestWarning)
         call = lambda: build(path, name="real/corpus/opt", format=source.format,  # noqa: E731
@@ -317,12 +413,7 @@ def test_real_logs(source: Source, tmp_path: Path) -> None:
         assert any(fragment in m for m in messages), messages
 
 
-PENDING = frozenset({
-    "hf/hannibal-qlora", "hf/subro-lora-agnews", "keras/deepender-mnist", "keras/irfanet-py2",
-    "lightning/amitbatikoff-quantile", "lightning/insitro-kindel", "lightning/jhko725-testtube",
-    "mlflow/toma-wheat", "tensorboard/aguleon-hf-runs", "tensorboard/camilo-tf1-estimator",
-    "tensorboard/ender-satd-pl", "tensorboard/mrdbourke-tf2-keras",
-})
+PENDING: frozenset[str] = frozenset()
 """Sources of the corpus whose expected outcome is not written down yet. This list only
 shrinks: a source leaves it when it gets its :data:`SOURCES` entry."""
 

@@ -43,23 +43,26 @@ from curvekit.ingest.jsonlines import LOG_NAME, is_jsonl_log
 from curvekit.ingest.metrics import apply_map, parse_overrides
 from curvekit.ingest.mlflow_sqlite import SUFFIXES as SQLITE_SUFFIXES
 from curvekit.ingest.mlflow_sqlite import is_mlflow_db
+from curvekit.ingest.plan import ImportPlan, MetricPlan, RunPlan, StudyPlan
 from curvekit.ingest.runs import (
     INT64_MAX,
     IngestWarning,
     ReadOptions,
     RunLog,
+    all_problems,
+    conflict_rule,
     epochs_to_steps,
     settle_axis,
     steps_per_epoch,
 )
 from curvekit.ingest.select import ALL, FileFilter
-from curvekit.ingest.status import decide
+from curvekit.ingest.status import decide, explain
 from curvekit.names import ColumnNames, check_name
 from curvekit.records import StudyKey, StudyRecord, TrialRecord, Workload
 from curvekit.store.update import AddResult, WorkloadData, add_workload
 from curvekit.values import parameter_fix, parameter_problem
 
-__all__ = ["FORMATS", "Format", "add", "build", "detect_format"]
+__all__ = ["FORMATS", "Format", "add", "add_plan", "build", "detect_format"]
 
 Format = Literal["auto", "release", "csv", "tensorboard", "mlflow", "wandb", "algoperf",
                  "hf", "sacred", "dvclive", "timm", "ultralytics", "jsonl"]
@@ -153,6 +156,8 @@ def detect_format(source: Path, select: FileFilter = ALL, *,
             return "algoperf"
         if name.endswith(".csv"):
             return _csv_kind(source, source.name, files_of(source, files))
+        if csvlogs.is_csvlogger_log(source, files_of(source, files)):
+            return "csv"
         raise IngestError("unknown format: not a .tar.* archive, an event file, a .csv or a "
                           ".parquet file; pass --log-format", path=str(source))
     files = files_of(source, files)
@@ -192,6 +197,10 @@ def detect_format(source: Path, select: FileFilter = ALL, *,
                 if _under_mlflow_artifacts(here, source, files):
                     byproducts.setdefault("mlflow", set()).add(
                         "TensorBoard event files under its runs' artifacts/")
+                elif here.name == "tf" and here != source and csvlogs.is_testtube_tags(
+                        here.parent / csvlogs.TESTTUBE_TAGS, files.listdir(here.parent)):
+                    byproducts.setdefault("csv", set()).add(
+                        "TestTube's TensorBoard copy of its metrics.csv (tf/)")
                 elif "artifacts" in Path(rel).parts:
                     in_artifacts = True  # an SQL store's artifact root has no meta.yaml
                 else:
@@ -205,6 +214,9 @@ def detect_format(source: Path, select: FileFilter = ALL, *,
                 found.add("jsonl")
             elif low.endswith(".csv") and "mlflow" not in found:
                 found.add(_csv_kind(here / f, f"{rel}/{f}".removeprefix("./"), files))
+            elif low.endswith(csvlogs.CSVLOGGER_LOG) and csvlogs.is_csvlogger_log(here / f,
+                                                                                  files):
+                found.add("csv")
     if in_artifacts:  # the artifacts of an MLflow store's runs, or logs of their own
         if "mlflow" in found:
             byproducts.setdefault("mlflow", set()).add(
@@ -213,8 +225,9 @@ def detect_format(source: Path, select: FileFilter = ALL, *,
             found.add("tensorboard")
     if "mlflow" in found or "release" in found:
         found.discard("csv")  # MLflow artifacts may be CSV files; the release's measurements are
-    if "hf" in found:  # the Trainer's TensorBoard callback writes the same scalars (runs/)
+    if "hf" in found and "tensorboard" in found:  # the Trainer's callback: the same scalars
         found.discard("tensorboard")
+        byproducts.setdefault("hf", set()).add("TensorBoard event files (the Trainer's runs/)")
     if len(found) == 1:
         picked = found.pop()
         made = byproducts.get(picked, set())
@@ -236,7 +249,7 @@ def detect_format(source: Path, select: FileFilter = ALL, *,
 
 
 _OTHERS = {"mlflow": "tensorboard", "ultralytics": "tensorboard", "sacred": "csv",
-           "timm": "csv"}
+           "timm": "csv", "hf": "tensorboard", "csv": "tensorboard"}
 """The format that reads what a primary format's runs made beside their logs."""
 
 
@@ -490,9 +503,9 @@ def _count_param(params: Mapping[str, Any], name: str) -> int | None:
 
 
 def _on_steps(run: RunLog, specs: Sequence[manifest_.RunSpec], man: manifest_.RunManifest,
-              batch_size: int) -> tuple[pl.DataFrame, bool]:
-    """The run's rows on the step axis, and whether the manifest's steps per epoch (or
-    train examples) were used.
+              batch_size: int) -> tuple[pl.DataFrame, bool, str, str]:
+    """The run's rows on the step axis, whether the manifest's steps per epoch (or
+    train examples) were used, the axis (``step``, or ``epoch x N``) and its evidence.
 
     The one rule for every format: a run that counts epochs (see
     :func:`~curvekit.ingest.runs.settle_axis`) gets steps_per_epoch from the manifest's
@@ -515,10 +528,16 @@ def _on_steps(run: RunLog, specs: Sequence[manifest_.RunSpec], man: manifest_.Ru
     if per_epoch is None and man.train_examples:
         from_manifest = per_epoch = steps_per_epoch(man.train_examples, batch_size)
     frame = run.frame
+    why = run.why_epochs
     if not run.by_epoch:
         if from_manifest is None or run.axis_named:
-            return frame, False
+            evidence = ("the log names its step (a step column or the logger's own step "
+                        "count)" if run.axis_named else "the logger's step, as the caller "
+                        "logged it; no sign of an epoch axis (if it counts epochs, give "
+                        "steps_per_epoch in the manifest)")
+            return frame, False, "step", evidence
         frame = frame.rename({"step": "epoch"})  # the manifest says the steps are epochs
+        why = "the manifest gives steps_per_epoch for a logger whose step is the caller's"
     elif per_epoch is None:
         raise IngestError(
             f"run {run.key!r} counts epochs, not training steps: {run.why_epochs}; give "
@@ -526,7 +545,9 @@ def _on_steps(run: RunLog, specs: Sequence[manifest_.RunSpec], man: manifest_.Ru
             "table (or its [[runs]] entry), or train_examples = N to compute it from the "
             "batch size, so that epochs become steps", path=run.path)
     assert per_epoch is not None
-    return epochs_to_steps(frame, per_epoch, run.path), from_manifest is not None
+    given = "the manifest" if from_manifest is not None else "the log's steps_per_epoch"
+    return (epochs_to_steps(frame, per_epoch, run.path), from_manifest is not None,
+            f"epoch x {per_epoch}", f"{why}; {per_epoch} steps per epoch from {given}")
 
 
 def _trial_ids(runs: Sequence[RunLog], explicit: Mapping[str, int | None], where: str
@@ -556,10 +577,12 @@ def build(source: str | os.PathLike[str] | None = None, *, name: str | None = No
           format: Format | str = "auto", manifest: str | os.PathLike[str] | None = None,
           metric_map: Mapping[str, str] | Sequence[str] | None = None,
           include: Sequence[str] = (), exclude: Sequence[str] = (),
-          follow_links: bool = False) -> WorkloadData:
+          follow_links: bool = False, on_conflict: str = "refuse",
+          plan: ImportPlan | None = None) -> WorkloadData:
     """Read and check every run; return the workload, ready to be written (nothing is).
 
-    Arguments as for :func:`add`.
+    Arguments as for :func:`add`; ``plan``, when given, is filled with what was inferred
+    (see :func:`add_plan`).
     """
     man = manifest_.load_run_manifest(Path(manifest)) if manifest is not None \
         else manifest_.RunManifest()
@@ -604,16 +627,25 @@ def build(source: str | os.PathLike[str] | None = None, *, name: str | None = No
     wl_name = _check_name(name or man.name, src)
     renames = tuple(old for old, new in overrides.items() if new == "step")
     drop = frozenset(old for old, new in overrides.items() if not new)
-    runs = _readers()[fmt](src, ReadOptions(renames, drop, select, files))
+    with conflict_rule(on_conflict):  # every reader merges rows through merge_rows
+        runs = _readers()[fmt](src, ReadOptions(renames, drop, select, files))
     if not runs:
         left_out = " (or --include/--exclude left every file out)" if select else ""
         raise IngestError(f"no {fmt} runs found here{left_out}; check the path, or pass "
                           "--log-format", path=str(src))
-    return check_names(_assemble(runs, wl_name, fmt, src, man, overrides))
+    if all(r.frame.height == 0 or set(r.frame.columns) <= {"step", "epoch"} for r in runs):
+        raise IngestError(
+            f"nothing to import: the {len(runs)} {fmt} run(s) found here "
+            f"({', '.join(r.key for r in runs[:5])}{', ...' if len(runs) > 5 else ''}) hold no "
+            "curve (no scalar logged at a step: only images, histograms, text, or Lightning's "
+            "hp_metric placeholder); point at the logs that hold the training curves, or pass "
+            "--log-format to read another format", path=str(src))
+    return check_names(_assemble(runs, wl_name, fmt, src, man, overrides, plan))
 
 
 def _assemble(runs: list[RunLog], name: tuple[str, str, str], fmt: str, src: Path,
-              man: manifest_.RunManifest, overrides: dict[str, str]) -> WorkloadData:
+              man: manifest_.RunManifest, overrides: dict[str, str],
+              plan: ImportPlan | None = None) -> WorkloadData:
     where = man.path or str(src)
     specs = _specs_for(runs, man.runs, where)
     prepared: dict[int, list[tuple[RunLog, list[manifest_.RunSpec], pl.DataFrame,
@@ -622,27 +654,52 @@ def _assemble(runs: list[RunLog], name: tuple[str, str, str], fmt: str, src: Pat
     params: dict[str, dict[str, tuple[Any, str, str]]] = {}
     metric_names: list[tuple[str, str, str]] = []
     per_epoch_used = False
+    axes: dict[str, tuple[str, str, str]] = {}  # run -> axis, its evidence, batch size from
+    transforms: dict[str, dict[str, str]] = {}
+    dropped: dict[str, list[str]] = {}
+    problems: list[IngestError] = []  # every run is checked; all problems reported at once
     for run in runs:
         mine = specs[run.key]
-        batch_size = next((s.batch_size for s in reversed(mine) if s.batch_size), None) \
-            or _native_batch_size(run)
+        batch_size = next((s.batch_size for s in reversed(mine) if s.batch_size), None)
+        try:
+            batch_size = batch_size or _native_batch_size(run)
+        except IngestError as exc:
+            problems.append(exc)
         if batch_size is None:
-            raise IngestError(
+            problems.append(IngestError(
                 f"run {run.key!r} has no batch size; give it in the manifest ([[runs]] "
                 f"run = \"{run.key}\", batch_size = N) or log it as a parameter named "
-                "batch_size", path=run.path)
-        run = settle_axis(run, {old for old, new in overrides.items() if not new})
-        _check_final_only(run)
-        frame, used = _on_steps(run, mine, man, batch_size)
+                "batch_size", path=run.path))
+        try:  # the other checks go on without a batch size, to find every problem now
+            run = settle_axis(run, {old for old, new in overrides.items() if not new})
+            declared = bool(man.steps_per_epoch or man.train_examples
+                            or any(s.steps_per_epoch for s in mine))
+            if not (declared and run.epoch_hint and run.frame.height == 1):
+                # (an autologged run of one epoch logs its only epoch at step 0: with steps
+                # per epoch given, that point is epoch 0, not a final value)
+                _check_final_only(run)
+            frame, used, axis, evidence = _on_steps(run, mine, man, batch_size or 1)
+            mapped = apply_map(frame, "step", run.path,
+                               {k: v for k, v in overrides.items() if k not in renames})
+        except IngestError as exc:
+            problems.append(exc)
+            continue
+        if batch_size is None:
+            continue
+        axes[run.key] = (axis, evidence, "the manifest" if any(s.batch_size for s in mine)
+                         else "the log's parameters")
         per_epoch_used = per_epoch_used or used
-        mapped = apply_map(frame, "step", run.path,
-                           {k: v for k, v in overrides.items() if k not in renames})
         metrics = [c for c in mapped.frame.columns if c != "step"]
         out = mapped.frame
         if metrics:
             out = out.filter(pl.any_horizontal(pl.col(c).is_not_null() for c in metrics))
         prepared.setdefault(batch_size, []).append((run, mine, out, mapped.sources))
+        transforms[run.key] = mapped.transforms
+        dropped[run.key] = [c for c in frame.columns if c != "step"
+                            and c not in mapped.sources.values()]
         metric_names.extend((new, old, run.path) for new, old in mapped.sources.items())
+    if problems:
+        raise all_problems(problems)
     if not per_epoch_used and (man.steps_per_epoch or man.train_examples):
         given = "steps_per_epoch" if man.steps_per_epoch else "train_examples"
         value = man.steps_per_epoch or man.train_examples
@@ -676,11 +733,19 @@ def _assemble(runs: list[RunLog], name: tuple[str, str, str], fmt: str, src: Pat
         ids = _trial_ids([r for r, *_ in group], explicit, where)
         study_trials = []
         for (run, mine, frame, sources), last in zip(group, lasts, strict=True):
-            status = decide(frame, sources, budget,
-                            next((s.status for s in reversed(mine) if s.status), None),
-                            step_offset=run.step_offset, finished=run.finished)
+            told = next((s.status for s in reversed(mine) if s.status), None)
+            status = decide(frame, sources, budget, told, step_offset=run.step_offset,
+                            finished=run.finished)
             tid = ids[run.key]
             values = {k: v[0] for k, v in params[run.key].items()}
+            if plan is not None:
+                plan.runs.append(_run_plan(run, batch_size, tid, frame, sources, status,
+                                           explain(frame, sources, budget, told,
+                                                   step_offset=run.step_offset,
+                                                   finished=run.finished,
+                                                   finished_why=run.finished_why),
+                                           axes[run.key], transforms[run.key],
+                                           dropped[run.key], values))
             study_trials.append(TrialRecord(key, tid, status, last, values, run.path))
             measurements[(key, tid)] = frame.to_arrow()
             origin_runs[f"{batch_size}/{tid}"] = run.key
@@ -690,6 +755,9 @@ def _assemble(runs: list[RunLog], name: tuple[str, str, str], fmt: str, src: Pat
             else _derived_configs(study_trials)
         studies.append(StudyRecord(key, man.dataset or base_dir, man.early_stopping, budget,
                                    configs, {"imported_from": fmt}, where))
+        if plan is not None:
+            plan.studies.append(StudyPlan(batch_size, budget, _budget_from(
+                man, batch_size, [r for r, *_ in group]), len(study_trials)))
     origin = {"format": fmt, "source": str(src.resolve()),
               "manifest": str(Path(man.path).resolve()) if man.path else None,
               "metric_map": dict(sorted(overrides.items())),
@@ -697,11 +765,88 @@ def _assemble(runs: list[RunLog], name: tuple[str, str, str], fmt: str, src: Pat
     return WorkloadData(studies, trials, measurements, origin)
 
 
+def _run_plan(run: RunLog, batch_size: int, trial_id: int, frame: pl.DataFrame,
+              sources: Mapping[str, str], status: str, why: str,
+              axis: tuple[str, str, str], transforms: Mapping[str, str],
+              dropped: Sequence[str], parameters: Mapping[str, Any]) -> RunPlan:
+    steps = frame.get_column("step")
+    span = (int(steps.min()), int(steps.max())) if frame.height else None  # type: ignore[arg-type]
+    metrics = [MetricPlan(old, new, transforms.get(new, "value"))
+               for new, old in sorted(sources.items(), key=lambda item: item[1])]
+    metrics += [MetricPlan(old, "", "dropped (--map)") for old in dropped]
+    return RunPlan(run.key, run.path, batch_size, trial_id, axis[0], axis[1], frame.height,
+                   span, status, why, axis[2], run.aliases, metrics, dict(parameters))
+
+
+def _budget_from(man: manifest_.RunManifest, batch_size: int, runs: Sequence[RunLog]) -> str:
+    if man.train_steps_for(batch_size) is not None:
+        return "the manifest's train_steps"
+    for r in runs:
+        for n in BUDGET_PARAMS:
+            v = r.params.get(n)
+            if isinstance(v, int | float) and not isinstance(v, bool) and v > 0:
+                return f"the log's {n} parameter"
+    return ("the longest run of this batch size; give train_steps in the manifest for the "
+            "budget you trained for")
+
+
+def add_plan(source: str | os.PathLike[str] | None = None, *, name: str | None = None,
+             format: Format | str = "auto", manifest: str | os.PathLike[str] | None = None,
+             metric_map: Mapping[str, str] | Sequence[str] | None = None,
+             include: Sequence[str] = (), exclude: Sequence[str] = (),
+             follow_links: bool = False, on_conflict: str = "refuse") -> ImportPlan:
+    """What :func:`add` would import, and why, without writing anything (``curvekit add
+    --dry-run``): the logs are read and checked exactly as :func:`add` reads them, so a
+    problem raises the same :class:`~curvekit.errors.IngestError`. The warnings the import
+    raises are the plan's ``notes`` (and are raised too).
+
+    >>> import pathlib, tempfile
+    >>> logs = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (logs / "bs64.csv").write_text("step,val_acc\\n100,0.5\\n200,0.75\\n")
+    >>> _ = (logs / "runs.toml").write_text('[[runs]]\\nrun = "*"\\nbatch_size = 64\\n')
+    >>> plan = add_plan(logs / "bs64.csv", name="my_data/mlp/sgd", manifest=logs / "runs.toml")
+    >>> run = plan.runs[0]
+    >>> run.rows, run.steps, run.metrics[0].stored, run.metrics[0].transform
+    (2, (100, 200), 'val/classification_error', '1 - value')
+    """
+    plan = ImportPlan(name or "", format, str(source) if source is not None else "")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", IngestWarning)
+            data = build(source, name=name, format=format, manifest=manifest,
+                         metric_map=metric_map, include=include, exclude=exclude,
+                         follow_links=follow_links, on_conflict=on_conflict, plan=plan)
+    finally:  # raised again, for whoever listens (the CLI prints them)
+        for warning in caught:
+            warnings.warn_explicit(warning.message, warning.category, warning.filename,
+                                   warning.lineno)
+    plan.notes.extend(str(w.message) for w in caught if issubclass(w.category, IngestWarning))
+    plan.workload = data.workload
+    plan.format = str(data.origin.get("format", format))
+    plan.source = str(data.origin.get("source", plan.source))
+    if not plan.runs:  # the release's layout: its trials as they are
+        for trial in data.trials:
+            table = data.measurements[(trial.key, trial.trial_id)]
+            steps = table.column("step").to_pylist()
+            names = sorted(set(table.column("metric").to_pylist())) \
+                if set(table.column_names) == {"step", "metric", "value"} \
+                else [c for c in table.column_names if c != "step"]
+            plan.runs.append(RunPlan(
+                trial.member, trial.member, trial.key.batch_size, trial.trial_id, "step",
+                "the release's measurements.csv", table.num_rows,
+                (min(steps), max(steps)) if steps else None, trial.status,
+                "the release's metadata.json", "the release's study.json",
+                metrics=[MetricPlan(c, c) for c in names],
+                parameters=dict(trial.parameters)))
+    return plan
+
+
 def add(source: str | os.PathLike[str] | None = None, *, name: str | None = None,
         format: Format | str = "auto", manifest: str | os.PathLike[str] | None = None,
         metric_map: Mapping[str, str] | Sequence[str] | None = None, replace: bool = False,
         home: str | os.PathLike[str] | None = None, include: Sequence[str] = (),
-        exclude: Sequence[str] = (), follow_links: bool = False) -> AddResult:
+        exclude: Sequence[str] = (), follow_links: bool = False,
+        on_conflict: str = "refuse") -> AddResult:
     """Import the training runs at ``source`` as the workload ``name`` of the store.
 
     ``format`` is one of :data:`FORMATS` (``auto`` detects it). ``manifest`` is a run
@@ -715,6 +860,9 @@ def add(source: str | os.PathLike[str] | None = None, *, name: str | None = None
     add to them). Only regular files inside ``source`` are read, never through a symbolic
     link (see :mod:`curvekit.ingest.files`); ``follow_links`` follows links wherever they
     point (still to regular files only): use it for a folder of links you made yourself.
+    ``on_conflict`` says what to do with one metric logged twice at one step with different
+    values: ``refuse`` (the default), keep the ``first`` or the ``last`` value logged (see
+    :func:`~curvekit.ingest.runs.merge_rows`).
 
     Raises :class:`~curvekit.errors.IngestError` naming the file, line and problem when an
     input is bad, and :class:`~curvekit.errors.StoreError` when the name is taken; the store
@@ -731,5 +879,6 @@ def add(source: str | os.PathLike[str] | None = None, *, name: str | None = None
     ``docs/adding-workloads.md``.
     """
     data = build(source, name=name, format=format, manifest=manifest, metric_map=metric_map,
-                 include=include, exclude=exclude, follow_links=follow_links)
+                 include=include, exclude=exclude, follow_links=follow_links,
+                 on_conflict=on_conflict)
     return add_workload(home, data, replace=replace)

@@ -34,12 +34,10 @@ from __future__ import annotations
 
 import csv
 import io
-import os
 import re
 import warnings
 from collections import Counter
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -61,19 +59,42 @@ from curvekit.ingest.runs import (
     exact_integers,
     merge_rows,
     overflow_warning,
+    read_each,
     steps_per_epoch,
 )
 from curvekit.ingest.select import ALL, FileFilter
-from curvekit.ingest.yamlish import read_flat_yaml
+from curvekit.ingest.yamlish import param_value, read_flat_yaml, scalar
 from curvekit.names import name_problem
 
-__all__ = ["ALGOPERF_CURVE", "ALGOPERF_STEPS", "AXIS_COLUMNS", "CHART_COMPANIONS", "INDEX_COLUMN",
-           "LIGHTNING_STEP_OFFSET", "MAX_HEADER_BYTES", "NOT_METRICS", "RUNS_TABLE_COLUMNS",
-           "STEP_COLUMNS",
-           "TIME_COLUMNS", "chart_export_runs", "epochs_to_steps", "frame_from_table",
-           "is_lightning_log", "log_files", "read_csv_run", "read_csv_runs",
-           "read_header_line", "read_table_bytes", "refuse_runs_table", "skip_folder",
-           "steps_per_epoch"]
+__all__ = [
+    "ALGOPERF_CURVE",
+    "ALGOPERF_STEPS",
+    "AXIS_COLUMNS",
+    "CHART_COMPANIONS",
+    "INDEX_COLUMN",
+    "LIGHTNING_STEP_OFFSET",
+    "MAX_HEADER_BYTES",
+    "NOT_METRICS",
+    "RUNS_TABLE_COLUMNS",
+    "STEP_COLUMNS",
+    "TIME_COLUMNS",
+    "chart_export_runs",
+    "dialect",
+    "epochs_to_steps",
+    "frame_from_table",
+    "is_csvlogger_log",
+    "is_lightning_log",
+    "is_testtube_tags",
+    "log_files",
+    "plain_csv",
+    "read_csv_run",
+    "read_csv_runs",
+    "read_header_line",
+    "read_table_bytes",
+    "refuse_runs_table",
+    "skip_folder",
+    "steps_per_epoch",
+]
 
 # Training-step columns, most specific first: W&B's "_step" counts log calls, so a history
 # that also has Lightning's "trainer/global_step" is placed by the latter.
@@ -81,7 +102,8 @@ STEP_COLUMNS = ("step", "global_step", "trainer/global_step", "_step", "Step", "
                 "iter")
 # Empty cells are missing, and "NA": Keras's CSVLogger writes it for a metric an epoch lacks.
 MISSING = ("", "NA")
-TIME_COLUMNS = frozenset({"_runtime", "_timestamp", "timestamp", "wall_time", "Wall time"})
+TIME_COLUMNS = frozenset({"_runtime", "_timestamp", "timestamp", "wall_time", "Wall time",
+                          "created_at"})  # created_at: TestTube's (Lightning <= 0.7) clock
 NOT_METRICS = frozenset({"epoch", "_step", *TIME_COLUMNS})
 """Columns a log may hold that are never metrics: the epoch (it tells the time axis), W&B's
 own step counter and the wall clock. A ``--map`` that names one as a metric is refused."""
@@ -159,6 +181,45 @@ def read_header_line(path: Path, files: SourceFiles | None = None) -> bytes:
         raise IngestError(f"the header line is longer than {MAX_HEADER_BYTES >> 20} MiB; a CSV "
                           "log starts with one line naming its columns", path=str(path), line=1)
     return first
+
+
+_DECIMAL_COMMA = re.compile(r"^[+-]?\d+,\d+(?:[eE][+-]?\d+)?$")
+
+
+def dialect(header: bytes) -> tuple[str, bool]:
+    """The separator of a CSV log and whether its cells are padded with spaces, read off its
+    header line: a comma unless the line has none and has semicolons (spreadsheets of
+    locales that write ``0,5``) or tabs; padded when a name starts or ends with a space
+    (Ultralytics' and other right-aligned logs).
+
+    >>> dialect(b"step,loss"), dialect(b"step;loss"), dialect(b"  epoch,  train/loss")
+    ((',', False), (';', False), (',', True))
+    """
+    text = header.decode("utf-8-sig", errors="replace").rstrip("\r\n")
+    separator = ","
+    if "," not in text:
+        separator = ";" if ";" in text else "\t" if "\t" in text else ","
+    cells = next(csv.reader([text], delimiter=separator), [])
+    return separator, any(c != c.strip() for c in cells)
+
+
+def plain_csv(data: bytes, separator: str, padded: bool) -> bytes:
+    """``data`` rewritten as a comma-separated file with unpadded cells, line for line (so
+    that every message's line number is still the file's). With semicolons, a decimal comma
+    (``0,5``) is a decimal point.
+
+    >>> plain_csv(b"step;loss\\n100;0,5\\n", ";", False)
+    b'step,loss\\n100,0.5\\n'
+    """
+    text = data.decode("utf-8-sig", errors="replace")
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    for row in csv.reader(io.StringIO(text, newline=""), delimiter=separator):
+        cells = [c.strip() for c in row] if padded or separator != "," else row
+        if separator == ";":
+            cells = [c.replace(",", ".") if _DECIMAL_COMMA.match(c) else c for c in cells]
+        writer.writerow(cells)
+    return out.getvalue().encode()
 
 
 def _locate_bad_value(data: bytes, names: list[str], path: str, detail: str,
@@ -332,11 +393,57 @@ def _floats(column: pa.ChunkedArray, data: bytes | None, path: str) -> pa.Chunke
         raise _locate_bad_value(data, _header(data, path), path, str(exc)) from exc
 
 
+TESTTUBE_TAGS = "meta_tags.csv"
+"""TestTube's record of a run's hyperparameters (PyTorch Lightning <= 0.7's TestTubeLogger):
+``key,value`` rows beside the run's ``metrics.csv``; the run's metaparameters, not a run."""
+
+
+def is_testtube_tags(path: Path, names: Iterable[str]) -> bool:
+    """True for TestTube's ``meta_tags.csv`` beside a ``metrics.csv`` (``names``: the files
+    of its folder).
+
+    >>> is_testtube_tags(Path("version_0/meta_tags.csv"), ["metrics.csv", "meta_tags.csv"])
+    True
+    """
+    return path.name == TESTTUBE_TAGS and "metrics.csv" in set(names)
+
+
+def _testtube_params(path: Path, files: SourceFiles) -> dict[str, Any]:
+    """The ``key,value`` rows of TestTube's ``meta_tags.csv``, values read as YAML-ish
+    scalars (numbers where they are numbers); an object's repr stays text."""
+    text = files.read_bytes(path).decode("utf-8-sig", errors="replace")
+    rows = list(csv.reader(text.splitlines()))
+    if not rows or [c.strip() for c in rows[0]] != ["key", "value"]:
+        raise IngestError(f"{TESTTUBE_TAGS} beside metrics.csv is TestTube's table of "
+                          "hyperparameters, with the header key,value; fix the file, or leave "
+                          f"it out with --exclude '{TESTTUBE_TAGS}'", path=str(path), line=1)
+    return {row[0].strip(): param_value(scalar(row[1])) for row in rows[1:]
+            if len(row) == 2 and row[0].strip()}
+
+
 def _params(path: Path, files: SourceFiles) -> dict[str, Any]:
-    hparams = path.with_name("hparams.yaml")
-    if path.name != "metrics.csv" or not files.exists(hparams):
+    if path.name != "metrics.csv":
         return {}
-    return read_flat_yaml(hparams, files=files)
+    tags = path.with_name(TESTTUBE_TAGS)
+    out = _testtube_params(tags, files) if files.exists(tags) else {}
+    hparams = path.with_name("hparams.yaml")
+    if files.exists(hparams):
+        out.update(read_flat_yaml(hparams, files=files))
+    return out
+
+
+CSVLOGGER_LOG = ".log"
+"""Keras's ``CSVLogger`` writes ``training.log`` by default: a ``.log`` file whose first line
+is a CSV header starting with ``epoch,`` is such a log and read as CSV."""
+
+
+def is_csvlogger_log(path: Path, files: SourceFiles) -> bool:
+    """True for a ``.log`` file written by Keras's ``CSVLogger`` (its header starts with
+    ``epoch`` and a separator)."""
+    if not path.name.lower().endswith(CSVLOGGER_LOG):
+        return False
+    head = files.read_head(path, 64).decode("utf-8-sig", errors="replace")
+    return head.startswith(("epoch,", "epoch;"))
 
 
 INDEX_COLUMN = ""
@@ -416,6 +523,10 @@ def read_csv_run(path: Path, key: str, *, step_renames: Iterable[str] = (),
     first = read_header_line(path, files)  # a huge header stops here
     if not first.strip():
         raise _empty_file(path, key)
+    plain = None
+    if dialect(first) != (",", False):  # semicolons, tabs, padded cells: rewritten as plain
+        plain = plain_csv(files.read_bytes(path), *dialect(first))
+        first = plain.split(b"\n", 1)[0]
     names = _header(first, str(path))
     refuse_runs_table(names, str(path), key)
     charts = chart_export_runs(names)
@@ -426,9 +537,9 @@ def read_csv_run(path: Path, key: str, *, step_renames: Iterable[str] = (),
             "wandb, which makes one trial of each run", path=str(path), line=1)
     if _step_column(names, str(path), step_renames) is None and "epoch" not in names:
         raise _no_step_column(names, str(path), 1)  # before any value: a summary table
-    data = files.read_bytes(path)
+    data = plain if plain is not None else files.read_bytes(path)
     axes = AXIS_COLUMNS | set(step_renames) | {INDEX_COLUMN}
-    dropped = {n for n in drop if n in names and n not in step_renames}
+    dropped = {n for n in (*drop, *TIME_COLUMNS) if n in names and n not in step_renames}
     table = read_table_bytes(data, str(path), names, text=[n for n in names if n in axes],
                              skip=dropped)
     if names[0] == INDEX_COLUMN:
@@ -484,11 +595,15 @@ def read_csv_runs(source: Path, options: ReadOptions | None = None) -> list[RunL
     """
     opts = options or ReadOptions()
     files = files_of(source, opts.files)
-    found = log_files(source, (".csv",), opts.select, files)
+    found = [(p, rel) for p, rel in log_files(source, (".csv", CSVLOGGER_LOG), opts.select,
+                                                 files)
+             if not p.name.lower().endswith(CSVLOGGER_LOG) or is_csvlogger_log(p, files)]
     names = {rel for _, rel in found}
     kept, skipped = [], []
     for path, rel in found:
         beside = (Path(rel).parent / ALGOPERF_CURVE).as_posix().removeprefix("./")
+        if path.name == TESTTUBE_TAGS and is_testtube_tags(path, files.listdir(path.parent)):
+            continue  # the run's metaparameters, read with its metrics.csv
         if path.name == ALGOPERF_STEPS and beside in names:
             skipped.append(rel)
         else:
@@ -499,9 +614,9 @@ def read_csv_runs(source: Path, options: ReadOptions | None = None) -> list[RunL
                       f"{ALGOPERF_STEPS} beside {ALGOPERF_CURVE} (the curve) is not a run "
                       f"of its own; to read one anyway, --include '{skipped[0]}'",
                       IngestWarning, stacklevel=2)
-    with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:
-        return list(pool.map(lambda f: read_csv_run(f[0], f[1], step_renames=opts.step_renames,
-                                                    drop=opts.drop, files=files), kept))
+    # every file is read, and every problem found is reported at once
+    return read_each(kept, lambda f: read_csv_run(f[0], f[1], step_renames=opts.step_renames,
+                                                  drop=opts.drop, files=files))
 
 
 ALGOPERF_CURVE = "eval_measurements.csv"

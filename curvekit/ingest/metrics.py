@@ -40,6 +40,13 @@ An override ``old=new`` (``--map``, or the manifest's ``[metrics]`` table) wins 
 defaults; ``old=1-new`` stores ``1 - value``; ``old=`` (nothing after ``=``) drops the
 column; ``old=step`` makes ``old`` the step column.
 
+**Units.** A column stored as an error rate (``*/classification_error``, whether logged as an
+error or as an accuracy) is a fraction of examples, between 0 and 1. A logged accuracy or
+error whose values lie between 0 and 100 with one above 1 was logged in percent: it is
+divided by 100, and an :class:`~curvekit.errors.IngestWarning` says so. A value below 0 or
+above 100 is refused, naming the column and the ``--map`` that stores it under a name of its
+own. The unit is decided per run and column, on the values the run logged.
+
 >>> target("val_acc"), target("loss"), target("Loss/Validation"), target("lr")
 (('val/classification_error', True), ('train/cross_entropy_error', False), \
 ('val/cross_entropy_error', False), ('lr', False))
@@ -55,15 +62,16 @@ column; ``old=step`` makes ``old`` the step column.
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import polars as pl
 
-from curvekit.errors import IngestError
+from curvekit.errors import IngestError, IngestWarning
 from curvekit.names import check_name
 
-__all__ = ["MetricMap", "apply_map", "fold", "parse_overrides", "target"]
+__all__ = ["RATES", "MetricMap", "apply_map", "fold", "is_rate", "parse_overrides", "target"]
 
 SPLITS = {"train": "train", "training": "train", "val": "val", "valid": "val",
           "validation": "val", "eval": "val", "dev": "val", "test": "test"}
@@ -208,6 +216,48 @@ class Mapped:
 
     frame: pl.DataFrame
     sources: dict[str, str]  # new column -> logged name
+    transforms: dict[str, str] = field(default_factory=dict)  # new column -> what was done
+
+
+RATES = ("classification_error", "classification_error_step")
+"""Stored metric names (after the split) that hold a fraction of examples, 0 to 1."""
+
+
+def is_rate(column: str) -> bool:
+    """True for a stored column that holds an error rate (a fraction between 0 and 1).
+
+    >>> is_rate("val/classification_error"), is_rate("val/cross_entropy_error")
+    (True, False)
+    """
+    return column.rsplit("/", 1)[-1] in RATES
+
+
+def _units(values: pl.Series, name: str, new: str, complement: bool, path: str
+           ) -> tuple[pl.Series, str]:
+    """``values`` as a fraction for the rate column ``new`` and what was done (see the
+    module docs: percent is divided by 100; a value outside 0..100 is refused)."""
+    what = "accuracy" if complement else "error rate"
+    done = "1 - value" if complement else "value"
+    finite = values.filter(values.is_finite())
+    if finite.is_empty():
+        return (1.0 - values if complement else values), done
+    low, high = float(finite.min()), float(finite.max())  # type: ignore[arg-type]
+    if low < 0 or high > 100:
+        bad = low if low < 0 else high
+        raise IngestError(
+            f"metric {name!r} becomes the error rate {new!r} (as {done}), but it holds "
+            f"{bad!r}: an {what} lies between 0 and 1 (or 0 and 100 in percent); if it is "
+            f"no {what}, store it under a name of its own with --map '{name}={name}' (or "
+            "the manifest's [metrics] table)", path=path)
+    if high > 1:
+        warnings.warn(
+            f"{path}: metric {name!r} holds values up to {high!r}: an {what} in percent, "
+            f"divided by 100 for {new!r}; if it is no {what}, keep it as it is with "
+            f"--map '{name}={name}'", IngestWarning, stacklevel=3)
+        values = values / 100.0
+        done = f"1 - value/100 ({what} in percent)" if complement \
+            else f"value/100 ({what} in percent)"
+    return (1.0 - values if complement else values), done
 
 
 def apply_map(frame: pl.DataFrame, axis: str, path: str, overrides: MetricMap | None = None
@@ -216,6 +266,7 @@ def apply_map(frame: pl.DataFrame, axis: str, path: str, overrides: MetricMap | 
     unless they hold the same values (see the module docs)."""
     columns: dict[str, pl.Series] = {axis: frame.get_column(axis)}
     sources: dict[str, str] = {}
+    transforms: dict[str, str] = {}
     siblings = _train_siblings([c for c in frame.columns if c != axis])
     for name in frame.columns:
         if name == axis:
@@ -228,7 +279,12 @@ def apply_map(frame: pl.DataFrame, axis: str, path: str, overrides: MetricMap | 
         check_name(name, "metric", fix=f"rename the column in the log, or drop it with "
                    f"--map {name!r}=", error=lambda m: IngestError(m, path=path))
         values = frame.get_column(name).cast(pl.Float64)
-        values = (1.0 - values if complement else values).alias(new)
+        done = "1 - value" if complement else ""
+        if is_rate(new):
+            values, done = _units(values, name, new, complement, path)
+        elif complement:
+            values = 1.0 - values
+        values = values.alias(new)
         if new in sources:
             merged = _same(columns[new], values)
             if merged is None:
@@ -240,7 +296,9 @@ def apply_map(frame: pl.DataFrame, axis: str, path: str, overrides: MetricMap | 
             continue
         sources[new] = name
         columns[new] = values
-    return Mapped(pl.DataFrame(list(columns.values())), sources)
+        if done and done != "value":
+            transforms[new] = done
+    return Mapped(pl.DataFrame(list(columns.values())), sources, transforms)
 
 
 def _same(one: pl.Series, two: pl.Series) -> pl.Series | None:

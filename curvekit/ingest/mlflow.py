@@ -33,10 +33,8 @@ Since MLflow 3 the file store must be allowed explicitly to *write* one
 
 from __future__ import annotations
 
-import os
 import warnings
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +52,7 @@ from curvekit.ingest.runs import (
     exact_integers,
     merge_rows,
     overflow_warning,
+    read_each,
 )
 from curvekit.ingest.select import ALL, FileFilter
 from curvekit.ingest.yamlish import param_value, read_flat_yaml, scalar
@@ -200,9 +199,19 @@ def _read_run(folder: Path, files: SourceFiles) -> RunLog | None:
     start = meta.get("start_time")
     hint = (f"MLflow autologging ({flavor}) logs once per epoch, with step = the epoch "
             "number") if flavor else None
+    status = RUN_STATUSES.get(str(meta.get("status", "")).upper(), meta.get("status"))
     return RunLog(run_id, str(folder), frame, params, aliases=aliases,
                   started=float(start) if isinstance(start, int | float) else None,
-                  axis_named=False, epoch_hint=hint, final_only=_final_only(read))
+                  axis_named=False, epoch_hint=hint, final_only=_final_only(read),
+                  finished=None if status is None else status == "FINISHED",
+                  finished_why=f"MLflow status {status}" if status is not None else "")
+
+
+RUN_STATUSES = {"1": "RUNNING", "2": "SCHEDULED", "3": "FINISHED", "4": "FAILED", "5": "KILLED",
+                **{s: s for s in ("RUNNING", "SCHEDULED", "FINISHED", "FAILED", "KILLED")}}
+"""MLflow's run statuses (``RunStatus``: the file store's meta.yaml keeps the number, the
+SQLite store the name). Only FINISHED is a run that ended normally; RUNNING is also what a
+killed process leaves behind."""
 
 
 def _final_only(read: list[tuple[pl.DataFrame, float | None]]) -> tuple[str, ...]:
@@ -235,5 +244,5 @@ def read_mlflow_runs(source: Path, *, select: FileFilter = ALL,
         folders = [r for e in _experiments(source, files) for r in _runs(e, files)
                    if select.keeps_folder(r.relative_to(source).as_posix())
                    and (not select.include or select.keeps(r.relative_to(source).as_posix()))]
-    with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:
-        return [r for r in pool.map(lambda f: _read_run(f, files), folders) if r is not None]
+    # every run is read, and every problem found is reported at once
+    return [r for r in read_each(folders, lambda f: _read_run(f, files)) if r is not None]

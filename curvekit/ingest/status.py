@@ -34,7 +34,7 @@ from collections.abc import Mapping
 
 import polars as pl
 
-__all__ = ["decide", "loss_columns"]
+__all__ = ["decide", "explain", "loss_columns"]
 
 
 def loss_columns(sources: Mapping[str, str]) -> list[str]:
@@ -66,3 +66,30 @@ def decide(frame: pl.DataFrame, sources: Mapping[str, str], budget: int,
     if budget > 0 and last + step_offset < budget:
         return "INCOMPLETE"
     return "COMPLETE"
+
+
+def explain(frame: pl.DataFrame, sources: Mapping[str, str], budget: int,
+            override: str | None = None, *, step_offset: int = 0,
+            finished: bool | None = None, finished_why: str = "") -> str:
+    """Why :func:`decide` gives the status it gives, in words (for the import plan).
+
+    >>> explain(pl.DataFrame({"step": [0, 50]}), {}, budget=100)
+    'stopped at 50 steps done, before the budget of 100 steps'
+    """
+    status = decide(frame, sources, budget, override, step_offset=step_offset,
+                    finished=finished)
+    if override is not None:
+        return "given in the manifest"
+    if status == "INFEASIBLE":
+        bad = [c for c in loss_columns(sources) if frame.height and bool(
+            frame.select((~pl.col(c).is_finite()).fill_null(False).any()).item())]
+        return f"its loss {bad[0]!r} became NaN or infinite (the run diverged)"
+    if finished is False:
+        return f"the log records that it did not finish ({finished_why or 'not finished'})"
+    last = int(frame.get_column("step").max() or 0) if frame.height else 0  # type: ignore[arg-type]
+    done = last + step_offset
+    if budget == 0:
+        return "a time budget (train_steps = 0): every run that did not diverge is complete"
+    if status == "INCOMPLETE":
+        return f"stopped at {done} steps done, before the budget of {budget} steps"
+    return f"{done} steps done reach the budget of {budget} steps"

@@ -17,6 +17,10 @@ name, not the tag: both hold ``epoch_loss``). Where a folder has a ``train`` chi
 ``validation`` or ``eval`` child, each holding event files, the three are one run, named by
 that folder: the ``train`` folder's scalars keep their tags, the other folder's become
 validation metrics (``epoch_loss`` -> ``epoch_val_loss`` -> ``val/cross_entropy_error``).
+TensorFlow's Estimator writes its training events into the run's folder itself and its
+evaluations into an ``eval/`` child: a folder holding event files with an ``eval`` (or
+``validation``) child holding event files is one run too, the child's tags its validation
+metrics (``loss`` -> ``val_loss``).
 Keras also logs each validation at the optimizer's step count
 (``evaluation_loss_vs_iterations``); those repeat the ``epoch_*`` values on another axis
 and are left out, but where they pair up with the epochs one to one they give the run's
@@ -234,14 +238,19 @@ class _Series:
     _restarts: int = 0
     _lowest: list[tuple[int, int]] = field(default_factory=list)
     _synced: dict[str, int] = field(default_factory=dict)
+    dropped: dict[str, int] = field(default_factory=dict)  # tag -> points later ones replaced
+
+    def _drop(self, tag: str, steps: list[int], values: list[float], keep: int) -> None:
+        if keep < len(steps):
+            self.dropped[tag] = self.dropped.get(tag, 0) + len(steps) - keep
+            del steps[keep:], values[keep:]
 
     def _sync(self, tag: str, steps: list[int], values: list[float]) -> None:
         since = self._synced.get(tag, 0)
         if since < self._restarts:
             at = bisect_left(self._lowest, (since, -1))
             if at < len(self._lowest):
-                keep = bisect_left(steps, self._lowest[at][1])
-                del steps[keep:], values[keep:]
+                self._drop(tag, steps, values, bisect_left(steps, self._lowest[at][1]))
             self._synced[tag] = self._restarts
 
     def add(self, tag: str, step: int, value: float) -> None:
@@ -253,8 +262,7 @@ class _Series:
         if self._restarts:
             self._sync(tag, steps, values)
         if steps and step <= steps[-1]:
-            keep = bisect_left(steps, step)
-            del steps[keep:], values[keep:]
+            self._drop(tag, steps, values, bisect_left(steps, step))
         steps.append(step)
         values.append(value)
 
@@ -474,15 +482,47 @@ def read_tensorboard_runs(source: Path, *, select: FileFilter = ALL,
     series: dict[Path, _Series] = {}
     for folder, paths in sorted(folders.items()):
         s = _Series()
-        for f in paths:
+        for f in sorted(paths, key=_started):  # in the order the writers started
             read_event_file(f, s, files=files)
+        s.settle()
+        if s.dropped:
+            # TensorBoard's own rule: a step that goes back (a resumed run, another fit()
+            # call or process writing the same run) replaces what was logged from it on
+            shown = ", ".join(f"{n} of {tag!r}" for tag, n in sorted(s.dropped.items())[:5])
+            more = f" and {len(s.dropped) - 5} more tags" if len(s.dropped) > 5 else ""
+            picks = " ".join(f"--include '{p.relative_to(root).as_posix()}'"
+                             for p in paths[:3]) if len(paths) > 1 else ""
+            warnings.warn(
+                f"{folder}: steps go back in its event files ({len(paths)} file(s)); as "
+                f"TensorBoard does, later points replaced earlier ones from that step on: "
+                f"{shown}{more} point(s) left out. If they are separate attempts, import "
+                f"them one at a time"
+                + (f" ({picks})" if picks else " (split the run)") + ".",
+                IngestWarning, stacklevel=2)
         series[folder] = s
-    merged: set[Path] = set()
+    merged = _add_scalars_folders(series, root)
     for folder, s in series.items():
         parent = series.get(folder.parent)
-        if s.hparams and parent is not None and folder != root:
+        if folder in merged:
+            continue
+        if s.hparams and parent is not None and folder != root and parent.tags:
             # tensorboardX/PyTorch add_hparams: a child folder holding the parent's hparams
+            # (and its metric_dict, one final value each, which is no curve). Under a parent
+            # without scalars (the HParams plugin's experiment folder) a child is a session,
+            # a run of its own.
             parent.hparams = {**s.hparams, **parent.hparams}
+            merged.add(folder)
+            if s.tags:
+                warnings.warn(
+                    f"{folder}: left out {', '.join(sorted(s.tags))}: add_hparams's final "
+                    f"values of the run {folder.parent}, whose parameters this folder holds "
+                    f"(to import them, --include "
+                    f"'{folder.relative_to(root).as_posix()}/*' reads this folder alone)",
+                    IngestWarning, stacklevel=2)
+    for folder, s in list(series.items()):
+        sessions = [d for d in series if d.parent == folder and series[d].hparams
+                    and d not in merged]
+        if not s.tags and sessions:  # the HParams plugin's experiment folder: no run itself
             merged.add(folder)
     for folder in sorted({d.parent for d in series if d.name == TRAIN_FOLDER and d != root}):
         splits = _split_folders(folder, series)
@@ -490,6 +530,15 @@ def read_tensorboard_runs(source: Path, *, select: FileFilter = ALL,
             series[folder] = _one_keras_run(folder, series.get(folder),
                                             {d: series[d] for d in splits})
             merged.update(splits)
+    # TensorFlow's Estimator (and other evaluators beside a trainer): the run's folder holds
+    # the training events itself, its eval/ (or validation/) child the evaluations
+    for folder in sorted({d.parent for d in series if d.name in EVAL_FOLDERS and d != root}):
+        evals = [folder / n for n in EVAL_FOLDERS if folder / n in series]
+        if folder in series and folder not in merged and (folder / TRAIN_FOLDER) not in series \
+                and not set(evals) & merged:
+            series[folder] = _one_keras_run(folder, series[folder],
+                                            {d: series[d] for d in evals})
+            merged.update(evals)
     runs = []
     for folder, s in sorted(series.items()):
         if folder in merged:
@@ -513,6 +562,43 @@ def read_tensorboard_runs(source: Path, *, select: FileFilter = ALL,
         # The step is the caller's global_step: settle_axis decides whether it counts epochs.
         runs.append(RunLog(key, str(folder), _frame(s), params, axis_named=False))
     return runs
+
+
+def _add_scalars_folders(series: dict[Path, _Series], root: Path) -> set[Path]:
+    """Merge the folders of ``SummaryWriter.add_scalars`` into their run; return them.
+
+    ``add_scalars("loss", {"train": a, "val": b})`` writes each series into a child folder
+    of the run named ``<main tag>_<key>`` (``loss_train``, with ``/`` in the main tag made
+    ``_``), under the scalar tag ``<main tag>``. Such a child is no run: its series is the
+    run's metric ``<main tag>/<key>`` (``loss/train``, ``loss/val``)."""
+    merged: set[Path] = set()
+    for folder, s in sorted(series.items()):
+        parent = series.get(folder.parent)
+        if folder == root or parent is None or not s.tags or s.hparams:
+            continue
+        names: dict[str, str] = {}
+        for tag in s.tags:
+            prefix = tag.replace("/", "_") + "_"
+            if not folder.name.startswith(prefix) or folder.name == prefix:
+                break
+            names[tag] = f"{tag}/{folder.name[len(prefix):]}"
+        else:
+            for tag, points in s.tags.items():
+                if names[tag] in parent.tags:
+                    raise IngestError(
+                        f"the add_scalars series {names[tag]!r} of {folder} is also a scalar "
+                        f"of its run {folder.parent}; leave one out with --exclude",
+                        path=str(folder))
+                parent.tags[names[tag]] = points
+            merged.add(folder)
+    return merged
+
+
+def _started(path: Path) -> tuple[int, str]:
+    """When an event file's writer started: the Unix time in its name
+    (``events.out.tfevents.<time>.<host>...``), then the name (TensorBoard's own order)."""
+    stamp = path.name.split(".tfevents.", 1)[-1].split(".", 1)[0]
+    return (int(stamp) if stamp.isdigit() else 0, path.name)
 
 
 # ---------------------------------------------------------------------- layouts of writers
