@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from curvekit.reporting.site import report
     from curvekit.runner.demo import demo
     from curvekit.runner.sweep import RunResult, run
+    from curvekit.ingest.steps_table import fit_table
     from curvekit.scaling import bootstrap, fit, fit_critical_batch, fit_regimes, fit_workload
     from curvekit.selection import Selection
     from curvekit.store.catalog import VerifyReport, info, verify
@@ -94,6 +95,7 @@ _LAZY = {
     "fit_regimes": ("curvekit.scaling", "fit_regimes"),
     "fit_critical_batch": ("curvekit.scaling", "fit_critical_batch"),
     "fit_workload": ("curvekit.scaling", "fit_workload"),
+    "fit_table": ("curvekit.ingest.steps_table", "fit_table"),
     "bootstrap": ("curvekit.scaling", "bootstrap"),
     "paper_goal": ("curvekit.goals", "paper_goal"),
     "add": ("curvekit.ingest.add", "add"),
@@ -173,6 +175,7 @@ __all__ = [
     "fit",
     "fit_critical_batch",
     "fit_regimes",
+    "fit_table",
     "fit_workload",
     "generate_archive",
     "info",
