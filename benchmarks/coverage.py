@@ -29,8 +29,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from curvekit.intervals import critical_intervals  # noqa: E402
-from curvekit.scaling import bootstrap as trial_bootstrap  # noqa: E402
+from curvekit.intervals import critical_intervals
+from curvekit.scaling import bootstrap as trial_bootstrap
 
 
 @dataclass(frozen=True)
@@ -155,7 +155,8 @@ def study(settings: tuple[Setting, ...], workloads: int, samples: int, baseline:
         print(f"{setting.name:62s} B_crit {row['b_crit_coverage']:.3f} ± "
               f"{row['b_crit_se']:.3f}  S_min {row['s_min_coverage']:.3f} ± "
               f"{row['s_min_se']:.3f}  ({row['b_crit_intervals']} intervals, declined "
-              f"{sum(v for k, v in declined.items() if k.startswith('b_crit'))}, S_min {row['s_min_intervals']}); trial bootstrap B_crit "
+              f"{sum(v for k, v in declined.items() if k.startswith('b_crit'))}, S_min "
+              f"{row['s_min_intervals']}); trial bootstrap B_crit "
               f"{row['trial_bootstrap_b_crit_coverage']:.3f} S_min "
               f"{row['trial_bootstrap_s_min_coverage']:.3f}  [{row['seconds']:.0f} s]",
               flush=True)
@@ -169,11 +170,11 @@ def main() -> None:
     parser.add_argument("--only", type=int, action="append")
     parser.add_argument("--baseline", type=int)
     args = parser.parse_args()
-    workloads = args.workloads or (100 if args.quick else 600)
+    workloads = args.workloads or (100 if args.quick else 400)
     chosen = tuple(SETTINGS[i] for i in args.only) if args.only else SETTINGS
     rows = study(chosen, workloads, samples=400 if args.quick else 1000,
                  baseline=args.baseline if args.baseline is not None else (
-                     20 if args.quick else 100))
+                     10 if args.quick else 40))
     if not args.quick and not args.only:
         from benchmarks.common import save
 

@@ -43,6 +43,7 @@ from curvekit.errors import (
 if TYPE_CHECKING:
     from curvekit.goals import paper_goal
     from curvekit.ingest.add import add
+    from curvekit.ingest.steps_table import fit_table
     from curvekit.measure import best, best_measurement, steps_to_result, trial_outcomes
     from curvekit.plotting.plots import (
         plot_best,
@@ -58,7 +59,6 @@ if TYPE_CHECKING:
     from curvekit.reporting.site import report
     from curvekit.runner.demo import demo
     from curvekit.runner.sweep import RunResult, run
-    from curvekit.ingest.steps_table import fit_table
     from curvekit.scaling import bootstrap, fit, fit_critical_batch, fit_regimes, fit_workload
     from curvekit.selection import Selection
     from curvekit.store.catalog import VerifyReport, info, verify

@@ -101,14 +101,14 @@ def fit_law(log_b: Floats, y: Floats) -> tuple[Floats, Floats]:
 
     def rss_at(c: Floats) -> tuple[Floats, Floats]:
         shape = np.log1p(np.exp(c[..., None] - log_b))  # (..., G, K)
-        resid = y[:, None, :] - shape if shape.ndim == 2 else y[:, None, :] - shape
+        resid = y[:, None, :] - shape
         a = resid.mean(axis=-1)
         return ((resid - a[..., None]) ** 2).sum(axis=-1), a
 
     rss, _ = rss_at(coarse)
     best = coarse[np.argmin(rss, axis=1)]
     fine = best[:, None] + np.linspace(-step, step, 41)[None, :]
-    rss, a_fine = rss_at(fine)
+    rss, _ = rss_at(fine)
     i = np.clip(np.argmin(rss, axis=1), 1, fine.shape[1] - 2)
     rows = np.arange(len(y))
     r0, r1, r2 = rss[rows, i - 1], rss[rows, i], rss[rows, i + 1]

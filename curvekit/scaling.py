@@ -910,10 +910,15 @@ def check_steps_table(table: Any, *, where: str = "the table") -> tuple[Floats, 
     not a number, a number that is not finite and positive (``steps_sd`` too), a batch size
     given twice, fewer than 3 rows.
 
-    >>> check_steps_table({"batch_size": [64, 32], "steps": [500, 900], "x": [1, 2]})
+    >>> b, steps, sd = check_steps_table({"batch_size": [64, 32, 128],
+    ...                                   "steps": [500, 900, 300], "note": ["", "", ""]})
+    >>> b.tolist(), steps.tolist(), sd
+    ([32.0, 64.0, 128.0], [900.0, 500.0, 300.0], None)
+    >>> check_steps_table({"batch_size": [32, 64, 32], "steps": [3, 2, 1]})
+    ... # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    curvekit.errors.FitError: the table has 2 rows; fitting S = S_min (1 + B_crit / B) needs at least 3 (two parameters and a residual)
+    curvekit.errors.FitError: the table, rows 1 and 3, column batch_size: batch size 32 is ...
     """
     columns = _table_columns(table)
     if "steps" not in columns and "step" in columns:
@@ -952,10 +957,11 @@ def check_steps_table(table: Any, *, where: str = "the table") -> tuple[Floats, 
                        f"fitting S = S_min (1 + B_crit / B) needs at least {MIN_TABLE_ROWS} "
                        "(two parameters and a residual)")
     order = np.argsort(values["batch_size"])
-    b = np.asarray(values["batch_size"])[order]
-    s = np.asarray(values["steps"])[order]
-    sd = np.asarray(values[TABLE_SD])[order] if TABLE_SD in values else None
-    return b, s, sd
+    sizes: Floats = np.asarray(values["batch_size"], dtype=float)[order]
+    steps: Floats = np.asarray(values["steps"], dtype=float)[order]
+    sd: Floats | None = (np.asarray(values[TABLE_SD], dtype=float)[order]
+                         if TABLE_SD in values else None)
+    return sizes, steps, sd
 
 
 def _table_number(value: Any) -> float | None:
@@ -989,8 +995,10 @@ def fit_steps_table(table: Any, *, name: str = "table", bootstrap: int = 0, seed
     >>> table = {"batch_size": [64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384],
     ...          "steps": [46000, 23000, 13282, 7000, 3840, 2528, 1917, 1600, 1600]}
     >>> fit = fit_steps_table(table, excess=Excess(0.2, 256))
-    >>> f"{fit.critical.s_min:.5g}", f"{fit.critical.b_crit:.5g}", round(fit.summary()["b_excess"], 1)
-    ('1293.8', '2190.6', 745.3)
+    >>> f"{fit.critical.s_min:.5g}", f"{fit.critical.b_crit:.5g}"
+    ('1293.8', '2190.6')
+    >>> round(fit.summary()["b_excess"], 1)
+    745.3
     """
     b, s, sd = check_steps_table(table, where=f"the table {name}" if name != "table"
                                  else "the table")

@@ -90,12 +90,12 @@ def test_a_bad_cell_is_named_by_row_and_column(column: str, row: int, bad: objec
 
 
 def test_bad_tables_are_refused_with_the_fix(tmp_path: Path) -> None:
-    with pytest.raises(FitError, match="no column steps.*found batch_size, x"):
+    with pytest.raises(FitError, match=r"no column steps.*found batch_size, x"):
         check_steps_table({"batch_size": [1, 2, 3], "x": [1, 2, 3]})
     with pytest.raises(FitError, match="rows 1 and 3, column batch_size: batch size 32 is "
                                        "given twice"):
         check_steps_table({"batch_size": [32, 64, 32], "steps": [3, 2, 1]})
-    with pytest.raises(FitError, match="has 2 rows; .* needs at least 3"):
+    with pytest.raises(FitError, match=r"has 2 rows; .* needs at least 3"):
         check_steps_table({"batch_size": [32, 64], "steps": [3, 2]})
     with pytest.raises(FitError, match="different lengths"):
         check_steps_table({"batch_size": [32, 64, 128], "steps": [3, 2]})

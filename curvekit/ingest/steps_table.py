@@ -64,11 +64,11 @@ def read_steps_table(path: str | Path) -> dict[str, list[Any]]:
                        "per batch size")
     header = [name.strip() for name in rows[0]]
     out: dict[str, list[Any]] = {name: [] for name in header}
-    for number, row in enumerate(rows[1:], start=1):
-        if len(row) != len(header):
-            raise FitError(f"{where}, row {number}: {len(row)} cells under a header of "
+    for number, cells in enumerate(rows[1:], start=1):
+        if len(cells) != len(header):
+            raise FitError(f"{where}, row {number}: {len(cells)} cells under a header of "
                            f"{len(header)} ({','.join(header)}); give one value per column")
-        for name, cell in zip(header, row, strict=True):
+        for name, cell in zip(header, cells, strict=True):
             out[name].append(cell)
     return out
 
