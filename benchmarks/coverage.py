@@ -12,8 +12,11 @@ binomial standard errors, beside the trial bootstrap curvekit used before.
 
 Usage::
 
-    python benchmarks/coverage.py            # the full study (minutes on one core)
+    python benchmarks/coverage.py            # the full study: 8 settings x 300 workloads,
+                                             # 400 simulations each (about 10 CPU minutes)
     python benchmarks/coverage.py --quick    # a smaller one
+    python benchmarks/coverage.py --only 0 --only 1 ...   # a part (settings by number);
+    python benchmarks/coverage.py --only 4 ... --merge     # parts side by side, then joined
 """
 
 from __future__ import annotations
@@ -111,8 +114,9 @@ def study(settings: tuple[Setting, ...], workloads: int, samples: int, baseline:
     """Coverage per setting of the calibrated method and (on ``baseline`` workloads) of
     the trial bootstrap with percentile intervals."""
     rows: list[dict[str, object]] = []
-    for number, setting in enumerate(settings):
-        rng = np.random.default_rng([seed, number])
+    for setting in settings:
+        # Seeded by the setting's place in SETTINGS: a part of the study equals the whole's.
+        rng = np.random.default_rng([seed, SETTINGS.index(setting)])
         hit: dict[str, list[bool]] = {"s_min": [], "b_crit": []}
         old: dict[str, list[bool]] = {"s_min": [], "b_crit": []}
         declined: dict[str, int] = {}
@@ -169,16 +173,35 @@ def main() -> None:
     parser.add_argument("--workloads", type=int)
     parser.add_argument("--only", type=int, action="append")
     parser.add_argument("--baseline", type=int)
+    parser.add_argument("--merge", action="store_true",
+                        help="after this part, join every part into results/coverage.json")
     args = parser.parse_args()
-    workloads = args.workloads or (100 if args.quick else 400)
+    workloads = args.workloads or (100 if args.quick else 300)
     chosen = tuple(SETTINGS[i] for i in args.only) if args.only else SETTINGS
-    rows = study(chosen, workloads, samples=400 if args.quick else 1000,
+    rows = study(chosen, workloads, samples=200 if args.quick else 400,
                  baseline=args.baseline if args.baseline is not None else (
-                     10 if args.quick else 40))
-    if not args.quick and not args.only:
+                     5 if args.quick else 10))
+    if not args.quick:
         from benchmarks.common import save
 
-        print(f"results in {save('coverage', {'settings': rows})}")
+        parts = "" if not args.only else "-part-" + "-".join(map(str, args.only))
+        print(f"results in {save('coverage' + parts, {'settings': rows})}")
+    if args.merge:
+        merge()
+
+
+def merge() -> None:
+    """Join the parts (``--only``) run side by side into ``results/coverage.json``."""
+    import json
+
+    from benchmarks.common import save
+
+    results = Path(__file__).parent / "results"
+    rows = [row for part in sorted(results.glob("coverage-part-*.json"))
+            for row in json.loads(part.read_text())["settings"]]
+    order = [s.name for s in SETTINGS]
+    rows.sort(key=lambda row: order.index(str(row["name"])))
+    print(f"results in {save('coverage', {'settings': rows})}")
 
 
 if __name__ == "__main__":
