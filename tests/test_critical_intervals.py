@@ -213,3 +213,25 @@ def test_intervals_decline_where_they_cannot_be_calibrated() -> None:
     assert "s_min" in reasons and "trials per batch size" in reasons["s_min"]
     with pytest.raises(FitError, match="level"):
         critical_intervals(w.hits, level=1.0)
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 10**6), steps_factor=st.floats(0.01, 100),
+       size_power=st.integers(-3, 3))
+def test_intervals_follow_the_units(seed: int, steps_factor: float, size_power: int) -> None:
+    """Steps c times larger give S_min c times larger and the same B_crit; batch sizes 2^p
+    times larger give B_crit 2^p times larger and the same S_min: intervals included."""
+    w = generate(SETTINGS[0], np.random.default_rng(seed))
+    base = critical_intervals(w.hits, samples=60, seed=1)
+    scaled = {int(b * 2.0**size_power): h * steps_factor for b, h in w.hits.items()
+              if b * 2.0**size_power >= 1}
+    if len(scaled) != len(w.hits):
+        return
+    moved = critical_intervals(scaled, samples=60, seed=1)
+    assert moved.reasons.keys() == base.reasons.keys()
+    assert moved.s_min == pytest.approx(base.s_min * steps_factor, rel=1e-6)
+    assert moved.b_crit == pytest.approx(base.b_crit * 2.0**size_power, rel=1e-6)
+    for name, factor in (("s_min", steps_factor), ("b_crit", 2.0**size_power)):
+        if name in base.intervals:
+            assert moved.intervals[name] == pytest.approx(
+                tuple(v * factor for v in base.intervals[name]), rel=1e-6)
