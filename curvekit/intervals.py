@@ -65,9 +65,9 @@ ORDER_STATISTICS = (3, 8)
 """The lowest trials of each study the tail model reads: an eighth of the trials, at least
 3 and at most 8 (the tail's power law holds near the optimum only)."""
 SHAPE_RANGE = (0.5, 4.0)
-"""The tail shapes k the moment estimate is clipped to (1 to 8 metaparameters searched)."""
+"""The tail shapes k the estimate chooses from (1 to 8 metaparameters searched)."""
 MIN_SPACINGS = 4
-"""Studies with two spacings (three qualifying trials) needed to estimate the tail."""
+"""Batch sizes with three trials at the goal needed to estimate the tail."""
 MIN_BATCH_SIZES = 4
 """Batch sizes needed for an interval: with 3, one residual degree of freedom is left."""
 LACK_OF_FIT = 0.995
@@ -126,8 +126,8 @@ class Estimate:
     """The estimator's output for R data sets (arrays of length R).
 
     ``a`` = log S_min and ``c`` = log B_crit of the law (finite-trial bias removed),
-    ``inv_k`` = 1/k and ``scale`` = σ Γ(1 + 1/k) / k · n^(-1/k) · n^(1/k) (the mean first
-    spacing for one trial), ``rss`` the residual sum of squares of the corrected minima.
+    ``inv_k`` = 1/k the tail's shape, ``scale`` = σ its scale (natural log units),
+    ``rss`` the residual sum of squares of the corrected minima about the law.
     """
 
     a: Floats
@@ -147,12 +147,13 @@ def _gammas(inv_k: Floats, r: int) -> Floats:
 
 
 def _levels(x: Floats, n: Floats) -> tuple[Floats, Floats, Floats]:
-    """Each study's level μ_j (the law at its batch size), the tail scale c and 1/k.
+    """Each study's level μ_j (the law at its batch size), the tail scale σ and 1/k.
 
     ``x`` (R, K, r) lowest log steps per study (NaN where missing), ``n`` (K,) trials per
     study. For each 1/k of a grid, the order statistics' expectations
-    x_(i) = μ_j + c · n_j^(-1/k) · Γ(i + 1/k) / Γ(i) are fitted by least squares (one μ
-    per study, one c ≥ 0 shared); the 1/k with the smallest residuals wins.
+    x_(i) = μ_j + σ · n_j^(-1/k) · Γ(i + 1/k) / Γ(i) are fitted by least squares (one μ
+    per study, one σ ≥ 0 shared); the 1/k with the smallest residuals wins. μ_j is then
+    the study's minimum less its bias σ Γ(1 + 1/k) n_j^(-1/k).
     """
     ok = np.isfinite(x)
     r = x.shape[-1]
@@ -194,8 +195,8 @@ def estimate(log_b: Floats, x: Floats, n: Floats) -> Estimate:
 def _simulate(log_b: Floats, a: float, c: float, inv_k: float | Floats, scale: float, n: Floats,
               present: NDArray[np.bool_], rng: np.random.Generator, samples: int) -> Floats:
     """The lowest order statistics of studies drawn from the fitted law and tail: the
-    i-th lowest excess is c · (n Γ_i / Γ_(n+1))^(1/k) · n^(-1/k) (uniform order
-    statistics mapped through the power-law tail)."""
+    i-th lowest excess of n trials is σ (Γ_i / Γ_(n+1))^(1/k) (uniform order statistics
+    mapped through the power-law tail); ``inv_k`` one shape or one per simulation."""
     k, r = present.shape
     gam = np.cumsum(rng.exponential(size=(samples, k, r)), axis=-1)
     rest = rng.gamma(np.maximum(n + 1 - r, 1e-9)[None, :], size=(samples, k))
@@ -290,6 +291,9 @@ def critical_intervals(hits: Mapping[int, ArrayLike], *, samples: int = 1000, se
     """
     if not 0 < level < 1:
         raise FitError(f"level must be between 0 and 1, got {level}")
+    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
+        raise FitError(f"the number of simulations {samples!r} is not a positive whole "
+                       "number; give one such as 1000")
     kept = {int(b): h for b, h in hits.items()
             if np.any(np.isfinite(np.asarray(h, dtype=float)))}
     sizes, x, n = _lowest(kept)
@@ -299,9 +303,9 @@ def critical_intervals(hits: Mapping[int, ArrayLike], *, samples: int = 1000, se
     log_b = np.log(sizes)
     point = estimate(log_b, x[None], n)
     a, c = float(point.a[0]), float(point.c[0])
-    inv_k, bias1 = float(point.inv_k[0]), float(point.scale[0])
+    inv_k, sigma = float(point.inv_k[0]), float(point.scale[0])
     s_min, b_crit = math.exp(a), math.exp(c)
-    median_bias = math.expm1(bias1 * math.exp(float(gammaln(1 + inv_k)))
+    median_bias = math.expm1(sigma * math.exp(float(gammaln(1 + inv_k)))
                              * float(np.median(n)) ** -inv_k)
     reasons: dict[str, str] = {}
     full = int(np.isfinite(x[:, 2]).sum())  # studies with three trials at the goal
@@ -316,12 +320,12 @@ def critical_intervals(hits: Mapping[int, ArrayLike], *, samples: int = 1000, se
     intervals: dict[str, tuple[float, float]] = {}
     if "all" not in reasons:
         rng = np.random.default_rng(seed)
-        sim = _simulate(log_b, a, c, inv_k, bias1, n, np.isfinite(x), rng, samples)
+        sim = _simulate(log_b, a, c, inv_k, sigma, n, np.isfinite(x), rng, samples)
         star = estimate(log_b, sim, n)
         # The tail's shape is uncertain too: simulate again with shapes spread as the
         # estimate spreads about the truth, reflected about the estimate.
         shapes = np.clip(2 * inv_k - star.inv_k, INV_K_GRID[0], INV_K_GRID[-1])
-        sim = _simulate(log_b, a, c, shapes, bias1, n, np.isfinite(x), rng, samples)
+        sim = _simulate(log_b, a, c, shapes, sigma, n, np.isfinite(x), rng, samples)
         star = estimate(log_b, sim, n)
         if point.rss[0] > np.quantile(star.rss, LACK_OF_FIT):
             reasons["all"] = ("the measured steps scatter about the law more than the trial "
