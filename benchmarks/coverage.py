@@ -175,7 +175,11 @@ def main() -> None:
     parser.add_argument("--baseline", type=int)
     parser.add_argument("--merge", action="store_true",
                         help="after this part, join every part into results/coverage.json")
+    parser.add_argument("--merge-only", action="store_true", help="only join the parts")
     args = parser.parse_args()
+    if args.merge_only:
+        merge()
+        return
     workloads = args.workloads or (100 if args.quick else 300)
     chosen = tuple(SETTINGS[i] for i in args.only) if args.only else SETTINGS
     rows = study(chosen, workloads, samples=200 if args.quick else 400,
@@ -197,10 +201,11 @@ def merge() -> None:
     from benchmarks.common import save
 
     results = Path(__file__).parent / "results"
-    rows = [row for part in sorted(results.glob("coverage-part-*.json"))
-            for row in json.loads(part.read_text())["settings"]]
+    latest: dict[str, dict[str, object]] = {}  # a setting rerun alone replaces its row
+    for part in sorted(results.glob("coverage-part-*.json"), key=lambda p: p.stat().st_mtime):
+        latest.update({str(row["name"]): row for row in json.loads(part.read_text())["settings"]})
     order = [s.name for s in SETTINGS]
-    rows.sort(key=lambda row: order.index(str(row["name"])))
+    rows = sorted(latest.values(), key=lambda row: order.index(str(row["name"])))
     print(f"results in {save('coverage', {'settings': rows})}")
 
 

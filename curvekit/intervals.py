@@ -72,6 +72,10 @@ MIN_BATCH_SIZES = 4
 """Batch sizes needed for an interval: with 3, one residual degree of freedom is left."""
 LACK_OF_FIT = 0.995
 """A curve whose residuals exceed this quantile of the simulated ones does not follow the law."""
+INNER = 1
+"""B_crit needs this many measured batch sizes beyond it on each side for an interval."""
+MIN_BATCH_SIZES_S_MIN = 6
+"""Batch sizes reaching the goal an interval of S_min needs."""
 MIN_TRIALS_S_MIN = 20
 """Trials per batch size (median) an interval of S_min needs."""
 MAX_SHAPE_S_MIN = 1.2
@@ -343,13 +347,18 @@ def critical_intervals(hits: Mapping[int, ArrayLike], *, samples: int = 1000, se
                 reasons["all"] = (f"B_crit {b_crit:,.0f} lies outside the measured batch "
                                   f"sizes ({sizes[0]:,.0f}–{sizes[-1]:,.0f}): the law "
                                   "extrapolates and the data only bound it")
-            elif not sizes[1] <= b_crit <= sizes[-2]:
+            elif not sizes[INNER] <= b_crit <= sizes[-1 - INNER]:
                 reasons["all"] = (f"B_crit {b_crit:,.0f} lies beyond the second smallest or "
                                   f"second largest measured batch size ({sizes[1]:,.0f}, "
                                   f"{sizes[-2]:,.0f}): one batch size on its far side cannot "
                                   "locate the bend of the law")
     trials = float(np.median(n))
-    if "all" not in reasons and trials < MIN_TRIALS_S_MIN:
+    if "all" not in reasons and len(sizes) < MIN_BATCH_SIZES_S_MIN:
+        reasons["s_min"] = reasons["e_min"] = (
+            f"only {len(sizes)} batch sizes reach the goal: too few to estimate the "
+            f"finite-trial bias of S_min; an interval of S_min needs at least "
+            f"{MIN_BATCH_SIZES_S_MIN}")
+    elif "all" not in reasons and trials < MIN_TRIALS_S_MIN:
         reasons["s_min"] = reasons["e_min"] = (
             f"{trials:g} trials per batch size (median) locate the law's S_min too loosely: "
             f"the best of so few trials exceeds the optimum by an amount that cannot be "
