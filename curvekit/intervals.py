@@ -285,8 +285,11 @@ def critical_intervals(hits: Mapping[int, ArrayLike], *, samples: int = 1000, se
     gets no interval, and ``reasons`` says why, when the data cannot calibrate one: fewer
     than 4 batch sizes, fewer than 4 studies with 3 trials at the goal (the tail of the
     trial noise, and so the finite-trial bias, cannot be estimated), B_crit outside the
-    measured batch sizes (the law extrapolates), or residuals larger than the trial noise
-    explains (the curve does not follow the law).
+    measured batch sizes or with no measured batch size beyond it on one side (the law
+    extrapolates, or its bend is not located), or residuals larger than the trial noise
+    explains (the curve does not follow the law). S_min and E_min also get none with
+    fewer than 6 batch sizes, fewer than 20 trials per batch size (median), tied best
+    trials, or a tail shape k above 1.2 (see ``docs/fits.md``).
 
     >>> import numpy as np
     >>> hits = {int(b): np.full(2, 1000.0 * (1 + 64 / b)) for b in 2.0 ** np.arange(4, 10)}

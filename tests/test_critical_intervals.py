@@ -208,6 +208,13 @@ def test_intervals_decline_where_they_cannot_be_calibrated() -> None:
     result = critical_intervals(far, samples=50)
     assert result.intervals == {} and "outside the measured batch sizes" in (
         result.reasons["b_crit"])
+    five_rng = np.random.default_rng(11)
+    for _ in range(20):  # a curve of 5 batch sizes whose B_crit gets an interval
+        five = critical_intervals(generate(SETTINGS[3], five_rng).hits, samples=100)
+        if "b_crit" in five.intervals:
+            break
+    assert "b_crit" in five.intervals and "s_min" not in five.intervals
+    assert "too few to estimate the finite-trial bias" in five.reasons["s_min"]
     ten = {bs: h[:10] for bs, h in w.hits.items()}
     reasons = critical_intervals(ten, samples=100).reasons
     assert "s_min" in reasons and "trials per batch size" in reasons["s_min"]
