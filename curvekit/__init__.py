@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from curvekit.goals import paper_goal
     from curvekit.ingest.add import add, add_plan
     from curvekit.ingest.plan import ImportPlan
+    from curvekit.ingest.steps_table import fit_table
     from curvekit.measure import best, best_measurement, steps_to_result, trial_outcomes
     from curvekit.plotting.plots import (
         plot_best,
@@ -95,6 +96,7 @@ _LAZY = {
     "fit_regimes": ("curvekit.scaling", "fit_regimes"),
     "fit_critical_batch": ("curvekit.scaling", "fit_critical_batch"),
     "fit_workload": ("curvekit.scaling", "fit_workload"),
+    "fit_table": ("curvekit.ingest.steps_table", "fit_table"),
     "bootstrap": ("curvekit.scaling", "bootstrap"),
     "paper_goal": ("curvekit.goals", "paper_goal"),
     "add": ("curvekit.ingest.add", "add"),
@@ -178,6 +180,7 @@ __all__ = [
     "fit",
     "fit_critical_batch",
     "fit_regimes",
+    "fit_table",
     "fit_workload",
     "generate_archive",
     "info",

@@ -822,42 +822,70 @@ def query(sql: str, home: Path | None, fmt: str) -> None:
               show_default=True, help="Regime fit, critical-batch-size fit, or both "
               "(former name --model).")
 @click.option("--bootstrap", "samples", type=click.IntRange(min=0), default=0,
-              show_default=True, help="Bootstrap resamples over trials for intervals.")
+              show_default=True, help="Resamples for 95% intervals (S_min and B_crit: the "
+              "calibrated best-of-N bootstrap; the regimes: over trials).")
 @click.option("--seed", type=click.IntRange(min=0, max=MAX_SEED), default=0, show_default=True,
               help="Bootstrap seed.")
+@click.option("--table", "table", type=click.Path(dir_okay=False, path_type=Path),
+              help="Fit a steps-to-result table instead (CSV or JSON: batch_size, steps, "
+                   "optional steps_sd) from a paper or another tool.")
+@click.option("--excess", type=click.FloatRange(min=0, min_open=True), default=0.2,
+              show_default=True, help="Also report the batch size at which steps exceed "
+              "perfect scaling by this fraction (0.2: Zhang et al.'s 20%).")
+@click.option("--excess-reference", "excess_reference", type=click.FloatRange(
+              min=0, min_open=True), metavar="B0", help="The batch size perfect scaling is "
+              "drawn through for --excess (default: the law's small-batch asymptote).")
 @format_option
 def fit(selection: Selection | None, chosen: tuple[str, ...], all_: bool,
-        statuses: tuple[str, ...], model: str, samples: int, seed: int, home: Path | None,
-        fmt: str) -> None:
+        statuses: tuple[str, ...], model: str, samples: int, seed: int, table: Path | None,
+        excess: float, excess_reference: float | None, home: Path | None, fmt: str) -> None:
     """Fit the scaling regimes and the critical batch size of steps to result.
 
     Reports the end of perfect scaling, the maximum useful batch size (start of the
     plateau), the middle slope, and B_crit, S_min and E_min of S = S_min (1 + B_crit / B);
-    beside B_crit, for a workload run with --noise-micro-batches, the gradient noise
-    scale B_simple that predicts it (median over trials [quartiles]); with --bootstrap,
-    95% percentile intervals over trial resamples. --status selects the trials as for
+    beside B_crit, the batch size at which steps exceed perfect scaling by --excess, and
+    for a workload run with --noise-micro-batches the gradient noise scale B_simple that
+    predicts it (median over trials [quartiles]); with --bootstrap, 95% intervals: S_min
+    and B_crit from the calibrated best-of-N bootstrap, or on stderr the reason there is
+    none, the regimes over trial resamples. --status selects the trials as for
     steps-to-result. Batch sizes that do not reach the goal are left out of
     the fit and stderr says why (`Warning: ...` lines); with fewer than 3 left, WORKLOAD
-    is an error (exit 1) and --all gives it a row whose note says why.
+    is an error (exit 1) and --all gives it a row whose note says why. --table FILE fits
+    a steps-to-result table instead of a workload.
     """
     import polars as pl
 
     from curvekit.scaling import fit as fit_
 
-    if all_ and chosen:
-        raise click.UsageError(f"--all fits every workload at the paper's goals; drop "
-                               f"{', '.join(chosen)} (--status still selects the trials)")
-    if not all_ and selection is None:
-        raise click.UsageError("give WORKLOAD, --metric and --goal (or --all)")
-    with _explained():
-        rows = fit_(_open(home), selection, all=all_, statuses=statuses, model=model,
-                    bootstrap=samples, seed=seed)
+    if table is not None:
+        if all_ or chosen:
+            given = ["--all"] * all_ + list(chosen)
+            raise click.UsageError(f"--table fits the table alone; drop {', '.join(given)}")
+        from curvekit.ingest.steps_table import fit_table
+
+        rows = [fit_table(table, bootstrap=samples, seed=seed, excess=excess,
+                          excess_reference=excess_reference).summary()]
+    else:
+        if all_ and chosen:
+            raise click.UsageError(f"--all fits every workload at the paper's goals; drop "
+                                   f"{', '.join(chosen)} (--status still selects the trials)")
+        if not all_ and selection is None:
+            raise click.UsageError("give WORKLOAD, --metric and --goal (or --all, or --table)")
+        with _explained():
+            rows = fit_(_open(home), selection, all=all_, statuses=statuses, model=model,
+                        bootstrap=samples, seed=seed, excess=excess,
+                        excess_reference=excess_reference)
     emit(_compact_fits(rows) if fmt == "table" else pl.DataFrame(rows, infer_schema_length=None),
          fmt)
-    if fmt == "table":
-        for row in rows:
-            if row.get("range_note"):
-                click.echo(f"Note: {row['workload']}: {row['range_note']}.", err=True)
+    for row in rows:
+        notes = {row.get(f"{q}_interval_note") for q in ("b_crit", "s_min")} - {None}
+        for note in sorted(notes, key=str):
+            names = " and ".join(label for q, label in (("b_crit", "B_crit"),
+                                                       ("s_min", "S_min"))
+                                 if row.get(f"{q}_interval_note") == note)
+            click.echo(f"Note: {row['workload']}: no interval for {names}: {note}.", err=True)
+        if fmt == "table" and row.get("range_note"):
+            click.echo(f"Note: {row['workload']}: {row['range_note']}.", err=True)
 
 
 def _compact_fits(rows: list[dict[str, Any]]) -> pl.DataFrame:
@@ -885,6 +913,12 @@ def _compact_fits(rows: list[dict[str, Any]]) -> pl.DataFrame:
                 f"{row['b_simple']:,.0f} [{row['b_simple_low']:,.0f}–"
                 f"{row['b_simple_high']:,.0f}]"}
 
+    def excess(row: dict[str, Any]) -> dict[str, str]:
+        if row.get("b_excess") is None:
+            return {} if not any(r.get("b_excess") is not None for r in rows) else {
+                "B at excess": "-"}
+        return {"B at excess": cell(row, "b_excess") + f" (+{row['excess']:.0%})"}
+
     return pl.DataFrame([{
         "workload": r["workload"],
         "goal": f"{r['metric']} {r['goal']}" if "goal" in r else "-",
@@ -893,6 +927,7 @@ def _compact_fits(rows: list[dict[str, Any]]) -> pl.DataFrame:
         "max useful batch size": cell(r, "max_useful_batch_size"),
         "slope": cell(r, "diminishing_slope", 2),
         "B_crit": cell(r, "b_crit"),
+        **excess(r),
         **predicted(r),
         "note": r.get("note") or "",
     } for r in rows])
@@ -904,7 +939,7 @@ def plot() -> None:
 
 
 @plot.command("steps-to-result")
-@_selection()
+@_selection(goal="optional", optional=True)
 @plot_format_option
 @click.option("--fit", "with_fit", is_flag=True,
               help="Overlay the regime fit: fitted line and shaded regimes.")
@@ -913,21 +948,38 @@ def plot() -> None:
 @click.option("--compare", "compare", multiple=True, metavar="WORKLOAD",
               help="Overlay another workload's steps to result, e.g. a scaling protocol's "
                    "runs NAME/MODEL/sgd+linear-scaling (repeatable).")
+@click.option("--table", "table", type=click.Path(dir_okay=False, path_type=Path),
+              help="Plot a steps-to-result table instead (CSV or JSON, as fit --table).")
 @scale_option
-def plot_steps_to_result(selection: Selection, home: Path | None, fmt: str, with_fit: bool,
-                         out: Path | None, compare: tuple[str, ...], scale: float) -> None:
+def plot_steps_to_result(selection: Selection | None, chosen: tuple[str, ...],
+                         statuses: tuple[str, ...], home: Path | None, fmt: str,
+                         with_fit: bool, out: Path | None, compare: tuple[str, ...],
+                         table: Path | None, scale: float) -> None:
     """Steps to result against batch size, log2 × log2, with the perfect-scaling line.
 
     Batch sizes that do not reach the goal are left out and stderr says why. When none
     reaches it nothing is written: a blank chart would say nothing, so the command fails
     (exit 1) with the explanation. --compare draws more workloads on the same axes (the
     tuned frontier beside a heuristic protocol), each selected as WORKLOAD is; the
-    perfect-scaling line and --fit stay WORKLOAD's.
+    perfect-scaling line and --fit stay WORKLOAD's. --table FILE draws a steps-to-result
+    table (a paper's, another tool's) the same way, instead of a workload.
     """
     from curvekit.plotting.plots import plot_steps_to_result as plot_
 
-    with _explained():
-        chart, meta = plot_(_open(home), selection, fit=with_fit, compare=compare)
+    if table is not None:
+        if chosen or compare:
+            given = [*chosen, *(["--compare"] if compare else [])]
+            raise click.UsageError(f"--table plots the table alone; drop {', '.join(given)}")
+        from curvekit.ingest.steps_table import fit_table
+        from curvekit.plotting.plots import plot_steps_table
+
+        chart, meta = plot_steps_table(fit_table(table), fit=with_fit)
+        meta["table"] = str(table)
+    else:
+        if selection is None:
+            raise click.UsageError("give WORKLOAD, --metric and --goal (or --table FILE)")
+        with _explained():
+            chart, meta = plot_(_open(home), selection, fit=with_fit, compare=compare)
     _save_plot(chart, meta, out, "steps-to-result", fmt, scale)
 
 

@@ -36,7 +36,7 @@ summarized over the trials that reach it — a prediction of B_crit from gradien
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 from typing import TYPE_CHECKING, Any, Literal
@@ -55,17 +55,21 @@ if TYPE_CHECKING:
 __all__ = [
     "Bootstrap",
     "CriticalBatchFit",
+    "Excess",
     "FitError",
     "NoiseScalePrediction",
     "RegimeFit",
+    "TableFit",
     "WorkloadFit",
     "beyond_measured",
     "bootstrap",
     "bounded_value",
+    "check_steps_table",
     "fit",
     "fit_all",
     "fit_critical_batch",
     "fit_regimes",
+    "fit_steps_table",
     "fit_workload",
     "predict_critical_batch",
     "range_note",
@@ -393,6 +397,64 @@ class Bootstrap:
     intervals: dict[str, tuple[float, float]]
     defined: dict[str, int]
     samples: dict[str, Floats] = field(repr=False)
+    reasons: dict[str, str] = field(default_factory=dict)
+    """Why a quantity has no interval (S_min, B_crit, E_min: :mod:`curvekit.intervals`)."""
+    bias: float | None = None
+    """The estimated finite-trial bias: the fraction by which the measured steps to result
+    exceed the law at the median batch size (None without the calibrated intervals)."""
+
+
+@dataclass(frozen=True)
+class Excess:
+    """The batch size at which steps exceed perfect scaling by ``fraction``.
+
+    Perfect scaling is the line S(B_0) · B_0 / B through the law at the reference batch
+    size B_0; under S = S_min (1 + B_crit / B) the steps exceed it by ``fraction`` at
+    B = fraction · B_crit + (1 + fraction) · B_0. ``reference`` None takes the law's own
+    small-batch asymptote S_min · B_crit / B (B_0 → 0), where B = fraction · B_crit
+    (``docs/fits.md`` derives both).
+
+    >>> Excess(0.2, 256).at(2190.6)  # Zhang et al.'s 85M model
+    745.32
+    >>> Excess(0.2).at(2190.6)
+    438.12
+    """
+
+    fraction: float = 0.2
+    reference: float | None = None
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.fraction) and self.fraction > 0):
+            raise FitError(f"the excess over perfect scaling must be a positive fraction "
+                           f"(0.2 for 20%), got {self.fraction!r}")
+        if self.reference is not None and not (math.isfinite(self.reference)
+                                               and self.reference > 0):
+            raise FitError(f"the reference batch size of perfect scaling must be a positive "
+                           f"batch size, got {self.reference!r}; leave it out for the law's "
+                           "own small-batch asymptote")
+
+    def at(self, b_crit: float) -> float:
+        """The batch size for a given B_crit."""
+        base = 0.0 if self.reference is None else (1 + self.fraction) * self.reference
+        return round(self.fraction * b_crit + base, 10)
+
+
+def _critical_columns(row: dict[str, object], critical: CriticalBatchFit | None,
+                      intervals: Bootstrap | None, excess: Excess | None) -> None:
+    """The calibrated intervals' notes and the excess batch size, added to a summary row."""
+    if intervals is not None:
+        for name, why in intervals.reasons.items():
+            row[f"{name}_interval_note"] = why
+        row["finite_trial_bias"] = intervals.bias
+    if critical is None or excess is None:
+        return
+    row["excess"] = excess.fraction
+    row["excess_reference"] = excess.reference
+    row["b_excess"] = excess.at(critical.b_crit)
+    if intervals is not None:
+        low, high = intervals.intervals.get("b_crit", (None, None))
+        row["b_excess_low"] = None if low is None else excess.at(low)
+        row["b_excess_high"] = None if high is None else excess.at(high)
 
 
 QUANTITIES = ("perfect_scaling_end", "max_useful_batch_size", "diminishing_slope", "s_min",
@@ -491,9 +553,16 @@ class WorkloadFit:
     critical: CriticalBatchFit | None
     intervals: Bootstrap | None = None
     noise: NoiseScalePrediction | None = None
+    excess: Excess | None = None
 
     def summary(self) -> dict[str, object]:
-        """One flat row: the fitted quantities and, with a bootstrap, their intervals."""
+        """One flat row: the fitted quantities and, with a bootstrap, their intervals.
+
+        Intervals of S_min, B_crit and E_min are the calibrated ones of
+        :func:`curvekit.intervals.critical_intervals`; where there is none,
+        ``<name>_interval_note`` says why. ``b_excess`` is the batch size at which steps
+        exceed perfect scaling by ``excess`` (:class:`Excess`).
+        """
         row: dict[str, object] = {"workload": self.workload, "metric": self.metric,
                                   "goal": self.goal, "points": len(self.batch_sizes)}
         values: dict[str, float | None] = {}
@@ -518,6 +587,7 @@ class WorkloadFit:
                 if name in BATCH_SIZE_QUANTITIES:
                     row[f"{name}_low_beyond"] = beyond_measured(low, sizes)
                     row[f"{name}_high_beyond"] = beyond_measured(high, sizes)
+        _critical_columns(row, self.critical, self.intervals, self.excess)
         if self.noise is not None:
             row.update(b_simple=self.noise.b_simple, b_simple_low=self.noise.low,
                        b_simple_high=self.noise.high, b_simple_trials=self.noise.trials)
@@ -631,14 +701,17 @@ def range_note(row: dict[str, Any]) -> str:
 
 def fit_workload(store: Store, selection: Selection, *, model: str = "both",
                  bootstrap_samples: int = 0, seed: int = 0, level: float = 0.95,
-                 explain: bool = True) -> WorkloadFit:
+                 explain: bool = True, excess: Excess | None = None) -> WorkloadFit:
     """Fit a workload's steps-to-result curve (paper definition) and bootstrap it.
 
     ``selection`` says which curve: the workload, metric, goal and direction, and the loaded
     trials and budgets as for :func:`curvekit.measure.steps_to_result`. ``model`` is
-    ``piecewise``, ``critical`` or ``both``. The bootstrap resamples each study's loaded
-    trials with replacement and refits the piecewise model chosen on the full data, so
-    every resample estimates the same quantities.
+    ``piecewise``, ``critical`` or ``both``. ``bootstrap_samples`` resamples give the
+    intervals: those of the piecewise model's quantities resample each study's loaded
+    trials with replacement and refit the model chosen on the full data; those of S_min,
+    B_crit and E_min are the calibrated intervals of :mod:`curvekit.intervals` (with a
+    reason instead where the data cannot calibrate one). ``excess`` says which batch size
+    over perfect scaling is reported beside B_crit (:class:`Excess`).
 
     Batch sizes where no loaded trial reaches the goal are left out of the fit and
     explained by :class:`curvekit.measure.EmptyResultWarning` warnings (unless
@@ -648,6 +721,7 @@ def fit_workload(store: Store, selection: Selection, *, model: str = "both",
 
     from curvekit.measure import explain_empty, trial_hits, warn_explained
 
+    excess = Excess() if excess is None else excess
     if model not in ("piecewise", "critical", "both"):
         raise FitError(f"model must be piecewise, critical or both, got {model!r}")
     workload, metric, maximize = selection.workload, selection.metric, selection.maximize
@@ -675,17 +749,34 @@ def fit_workload(store: Store, selection: Selection, *, model: str = "both",
         intervals = bootstrap(
             dict(hits), n=bootstrap_samples, seed=seed, level=level,
             model=regimes.model if regimes is not None else "perfect+diminishing+plateau",
-            critical=critical is not None)
+            critical=False)
         if regimes is None:
             for name in ("perfect_scaling_end", "max_useful_batch_size", "diminishing_slope"):
                 intervals.intervals.pop(name, None)
+        if critical is not None:
+            intervals = _with_critical(intervals, hits, bootstrap_samples, seed, level)
     return WorkloadFit(workload, metric, goal, maximize, sizes, steps, regimes, critical,
-                       intervals, predict_critical_batch(store, workload, hits_frame))
+                       intervals, predict_critical_batch(store, workload, hits_frame),
+                       excess if critical is not None else None)
+
+
+def _with_critical(boot: Bootstrap, hits: dict[int, Floats], samples: int, seed: int,
+                   level: float) -> Bootstrap:
+    """``boot`` with the calibrated intervals of S_min, B_crit and E_min (or the reasons
+    there are none) in place of the trial bootstrap's."""
+    from curvekit.intervals import critical_intervals
+
+    crit = critical_intervals(hits, samples=samples, seed=seed, level=level)
+    merged = {**boot.intervals, **crit.intervals}
+    draws = {**boot.samples, **crit.draws}
+    return Bootstrap(boot.n, boot.seed, boot.level, merged,
+                     {**boot.defined, **{q: len(v) for q, v in crit.draws.items()}}, draws,
+                     dict(crit.reasons), crit.bias)
 
 
 def fit_all(store: Store, *, model: str = "both", bootstrap_samples: int = 0, seed: int = 0,
             level: float = 0.95, statuses: Sequence[str] = DEFAULT_STATUSES,
-            explain: bool = True) -> list[dict[str, object]]:
+            explain: bool = True, excess: Excess | None = None) -> list[dict[str, object]]:
     """Fit every workload of the store at the goal the paper's figures use for it.
 
     A workload the paper gives no goal (an imported one, a new run) is fitted at
@@ -706,7 +797,7 @@ def fit_all(store: Store, *, model: str = "both", bootstrap_samples: int = 0, se
             goal = default_goal(store, workload)
             fitted = fit_workload(store, goal.selection.with_statuses(statuses), model=model,
                                   bootstrap_samples=bootstrap_samples, seed=seed,
-                                  level=level, explain=explain)
+                                  level=level, explain=explain, excess=excess)
         except (FitError, QueryError) as exc:
             rows.append({"workload": workload, "note": str(exc)})
             continue
@@ -716,14 +807,18 @@ def fit_all(store: Store, *, model: str = "both", bootstrap_samples: int = 0, se
 
 def fit(store: Store, selection: Selection | None = None, *, all: bool = False,
         statuses: Sequence[str] = DEFAULT_STATUSES, model: str = "both", bootstrap: int = 0,
-        seed: int = 0, level: float = 0.95, explain: bool = True) -> list[dict[str, object]]:
+        seed: int = 0, level: float = 0.95, explain: bool = True,
+        excess: float = 0.2, excess_reference: float | None = None
+        ) -> list[dict[str, object]]:
     """The fits ``curvekit fit`` prints: one :meth:`WorkloadFit.summary` row per workload.
 
     Give a ``selection`` (workload, metric, goal: one curve, fitted or a
     :class:`FitError`), or ``all=True`` for every workload at the paper's goal
     (:func:`fit_all`, each workload that cannot be fitted gets a row whose ``note`` says
     why; ``statuses`` selects their trials). ``bootstrap`` resamples for 95% intervals
-    (``level``), ``model`` and ``explain`` as for :func:`fit_workload`.
+    (``level``), ``model`` and ``explain`` as for :func:`fit_workload`; ``excess`` and
+    ``excess_reference`` define the batch size reported beside B_crit (:class:`Excess`).
+    A steps-to-result table from a file is :func:`curvekit.fit_table`'s.
 
     >>> import tempfile, pathlib, curvekit
     >>> home = pathlib.Path(tempfile.mkdtemp())
@@ -736,8 +831,198 @@ def fit(store: Store, selection: Selection | None = None, *, all: bool = False,
     if all == (selection is not None):
         raise FitError("give a selection (one workload, its metric and a goal) or all=True, "
                        "not both; on the command line: WORKLOAD --metric M --goal G, or --all")
+    over = Excess(excess, excess_reference)
     if selection is None:
         return fit_all(store, model=model, bootstrap_samples=bootstrap, seed=seed,
-                       level=level, statuses=statuses, explain=explain)
+                       level=level, statuses=statuses, explain=explain, excess=over)
     return [fit_workload(store, selection, model=model, bootstrap_samples=bootstrap,
-                         seed=seed, level=level, explain=explain).summary()]
+                         seed=seed, level=level, explain=explain, excess=over).summary()]
+
+
+# --- steps-to-result tables (a paper's, another tool's) ------------------------------------
+
+TABLE_COLUMNS = ("batch_size", "steps")
+"""The columns a steps-to-result table needs; ``steps_sd`` (the standard deviation of each
+row's steps) is optional, and ``step`` is read as ``steps`` (curvekit's own tables)."""
+TABLE_SD = "steps_sd"
+MIN_TABLE_ROWS = 3
+"""Rows a table needs: the law has two parameters, and a fit needs a residual."""
+
+
+@dataclass(frozen=True)
+class TableFit:
+    """Both fits of a steps-to-result table, and intervals where the table allows them.
+
+    ``intervals`` hold (low, high) of S_min, B_crit and E_min when the table gives per-row
+    uncertainties (``steps_sd``) and a bootstrap was asked for; ``reasons`` say why a
+    quantity has none.
+    """
+
+    name: str
+    batch_sizes: Floats = field(repr=False)
+    steps: Floats = field(repr=False)
+    steps_sd: Floats | None = field(repr=False)
+    regimes: RegimeFit
+    critical: CriticalBatchFit
+    excess: Excess
+    intervals: dict[str, tuple[float, float]]
+    reasons: dict[str, str]
+    level: float = 0.95
+
+    def curve(self) -> Any:
+        """The table as a steps-to-result frame (``batch_size``, ``step``) for the plots."""
+        import polars as pl
+
+        return pl.DataFrame({"batch_size": self.batch_sizes, "step": self.steps})
+
+    def summary(self) -> dict[str, object]:
+        """One flat row, with the columns of :meth:`WorkloadFit.summary`."""
+        boot = Bootstrap(0, 0, self.level, dict(self.intervals), {}, {}, dict(self.reasons))
+        fitted = WorkloadFit(self.name, "steps", math.nan, False, self.batch_sizes,
+                             self.steps, self.regimes, self.critical,
+                             boot if self.intervals or self.reasons else None, None,
+                             self.excess)
+        row = fitted.summary()
+        del row["metric"], row["goal"]
+        row.pop("finite_trial_bias", None)
+        return row
+
+
+def _table_columns(table: Any) -> dict[str, list[Any]]:
+    """A polars or pandas frame, or a mapping of column name to values, as plain lists."""
+    if isinstance(table, Mapping):
+        return {str(k): list(v) if isinstance(v, (list, tuple)) else v
+                for k, v in table.items()}
+    try:
+        return {str(name): list(table[name]) for name in table.columns}
+    except (AttributeError, KeyError, TypeError) as exc:
+        raise FitError("a steps-to-result table is a frame or a mapping of columns "
+                       "batch_size, steps (optional steps_sd) to values, got "
+                       f"{type(table).__name__}") from exc
+
+
+def check_steps_table(table: Any, *, where: str = "the table") -> tuple[Floats, Floats,
+                                                                          Floats | None]:
+    """Batch sizes, steps and per-row standard deviations (or None) of a steps-to-result
+    table, sorted by batch size; every bad cell is refused with its row and column.
+
+    Rows are numbered from 1 in the order given. Refused: a missing column, a value that is
+    not a number, a number that is not finite and positive (``steps_sd`` too), a batch size
+    given twice, fewer than 3 rows.
+
+    >>> b, steps, sd = check_steps_table({"batch_size": [64, 32, 128],
+    ...                                   "steps": [500, 900, 300], "note": ["", "", ""]})
+    >>> b.tolist(), steps.tolist(), sd
+    ([32.0, 64.0, 128.0], [900.0, 500.0, 300.0], None)
+    >>> check_steps_table({"batch_size": [32, 64, 32], "steps": [3, 2, 1]})
+    ... # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    curvekit.errors.FitError: the table, rows 1 and 3, column batch_size: batch size 32 is ...
+    """
+    columns = _table_columns(table)
+    if "steps" not in columns and "step" in columns:
+        columns["steps"] = columns.pop("step")
+    missing = [c for c in TABLE_COLUMNS if c not in columns]
+    if missing:
+        raise FitError(f"{where} has no column {', '.join(missing)}; a steps-to-result table "
+                       f"needs columns batch_size and steps (optional {TABLE_SD}), found "
+                       f"{', '.join(sorted(columns)) or 'none'}")
+    names = [*TABLE_COLUMNS, *([TABLE_SD] if TABLE_SD in columns else [])]
+    lengths = {name: len(columns[name]) for name in names}
+    if len(set(lengths.values())) > 1:
+        raise FitError(f"{where}: its columns have different lengths "
+                       f"({', '.join(f'{k} {v}' for k, v in lengths.items())}); give one "
+                       "value per row in each")
+    values: dict[str, list[float]] = {name: [] for name in names}
+    for name in names:
+        for row, value in enumerate(columns[name], start=1):
+            number = _table_number(value)
+            if number is None or not math.isfinite(number) or number <= 0:
+                raise FitError(f"{where}, row {row}, column {name}: {value!r} is not a "
+                               "finite positive number; steps to result and batch sizes are "
+                               "fitted on log scales" + (", and a standard deviation must be "
+                                                         "positive" if name == TABLE_SD
+                                                         else ""))
+            values[name].append(number)
+    seen: dict[float, int] = {}
+    for row, b in enumerate(values["batch_size"], start=1):
+        if b in seen:
+            raise FitError(f"{where}, rows {seen[b]} and {row}, column batch_size: batch "
+                           f"size {b:g} is given twice; give one steps to result per batch "
+                           "size")
+        seen[b] = row
+    if len(seen) < MIN_TABLE_ROWS:
+        raise FitError(f"{where} has {len(seen)} row{'s' if len(seen) != 1 else ''}; "
+                       f"fitting S = S_min (1 + B_crit / B) needs at least {MIN_TABLE_ROWS} "
+                       "(two parameters and a residual)")
+    order = np.argsort(values["batch_size"])
+    sizes: Floats = np.asarray(values["batch_size"], dtype=float)[order]
+    steps: Floats = np.asarray(values["steps"], dtype=float)[order]
+    sd: Floats | None = (np.asarray(values[TABLE_SD], dtype=float)[order]
+                         if TABLE_SD in values else None)
+    return sizes, steps, sd
+
+
+def _table_number(value: Any) -> float | None:
+    """A cell as a float: numbers and numeric text; None for anything else (a flag too)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def fit_steps_table(table: Any, *, name: str = "table", bootstrap: int = 0, seed: int = 0,
+                    level: float = 0.95, excess: Excess | None = None) -> TableFit:
+    """Fit both models to a steps-to-result table (a paper's, another tool's).
+
+    ``table``: a polars or pandas frame or a mapping with columns ``batch_size`` and
+    ``steps`` (optional ``steps_sd``, each row's standard deviation of steps), checked by
+    :func:`check_steps_table`. With ``bootstrap`` samples and ``steps_sd``, S_min, B_crit
+    and E_min get intervals from a parametric bootstrap (normal in log steps with standard
+    deviation steps_sd / steps); without ``steps_sd`` a table holds one number per batch
+    size and says nothing of its noise, and ``reasons`` says so. The regime fit's
+    quantities get no interval from a table.
+
+    Zhang et al. (2024)'s 85M model reaches the goal in these steps:
+
+    >>> table = {"batch_size": [64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384],
+    ...          "steps": [46000, 23000, 13282, 7000, 3840, 2528, 1917, 1600, 1600]}
+    >>> fit = fit_steps_table(table, excess=Excess(0.2, 256))
+    >>> f"{fit.critical.s_min:.5g}", f"{fit.critical.b_crit:.5g}"
+    ('1293.8', '2190.6')
+    >>> round(fit.summary()["b_excess"], 1)
+    745.3
+    """
+    b, s, sd = check_steps_table(table, where=f"the table {name}" if name != "table"
+                                 else "the table")
+    excess = Excess() if excess is None else excess
+    regimes = fit_regimes(b, s)
+    critical = fit_critical_batch(b, s)
+    intervals: dict[str, tuple[float, float]] = {}
+    reasons: dict[str, str] = {}
+    if bootstrap:
+        problem = integer_problem(bootstrap, minimum=1, maximum=MAX_RESAMPLES)
+        if problem is not None:
+            raise FitError(f"the number of resamples {bootstrap!r} {problem}; give a whole "
+                           f"number from 1 to {MAX_RESAMPLES:,}")
+        if sd is None:
+            why = (f"the table gives no per-row uncertainty (column {TABLE_SD}): one number "
+                   "per batch size says nothing of its noise, so no interval is calibrated")
+            reasons = {q: why for q in ("s_min", "b_crit", "e_min")}
+        elif not b[0] <= critical.b_crit <= b[-1]:
+            why = (f"B_crit {critical.b_crit:,.0f} lies outside the table's batch sizes "
+                   f"({b[0]:,.0f}–{b[-1]:,.0f}): the law extrapolates and the data only "
+                   "bound it")
+            reasons = {q: why for q in ("s_min", "b_crit", "e_min")}
+        else:
+            from curvekit.intervals import table_intervals
+
+            intervals = table_intervals(b, s, sd, samples=bootstrap, seed=seed, level=level)
+    return TableFit(name, b, s, sd, regimes, critical, excess, intervals, reasons, level)

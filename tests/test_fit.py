@@ -152,7 +152,9 @@ def test_fit_workload_and_cli(one_workload: str) -> None:
     assert fit.batch_sizes.tolist() == curve["batch_size"].to_list()
     assert fit.steps.tolist() == curve["step"].to_list()
     row = fit.summary()
-    assert row["b_crit_low"] <= row["b_crit_high"]  # type: ignore[operator]
+    # ten trials per batch size: the regimes get intervals, B_crit one or the reason why not
+    assert row["max_useful_batch_size_low"] is not None or row["model"] == "perfect"
+    assert (row["b_crit_low"] is None) == ("b_crit_interval_note" in row)
     again = fit_workload(store, at, bootstrap_samples=50, seed=1)
     assert again.summary() == row
     runner = CliRunner()

@@ -35,8 +35,10 @@ from curvekit.store.store import Store
 if TYPE_CHECKING:
     import altair as alt
 
+    from curvekit.scaling import TableFit
+
 __all__ = ["PARAMETERS", "Selection", "plot_best", "plot_metaparameters", "plot_scatter",
-           "plot_steps_to_result", "provenance"]
+           "plot_steps_table", "plot_steps_to_result", "provenance"]
 
 PARAMETERS = {"effective_learning_rate": ("Optimal Effective Learning Rate",
                                           "Learning Rate / (1 - Momentum)", True),
@@ -125,6 +127,33 @@ def plot_steps_to_result(store: Store, selection: Selection, *, fit: bool = Fals
                           "b_crit": None if critical is None else critical.b_crit,
                           "note": regimes.note, "definition": "docs/fits.md"})
     return to_altair(_marked(store, chart)), meta
+
+
+def plot_steps_table(table: TableFit, *, fit: bool = False
+                     ) -> tuple[alt.TopLevelMixin, dict[str, Any]]:
+    """Steps to result of a table (:func:`curvekit.fit_table`), drawn like a workload's:
+    the perfect-scaling line and, with ``fit``, the regime fit and the critical-batch-size
+    curve. ``curvekit plot steps-to-result --table FILE`` saves this chart.
+
+    >>> import curvekit
+    >>> table = curvekit.fit_table({"batch_size": [64, 128, 256, 512, 1024, 2048],
+    ...                             "steps": [46000, 23000, 13282, 7000, 3840, 2528]})
+    >>> chart, meta = plot_steps_table(table, fit=True)
+    >>> meta["plot"], meta["table"]
+    ('steps-to-result', 'table')
+    """
+    regimes = table.regimes if fit else None
+    critical = table.critical if fit else None
+    chart = steps_chart([(table.name, table.curve())], title=f"{table.name}, steps to result",
+                        scaling_label=table.name, fit=regimes, critical=critical,
+                        width=WIDTH, height=HEIGHT)
+    meta = {"plot": "steps-to-result", "table": table.name,
+            "batch_sizes": table.batch_sizes.tolist(), "steps": table.steps.tolist(),
+            "fit": None if regimes is None else {
+                "model": regimes.model, "breakpoints": list(regimes.breakpoints),
+                "b_crit": table.critical.b_crit, "s_min": table.critical.s_min,
+                "note": regimes.note, "definition": "docs/fits.md"}}
+    return to_altair(chart), meta
 
 
 def _curve_or_refuse(store: Store, selection: Selection) -> pl.DataFrame:

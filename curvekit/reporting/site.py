@@ -196,7 +196,9 @@ def _index(rows: list[tuple[WorkloadPage | None, str, str]], note: str | None = 
             f"<td>{_cell(fit, 'perfect_scaling_end')}</td>"
             f"<td>{_cell(fit, 'max_useful_batch_size')}</td><td>{_cell(fit, 'b_crit')}</td></tr>")
     lines.append("</table><p class='note'>Fits are curvekit's own definitions (see "
-                 "docs/fits.md): intervals are 95% bootstrap percentiles over trials.</p>")
+                 "docs/fits.md): 95% intervals, B_crit's calibrated for the finite number of "
+                 "trials (none where that cannot be done), the regime boundaries' bootstrap "
+                 "percentiles over trials.</p>")
     notes = [(w, d.fit["range_note"]) for d, w, _ in rows if d and d.fit.get("range_note")]
     if notes:  # † in the table: a value past the measured batch sizes
         lines.append("<ul class='note'>" + "".join(

@@ -1,0 +1,213 @@
+"""Coverage study: do the 95% intervals of S_min and B_crit contain the law's values?
+
+Many generated workloads follow S(B) = S_min (1 + B_crit / B) exactly. Each study (one batch
+size) runs N trials of a search over d metaparameters: a trial at distance u from the
+study's optimal metaparameters (a point drawn anew for each batch size, as the optimal
+learning rate moves with the batch size) needs S(B) · exp(α |u − u*|²) steps, and a trial
+whose slowdown exceeds exp(α_fail) never reaches the goal. Steps to result is the best of
+the N trials, so a finite N biases it upward; the truth is the law (what a fully tuned
+search would find). Each workload is fitted with the intervals ``curvekit fit`` reports,
+and the share of intervals containing the truth is counted per quantity and setting, with
+binomial standard errors, beside the trial bootstrap curvekit used before.
+
+Usage::
+
+    python benchmarks/coverage.py            # the full study: 8 settings x 300 workloads,
+                                             # 400 simulations each (about 10 CPU minutes)
+    python benchmarks/coverage.py --quick    # a smaller one
+    python benchmarks/coverage.py --only 0 --only 1 ...   # a part (settings by number);
+    python benchmarks/coverage.py --only 4 ... --merge     # parts side by side, then joined
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from curvekit.intervals import critical_intervals
+from curvekit.scaling import bootstrap as trial_bootstrap
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One family of generated workloads."""
+
+    name: str
+    batch_sizes: int
+    trials: int
+    dims: int = 2
+    first: int = 16
+    b_crit_octaves: tuple[float, float] = (1.5, 1.5)
+    """B_crit is drawn log-uniformly this many octaves inside the grid's ends."""
+    quantize: int = 0
+    """Evaluations per S_min (0: steps to result is exact)."""
+
+
+SETTINGS = (
+    Setting("release-like: 10 batch sizes, 50 trials", 10, 50),
+    Setting("few trials: 10 batch sizes, 10 trials", 10, 10),
+    Setting("very few trials: 8 batch sizes, 5 trials", 8, 5),
+    Setting("few batch sizes: 5 batch sizes, 30 trials", 5, 30),
+    Setting("4 metaparameters searched: 10 batch sizes, 30 trials", 10, 30, dims=4),
+    Setting("1 metaparameter searched: 10 batch sizes, 30 trials", 10, 30, dims=1),
+    Setting("B_crit near the grid's ends: 8 batch sizes, 30 trials", 8, 30,
+            b_crit_octaves=(-1.0, -1.0)),
+    Setting("evaluations every S_min/20 steps: 10 batch sizes, 30 trials", 10, 30,
+            quantize=20),
+)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A generated workload: the truth and each study's trials."""
+
+    s_min: float
+    b_crit: float
+    hits: dict[int, np.ndarray]
+
+
+def generate(setting: Setting, rng: np.random.Generator) -> Workload:
+    """One workload of ``setting``: best-of-N steps around the law.
+
+    >>> w = generate(SETTINGS[0], np.random.default_rng(0))
+    >>> len(w.hits), all(len(h) == 50 for h in w.hits.values())
+    (10, True)
+    """
+    first = setting.first * 2 ** int(rng.integers(0, 4))
+    sizes = first * 2.0 ** np.arange(setting.batch_sizes)
+    lo = math.log2(sizes[0]) + setting.b_crit_octaves[0]
+    hi = math.log2(sizes[-1]) - setting.b_crit_octaves[1]
+    b_crit = 2.0 ** rng.uniform(lo, hi)
+    s_min = 10 ** rng.uniform(2.5, 4.5)
+    alpha = math.exp(rng.uniform(math.log(1.0), math.log(6.0)))
+    fail = alpha * rng.uniform(0.3, 0.9) * setting.dims
+    law = s_min * (1 + b_crit / sizes)
+    hits: dict[int, np.ndarray] = {}
+    for b, s in zip(sizes, law, strict=True):
+        u = rng.uniform(-1, 1, (setting.trials, setting.dims))
+        best = rng.uniform(-0.5, 0.5, setting.dims)
+        excess = alpha * ((u - best) ** 2).sum(axis=1)
+        steps = s * np.exp(excess)
+        if setting.quantize:
+            every = s_min / setting.quantize
+            steps = np.ceil(steps / every) * every
+        hits[int(b)] = np.where(excess > fail, np.inf, steps)
+    return Workload(s_min, b_crit, hits)
+
+
+def _covered(interval: tuple[float, float] | None, truth: float) -> bool | None:
+    if interval is None:
+        return None
+    return interval[0] <= truth <= interval[1]
+
+
+def study(settings: tuple[Setting, ...], workloads: int, samples: int, baseline: int,
+          seed: int = 0) -> list[dict[str, object]]:
+    """Coverage per setting of the calibrated method and (on ``baseline`` workloads) of
+    the trial bootstrap with percentile intervals."""
+    rows: list[dict[str, object]] = []
+    for setting in settings:
+        # Seeded by the setting's place in SETTINGS: a part of the study equals the whole's.
+        rng = np.random.default_rng([seed, SETTINGS.index(setting)])
+        hit: dict[str, list[bool]] = {"s_min": [], "b_crit": []}
+        old: dict[str, list[bool]] = {"s_min": [], "b_crit": []}
+        declined: dict[str, int] = {}
+        widths: list[float] = []
+        start = time.perf_counter()
+        for i in range(workloads):
+            w = generate(setting, rng)
+            try:
+                result = critical_intervals(w.hits, samples=samples, seed=i)
+            except Exception as exc:  # a fit that fails counts as declined
+                declined[type(exc).__name__] = declined.get(type(exc).__name__, 0) + 1
+                continue
+            for name, truth in (("s_min", w.s_min), ("b_crit", w.b_crit)):
+                if name in result.reasons:
+                    why = f"{name}: " + result.reasons[name].split(":")[0][:50]
+                    declined[why] = declined.get(why, 0) + 1
+                else:
+                    hit[name].append(bool(_covered(result.intervals[name], truth)))
+            if "b_crit" in result.intervals:
+                low, high = result.intervals["b_crit"]
+                widths.append(high / low)
+            if i < baseline:
+                boot = trial_bootstrap(w.hits, n=200, seed=i, model="perfect")
+                for name, truth in (("s_min", w.s_min), ("b_crit", w.b_crit)):
+                    if name in boot.intervals:
+                        old[name].append(bool(_covered(boot.intervals[name], truth)))
+        row: dict[str, object] = {**asdict(setting), "workloads": workloads,
+                                  "samples": samples, "seconds": time.perf_counter() - start,
+                                  "declined": declined,
+                                  "median_width_ratio": float(np.median(widths)) if widths
+                                  else None}
+        for name in ("s_min", "b_crit"):
+            for label, values in (("", hit[name]), ("trial_bootstrap_", old[name])):
+                m = len(values)
+                p = sum(values) / m if m else math.nan
+                row[f"{label}{name}_coverage"] = p
+                row[f"{label}{name}_se"] = math.sqrt(p * (1 - p) / m) if m else math.nan
+                row[f"{label}{name}_intervals"] = m
+        rows.append(row)
+        print(f"{setting.name:62s} B_crit {row['b_crit_coverage']:.3f} ± "
+              f"{row['b_crit_se']:.3f}  S_min {row['s_min_coverage']:.3f} ± "
+              f"{row['s_min_se']:.3f}  ({row['b_crit_intervals']} intervals, declined "
+              f"{sum(v for k, v in declined.items() if k.startswith('b_crit'))}, S_min "
+              f"{row['s_min_intervals']}); trial bootstrap B_crit "
+              f"{row['trial_bootstrap_b_crit_coverage']:.3f} S_min "
+              f"{row['trial_bootstrap_s_min_coverage']:.3f}  [{row['seconds']:.0f} s]",
+              flush=True)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--workloads", type=int)
+    parser.add_argument("--only", type=int, action="append")
+    parser.add_argument("--baseline", type=int)
+    parser.add_argument("--merge", action="store_true",
+                        help="after this part, join every part into results/coverage.json")
+    parser.add_argument("--merge-only", action="store_true", help="only join the parts")
+    args = parser.parse_args()
+    if args.merge_only:
+        merge()
+        return
+    workloads = args.workloads or (100 if args.quick else 300)
+    chosen = tuple(SETTINGS[i] for i in args.only) if args.only else SETTINGS
+    rows = study(chosen, workloads, samples=200 if args.quick else 400,
+                 baseline=args.baseline if args.baseline is not None else (
+                     5 if args.quick else 10))
+    if not args.quick:
+        from benchmarks.common import save
+
+        parts = "" if not args.only else "-part-" + "-".join(map(str, args.only))
+        print(f"results in {save('coverage' + parts, {'settings': rows})}")
+    if args.merge:
+        merge()
+
+
+def merge() -> None:
+    """Join the parts (``--only``) run side by side into ``results/coverage.json``."""
+    import json
+
+    from benchmarks.common import save
+
+    results = Path(__file__).parent / "results"
+    latest: dict[str, dict[str, object]] = {}  # a setting rerun alone replaces its row
+    for part in sorted(results.glob("coverage-part-*.json"), key=lambda p: p.stat().st_mtime):
+        latest.update({str(row["name"]): row for row in json.loads(part.read_text())["settings"]})
+    order = [s.name for s in SETTINGS]
+    rows = sorted(latest.values(), key=lambda row: order.index(str(row["name"])))
+    print(f"results in {save('coverage', {'settings': rows})}")
+
+
+if __name__ == "__main__":
+    main()

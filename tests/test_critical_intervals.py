@@ -1,0 +1,244 @@
+"""The critical batch size from any steps-to-result table, and intervals that are calibrated.
+
+- Zhang et al. (2024)'s published table gives their S_min and b/a to 4 significant digits,
+  and their 20%-over-perfect-scaling batch size;
+- a bad table is refused naming its row and column, whatever the bad cell;
+- the calibrated intervals cover the law's values on a small fixed study where the trial
+  bootstrap (the uncalibrated method) does not, and decline where they cannot be calibrated.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import curvekit
+from benchmarks.coverage import SETTINGS, generate
+from curvekit.cli import main
+from curvekit.errors import FitError
+from curvekit.intervals import critical_intervals
+from curvekit.scaling import Excess, bootstrap, check_steps_table, fit_steps_table
+
+SIZES = [64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384]
+ANCHOR = {  # model: (steps at SIZES, S_min, b/a, their 20% batch size with B_0 = 256)
+    "85M": ([46000, 23000, 13282, 7000, 3840, 2528, 1917, 1600, 1600], 1293.8, 2190.6, 745.3),
+    "151M": ([96000, 49000, 24000, 12000, 7128, 4350, 2940, 2400, 2300], 1752.4, 3239.8,
+             955.2),
+    "302M": ([196000, 90000, 46000, 23400, 13300, 7224, 4980, 3400, 2879], 2095.3, 5432.6,
+             1393.7),
+    "604M": ([311000, 166000, 81000, 37440, 21320, 11400, 7199, 4700, 3800], 2459.9, 7906.6,
+              1888.5),
+    "1.2B": ([642000, 331000, 176000, 94000, 46500, 25000, 15360, 8900, 6500], 3897.3,
+             11131.1, 2533.4),
+}
+
+
+def _four(x: float) -> str:
+    return f"{x:.4g}"
+
+
+@pytest.mark.parametrize("model", list(ANCHOR))
+def test_the_published_table_gives_the_published_fit(model: str, tmp_path: Path) -> None:
+    steps, s_min, ratio, at20 = ANCHOR[model]
+    path = tmp_path / f"{model}.csv"
+    path.write_text("batch_size,steps\n" + "".join(f"{b},{s}\n" for b, s in zip(
+        SIZES, steps, strict=True)))
+    fit = curvekit.fit_table(path, excess_reference=256)
+    assert _four(fit.critical.s_min) == _four(s_min)
+    assert _four(fit.critical.b_crit) == _four(ratio)
+    row = fit.summary()
+    assert round(row["b_excess"], 1) == at20  # type: ignore[call-overload]  # as printed
+    # JSON rows, JSON columns and a mapping give the same fit
+    rows = [{"batch_size": b, "steps": s} for b, s in zip(SIZES, steps, strict=True)]
+    (tmp_path / "rows.json").write_text(json.dumps(rows))
+    (tmp_path / "cols.json").write_text(json.dumps({"batch_size": SIZES, "steps": steps}))
+    for source in (tmp_path / "rows.json", tmp_path / "cols.json"):
+        assert curvekit.fit_table(source).critical.b_crit == fit.critical.b_crit
+
+
+@settings(max_examples=60, deadline=None)
+@given(s_min=st.floats(10, 1e6), b_crit=st.floats(1, 1e6), f=st.floats(0.01, 5),
+       b0=st.none() | st.floats(1, 1e5))
+def test_the_excess_batch_size_is_where_steps_exceed_perfect_scaling(
+        s_min: float, b_crit: float, f: float, b0: float | None) -> None:
+    law = lambda b: s_min * (1 + b_crit / b)  # noqa: E731
+    at = Excess(f, b0).at(b_crit)
+    perfect = s_min * b_crit / at if b0 is None else law(b0) * b0 / at
+    assert law(at) == pytest.approx((1 + f) * perfect, rel=1e-9)
+
+
+GOOD = {"batch_size": [32, 64, 128, 256], "steps": [900, 500, 300, 250],
+        "steps_sd": [30, 20, 10, 10]}
+
+
+@settings(max_examples=80, deadline=None)
+@given(column=st.sampled_from(list(GOOD)), row=st.integers(0, 3),
+       bad=st.sampled_from([0, -5, math.nan, math.inf, -math.inf, "abc", "", None, True]))
+def test_a_bad_cell_is_named_by_row_and_column(column: str, row: int, bad: object) -> None:
+    table = {k: list(v) for k, v in GOOD.items()}
+    table[column][row] = bad
+    with pytest.raises(FitError, match=rf"row {row + 1}, column {column}: .*not a finite "
+                                       "positive number"):
+        check_steps_table(table)
+
+
+def test_bad_tables_are_refused_with_the_fix(tmp_path: Path) -> None:
+    with pytest.raises(FitError, match=r"no column steps.*found batch_size, x"):
+        check_steps_table({"batch_size": [1, 2, 3], "x": [1, 2, 3]})
+    with pytest.raises(FitError, match="rows 1 and 3, column batch_size: batch size 32 is "
+                                       "given twice"):
+        check_steps_table({"batch_size": [32, 64, 32], "steps": [3, 2, 1]})
+    with pytest.raises(FitError, match=r"has 2 rows; .* needs at least 3"):
+        check_steps_table({"batch_size": [32, 64], "steps": [3, 2]})
+    with pytest.raises(FitError, match="different lengths"):
+        check_steps_table({"batch_size": [32, 64, 128], "steps": [3, 2]})
+    # the same rule for files: the row and column, from CSV and JSON
+    (tmp_path / "t.csv").write_text("batch_size,steps\n32,100\n64,nan\n128,40\n")
+    with pytest.raises(FitError, match="row 2, column steps: 'nan'"):
+        curvekit.fit_table(tmp_path / "t.csv")
+    (tmp_path / "t.json").write_text('[{"batch_size": 32, "steps": 100}, {"batch_size": 64},'
+                                     ' {"batch_size": 128, "steps": 40}]')
+    with pytest.raises(FitError, match="row 2, column steps: None"):
+        curvekit.fit_table(tmp_path / "t.json")
+    (tmp_path / "ragged.csv").write_text("batch_size,steps\n32,100\n64\n")
+    with pytest.raises(FitError, match="row 2: 1 cells under a header of 2"):
+        curvekit.fit_table(tmp_path / "ragged.csv")
+    # unsorted rows are sorted, not refused
+    fit = fit_steps_table({"batch_size": [128, 32, 64], "steps": [300, 900, 500]})
+    assert fit.batch_sizes.tolist() == [32, 64, 128]
+
+
+def test_table_intervals_need_the_rows_uncertainty() -> None:
+    b = 2.0 ** np.arange(5, 13)
+    steps = 2000 * (1 + 700 / b)
+    plain = fit_steps_table({"batch_size": b, "steps": steps}, bootstrap=100)
+    assert plain.intervals == {} and "no per-row uncertainty" in plain.reasons["b_crit"]
+    sd = fit_steps_table({"batch_size": b, "steps": steps, "steps_sd": 0.03 * steps},
+                         bootstrap=300, seed=1)
+    low, high = sd.intervals["b_crit"]
+    assert low < 700 < high and sd.reasons == {}
+    row = sd.summary()
+    assert row["b_excess_low"] == pytest.approx(0.2 * low)
+
+
+def test_cli_fit_and_plot_a_table(tmp_path: Path) -> None:
+    steps, *_ = ANCHOR["85M"]
+    path = tmp_path / "zhang.csv"
+    path.write_text("batch_size,steps\n" + "".join(f"{b},{s}\n" for b, s in zip(
+        SIZES, steps, strict=True)))
+    runner = CliRunner()
+    out = runner.invoke(main, ["fit", "--table", str(path), "--excess-reference", "256",
+                               "--bootstrap", "50", "--format", "json"])
+    assert out.exit_code == 0, out.output
+    (row,) = json.loads(out.stdout)
+    assert _four(row["b_crit"]) == "2191" and _four(row["b_excess"]) == "745.3"
+    assert "no interval for B_crit and S_min: the table gives no per-row" in out.stderr
+    usage = runner.invoke(main, ["fit", "--table", str(path), "--all"])
+    assert usage.exit_code == 2 and "drop --all" in usage.output
+    bad = tmp_path / "bad.csv"
+    bad.write_text("batch_size,steps\n32,100\n32,50\n64,20\n")
+    refused = runner.invoke(main, ["fit", "--table", str(bad)])
+    assert refused.exit_code == 1
+    assert "Error: the table bad.csv, rows 1 and 2, column batch_size" in refused.output
+    png = tmp_path / "z.json"
+    drawn = runner.invoke(main, ["plot", "steps-to-result", "--table", str(path), "--fit",
+                                 "--format", "json", "--out", str(png)])
+    assert drawn.exit_code == 0, drawn.output
+    spec = json.loads(png.read_text())
+    assert spec["usermeta"]["curvekit"]["fit"]["b_crit"] == pytest.approx(2190.6, rel=1e-4)
+
+
+# --- calibrated intervals --------------------------------------------------------------
+
+def _coverage(method: str, count: int) -> dict[str, float]:
+    """Share of 95% intervals containing the law's values over ``count`` fixed workloads
+    of the release-like setting (10 batch sizes, 50 trials each)."""
+    rng = np.random.default_rng(2024)
+    hits = {"s_min": 0, "b_crit": 0}
+    given = 0
+    for i in range(count):
+        w = generate(SETTINGS[0], rng)
+        if method == "calibrated":
+            result = critical_intervals(w.hits, samples=200, seed=i)
+            if "b_crit" not in result.intervals or "s_min" not in result.intervals:
+                continue
+            intervals = result.intervals
+        else:
+            intervals = bootstrap(w.hits, n=40, seed=i, model="perfect").intervals
+        given += 1
+        for name, truth in (("s_min", w.s_min), ("b_crit", w.b_crit)):
+            low, high = intervals[name]
+            hits[name] += low <= truth <= high
+    return {name: value / given for name, value in hits.items()}
+
+
+def test_intervals_cover_where_the_trial_bootstrap_does_not() -> None:
+    # The trial bootstrap resamples minima, which cannot fall below the measured best: its
+    # intervals of S_min sit above the law's value (finite trials bias steps upward).
+    old = _coverage("trial bootstrap", 8)
+    assert old["s_min"] <= 0.25
+    new = _coverage("calibrated", 40)
+    assert new["s_min"] >= 0.85 and new["b_crit"] >= 0.85
+
+
+def test_intervals_are_seeded() -> None:
+    w = generate(SETTINGS[0], np.random.default_rng(3))
+    first = critical_intervals(w.hits, samples=200, seed=5)
+    again = critical_intervals(w.hits, samples=200, seed=5)
+    assert first.intervals == again.intervals and first.intervals
+
+
+def test_intervals_decline_where_they_cannot_be_calibrated() -> None:
+    rng = np.random.default_rng(7)
+    w = generate(SETTINGS[0], rng)
+    three = dict(list(w.hits.items())[3:6])
+    assert "batch sizes reach the goal" in critical_intervals(three, samples=50).reasons["b_crit"]
+    few = {b: h[:2] for b, h in w.hits.items()}
+    assert "3 trials at the goal" in critical_intervals(few, samples=50).reasons["b_crit"]
+    b = 2.0 ** np.arange(4, 12)
+    far = {int(x): 1000 * (1 + 1e6 / x) * np.exp(rng.uniform(0, 1, 40) ** 2)
+           for x in b}  # still in perfect scaling at the largest batch size
+    result = critical_intervals(far, samples=50)
+    assert result.intervals == {} and "outside the measured batch sizes" in (
+        result.reasons["b_crit"])
+    five_rng = np.random.default_rng(11)
+    for _ in range(20):  # a curve of 5 batch sizes whose B_crit gets an interval
+        five = critical_intervals(generate(SETTINGS[3], five_rng).hits, samples=100)
+        if "b_crit" in five.intervals:
+            break
+    assert "b_crit" in five.intervals and "s_min" not in five.intervals
+    assert "too few to estimate the finite-trial bias" in five.reasons["s_min"]
+    ten = {bs: h[:10] for bs, h in w.hits.items()}
+    reasons = critical_intervals(ten, samples=100).reasons
+    assert "s_min" in reasons and "trials per batch size" in reasons["s_min"]
+    with pytest.raises(FitError, match="level"):
+        critical_intervals(w.hits, level=1.0)
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 10**6), steps_factor=st.floats(0.01, 100),
+       size_power=st.integers(-3, 3))
+def test_intervals_follow_the_units(seed: int, steps_factor: float, size_power: int) -> None:
+    """Steps c times larger give S_min c times larger and the same B_crit; batch sizes 2^p
+    times larger give B_crit 2^p times larger and the same S_min: intervals included."""
+    w = generate(SETTINGS[0], np.random.default_rng(seed))
+    base = critical_intervals(w.hits, samples=60, seed=1)
+    scaled = {int(b * 2.0**size_power): h * steps_factor for b, h in w.hits.items()
+              if b * 2.0**size_power >= 1}
+    if len(scaled) != len(w.hits):
+        return
+    moved = critical_intervals(scaled, samples=60, seed=1)
+    assert moved.reasons.keys() == base.reasons.keys()
+    assert moved.s_min == pytest.approx(base.s_min * steps_factor, rel=1e-6)
+    assert moved.b_crit == pytest.approx(base.b_crit * 2.0**size_power, rel=1e-6)
+    for name, factor in (("s_min", steps_factor), ("b_crit", 2.0**size_power)):
+        if name in base.intervals:
+            assert moved.intervals[name] == pytest.approx(
+                tuple(v * factor for v in base.intervals[name]), rel=1e-6)
