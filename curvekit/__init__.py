@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from curvekit.plotting.render import render_all as figures
     from curvekit.progress import Progress
     from curvekit.release.manifest import Manifest, load_manifest
+    from curvekit.release.pd1_synthetic import generate_pd1
     from curvekit.release.synthetic import generate_archive
     from curvekit.reporting.site import report
     from curvekit.runner.demo import demo
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
     from curvekit.scaling import bootstrap, fit, fit_critical_batch, fit_regimes, fit_workload
     from curvekit.selection import Selection
     from curvekit.store.catalog import VerifyReport, info, verify
+    from curvekit.store.datasets import datasets
     from curvekit.store.export import query
     from curvekit.store.fetch import FetchResult, fetch
     from curvekit.store.store import Store
@@ -76,6 +78,8 @@ _LAZY = {
     "load_manifest": ("curvekit.release.manifest", "load_manifest"),
     "VerifyReport": ("curvekit.store.catalog", "VerifyReport"),
     "info": ("curvekit.store.catalog", "info"),
+    "datasets": ("curvekit.store.datasets", "datasets"),
+    "generate_pd1": ("curvekit.release.pd1_synthetic", "generate_pd1"),
     "verify": ("curvekit.store.catalog", "verify"),
     "Store": ("curvekit.store.store", "Store"),
     "open": ("curvekit.store.store", "open_store"),
@@ -176,6 +180,8 @@ __all__ = [
     "fit_workload",
     "generate_archive",
     "info",
+    "datasets",
+    "generate_pd1",
     "load_manifest",
     "open",
     "paper_goal",

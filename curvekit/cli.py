@@ -218,6 +218,30 @@ def _progress(quiet: bool = False) -> Iterator[Progress | None]:
 
 @main.command()
 @home_option
+@format_option
+def datasets(home: Path | None, fmt: str) -> None:
+    """The releases curvekit knows: size, licence, citation, URL, and whether each is in
+    the store."""
+    from curvekit.store.datasets import datasets as datasets_
+
+    frame = datasets_(home)
+    if fmt != "table":
+        emit(frame, fmt)
+        return
+    for row in frame.to_dicts():
+        state = (f"in the store ({row['workloads']} workloads)" if row["in_store"]
+                 else f"not in the store: curvekit fetch --dataset {row['dataset']}")
+        _echo(f"{row['dataset']}: {row['title']}")
+        for label, key in (("size", "size"), ("licence", "licence"), ("citation", "citation"),
+                           ("url", "url"), ("checked by", "checksum")):
+            _echo(f"  {label + ':':<11} {row[key]}")
+        _echo(f"  {'store:':<11} {state}")
+
+
+@main.command()
+@home_option
+@click.option("--dataset", default="batch_science", show_default=True,
+              help="The release to fetch: batch_science or pd1 (see curvekit datasets).")
 @click.option("--url", help="Download from this mirror instead of the manifest's URL.")
 @click.option("--archive", type=click.Path(dir_okay=False, path_type=Path),
               help="Convert an archive you already have (no download).")
@@ -230,16 +254,19 @@ def _progress(quiet: bool = False) -> Iterator[Progress | None]:
               help="bzip2 decoder: auto picks lbzip2 if installed, else indexed_bzip2.")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @wait_option
-def fetch(home: Path | None, url: str | None, archive: Path | None, sha256: str | None,
-          manifest: Path | None, force: bool, decompressor: str, quiet: bool,
-          wait: float) -> None:
-    """Download the release archive, verify it, and convert it into the store."""
+def fetch(home: Path | None, dataset: str, url: str | None, archive: Path | None,
+          sha256: str | None, manifest: Path | None, force: bool, decompressor: str,
+          quiet: bool, wait: float) -> None:
+    """Download a release archive, verify it, and convert it into the store."""
     from curvekit.store.fetch import fetch as fetch_
 
     with _progress(quiet) as progress, _waiting(wait):
-        result = fetch_(home=home, url=url, archive=archive, sha256=sha256, manifest=manifest,
-                        force=force, decompressor=decompressor,  # type: ignore[arg-type]
+        result = fetch_(home=home, dataset=dataset, url=url, archive=archive, sha256=sha256,
+                        manifest=manifest, force=force,
+                        decompressor=decompressor,  # type: ignore[arg-type]
                         progress=progress)
+    for note in result.notes:
+        _echo(note)
     counts = result.metadata.get("counts", {})
     summary = (f"{counts.get('workloads')} workloads, {counts.get('studies')} studies, "
                f"{counts.get('trials')} trials, {counts.get('measurements')} measurements")

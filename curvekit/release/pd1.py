@@ -38,7 +38,7 @@ import math
 import os
 import tarfile
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -46,9 +46,12 @@ from typing import IO, Any
 from curvekit import structured
 from curvekit.errors import ArchiveError, ManifestError
 from curvekit.records import StudyKey, TrialRecord
+from curvekit.release.about import Release
 from curvekit.values import INT64_MAX
 
 __all__ = [
+    "NAME",
+    "release_info",
     "DATA_FILES",
     "ARRAYS",
     "FILE_CODES",
@@ -217,8 +220,9 @@ def load_pd1_manifest(path: str | os.PathLike[str] | None = None) -> Pd1Manifest
     return Pd1Manifest.from_dict(data)
 
 
-def file_hashes(path: str | os.PathLike[str], *, chunk_size: int = 1 << 20) -> tuple[str, str]:
-    """The md5 and sha256 of a file, in one pass.
+def file_hashes(path: str | os.PathLike[str], *, chunk_size: int = 1 << 20,
+                progress: Callable[[int, int | None], None] | None = None) -> tuple[str, str]:
+    """The md5 and sha256 of a file, in one pass (``progress(done, total)`` in bytes).
 
     >>> import tempfile
     >>> with tempfile.NamedTemporaryFile() as f:
@@ -227,10 +231,14 @@ def file_hashes(path: str | os.PathLike[str], *, chunk_size: int = 1 << 20) -> t
     ['098f6bcd', '9f86d081']
     """
     md5, sha = hashlib.md5(usedforsecurity=False), hashlib.sha256()
+    total, done = os.path.getsize(path), 0
     with open(path, "rb") as fh:
         while chunk := fh.read(chunk_size):
             md5.update(chunk)
             sha.update(chunk)
+            done += len(chunk)
+            if progress is not None:
+                progress(done, total)
     return md5.hexdigest(), sha.hexdigest()
 
 
@@ -293,7 +301,7 @@ def read_pd1(path: str | os.PathLike[str]) -> Iterator[Pd1Trial]:
 
 def _read_member(raw: IO[bytes], name: str, base: str) -> Iterator[Pd1Trial]:
     with gzip.GzipFile(fileobj=raw, mode="rb") as gz:
-        stream = io.BufferedReader(gz, 1 << 20)  # type: ignore[arg-type]
+        stream = io.BufferedReader(gz, 1 << 20)
         n = 0
         while True:
             line = stream.readline(_MAX_LINE + 1)
@@ -311,7 +319,7 @@ def _read_member(raw: IO[bytes], name: str, base: str) -> Iterator[Pd1Trial]:
             yield parse_line(line, name, base, n)
 
 
-def _load(line: bytes, where: str) -> dict[str, Any]:
+def _load(line: bytes | str, where: str) -> dict[str, Any]:
     try:
         obj = json.loads(line)
     except (ValueError, RecursionError) as exc:
@@ -420,3 +428,23 @@ def parse_line(line: bytes | str, member: str, base: str, n: int) -> Pd1Trial:
     record = TrialRecord(key, code * ID_BLOCK + n, _STATUSES.get(str(status), "INCOMPLETE"),
                          max(steps, default=0), params, where)
     return Pd1Trial(record, dataset, group, fixed, steps, metrics, len(steps_all) - len(steps))
+
+
+NAME = "pd1"
+
+
+def release_info() -> Release:
+    """PD1 as the registry lists it (from its bundled manifest).
+
+    >>> release_info().size_text
+    'not published'
+    """
+    manifest = load_pd1_manifest()
+    raw, cite = manifest.raw, manifest.raw.get("citation", {})
+    citation = (f"{cite.get('authors')}, \"{cite.get('title')}\", {cite.get('journal')} "
+                f"{cite.get('volume')}({cite.get('number')}):{cite.get('pages')}, "
+                f"{cite.get('year')}")
+    return Release(NAME, str(raw.get("title", "")), citation, manifest.url,
+                   manifest.file_name, manifest.approx_size_bytes, str(raw.get("license", "")),
+                   "md5 (published by a third party); no sha256 is published: curvekit "
+                   "records one at the first download and checks it afterwards")

@@ -208,7 +208,7 @@ def _line(task: Task, x: np.ndarray, rng: np.random.Generator, *, study_dir: str
     ce = -np.log(np.clip(1 - err, 1e-6, 1)) * 2 + 0.05
     extreme = status == "done" and rng.random() < 0.02  # "done" but close to diverging
 
-    def arr(values: np.ndarray, *, scale: float = 1.0) -> list[float] | None:
+    def arr(values: np.ndarray, *, scale: float = 1.0) -> list[float | None] | None:
         if stop == 0:
             return None
         return [_f32(v * scale) for v in values]
@@ -234,23 +234,23 @@ def _line(task: Task, x: np.ndarray, rng: np.random.Generator, *, study_dir: str
     splits = {"train": 0.8, "valid": 1.0, "test": 1.02}
     for split, f in splits.items():
         absent = split == "test" and not task.test
-        for metric, values in (("error_rate", np.clip(err * f, 0, 1)), ("ce_loss", ce * f),
-                               ("denominator", np.full(stop, 10000.0))):
+        for metric, array in (("error_rate", np.clip(err * f, 0, 1)), ("ce_loss", ce * f),
+                              ("denominator", np.full(stop, 10000.0))):
             name = f"{split}/{metric}"
             if absent:
                 if not omit_absent:
                     line[name] = None
                 continue
-            values_list: list[float | None] | None = arr(values)
+            values_list = arr(array)
             if values_list is not None and name == "train/ce_loss" and rng.random() < 0.05:
                 values_list[int(rng.integers(0, stop))] = None  # a null inside an array
             line[name] = values_list
     for m in ("train_cost", "train/error_rate", "train/ce_loss", "valid/error_rate",
               "valid/ce_loss"):
-        values = [v for v in (line.get(m) or []) if v is not None]
-        if values:
-            i = (line[m]).index(min(values))
-            line[f"best_{m}"], line[f"best_{m}_index"] = min(values), i
+        kept = [v for v in (line.get(m) or []) if v is not None]
+        if kept:
+            i = (line[m]).index(min(kept))
+            line[f"best_{m}"], line[f"best_{m}_index"] = min(kept), i
             line[f"best_{m}_step"] = steps[i]
         else:
             line[f"best_{m}"] = line[f"best_{m}_index"] = line[f"best_{m}_step"] = None
@@ -354,9 +354,9 @@ def generate_pd1(
         members.append((f"{ROOT}/{task.short}_{task.variant}_{task.batch_size}.json",
                         structured.dumps(config, indent=1).encode()))
     for file in DATA_FILES:
-        data = b"".join(_file_lines(file, tasks, points=points, phase0=phase0,
+        lines = b"".join(_file_lines(file, tasks, points=points, phase0=phase0,
                                     unmatched=unmatched, seed=seed, counts=counts))
-        members.append((f"{ROOT}/{file}", gzip.compress(data, compresslevel=6, mtime=0)))
+        members.append((f"{ROOT}/{file}", gzip.compress(lines, compresslevel=6, mtime=0)))
     if order == "shuffled":
         rng = np.random.default_rng(seed)
         members = [members[i] for i in rng.permutation(len(members))]
@@ -364,8 +364,8 @@ def generate_pd1(
     with output_stream(target, "the generated PD1 archive") as out, \
             gzip.GzipFile(fileobj=out, mode="wb", mtime=0, compresslevel=6) as gz, \
             tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as tar:
-        for name, data in members:
-            _member(tar, name, data)
+        for name, content in members:
+            _member(tar, name, content)
     md5, sha = file_hashes(target)
     size = target.stat().st_size
     real = load_pd1_manifest()

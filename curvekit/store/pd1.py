@@ -77,11 +77,13 @@ class _Study:
         before = len(self.steps)
         self.ids.extend([trial.record.trial_id] * n)
         self.steps.extend(trial.steps)
+        missing: list[float | None] = [None] * n
         for name, column in self.values.items():
-            column.extend(trial.metrics.get(name, [None] * n))
+            column.extend(trial.metrics.get(name, missing))
         for name, values in trial.metrics.items():
             if name not in self.values:
-                self.values[name] = [None] * before + values
+                self.values[name] = [None] * before
+                self.values[name].extend(values)
 
     def take(self) -> Evaluations:
         names = tuple(sorted(self.values))
