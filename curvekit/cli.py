@@ -291,6 +291,8 @@ def verify(home: Path | None, manifest: Path | None) -> None:
     checked = ", ".join(f"{v} {k}" for k, v in report.checked.items())
     for problem in report.problems:
         _echo(problem)
+    for what in report.unchecked:
+        _echo(f"Not checked: {what}.")
     if report.ok:
         _echo(f"OK: {checked} match the manifest.")
     else:

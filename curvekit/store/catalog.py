@@ -15,7 +15,7 @@ True
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -28,6 +28,7 @@ from curvekit.errors import CurvekitError, StoreError
 from curvekit.records import STATUSES
 from curvekit.release.manifest import Manifest
 from curvekit.store.layout import MANIFEST_FILE, TABLES
+from curvekit.store.pd1 import check_pd1
 from curvekit.store.snapshots import FILES_FILE, check_files, repair_hint
 from curvekit.store.store import Store, evaluations, metrics_with_values
 
@@ -111,6 +112,8 @@ class VerifyReport:
 
     problems: list[str]
     checked: dict[str, int]
+    unchecked: list[str] = field(default_factory=list)
+    """What could not be checked, in words (e.g. PD1's unmatched files: no known count)."""
 
     @property
     def ok(self) -> bool:
@@ -172,7 +175,13 @@ def verify(store: Store, manifest: Manifest | None = None) -> VerifyReport:
         _check_manifest(manifest, have, expected_rows, study_keys, problems)
     checked = {"studies": len(study_keys), "files": len(good["measurements"]),
                "measurements": total, "trials": sum(sum(v.values()) for v in have.values())}
-    return VerifyReport(problems, checked)
+    unchecked: list[str] = []
+    pd1 = check_pd1(store.metadata, good["trials"])
+    if pd1 is not None:
+        problems += pd1.problems
+        checked["PD1 counts"] = len(pd1.checked)
+        unchecked += pd1.unchecked
+    return VerifyReport(problems, checked, unchecked)
 
 
 def _check_files(store: Store, problems: list[str]) -> set[str]:

@@ -43,7 +43,7 @@ from curvekit.store.transaction import conversion_room, transaction
 from curvekit.store.update import _carried, _shifted
 from curvekit.store.writer import Evaluations, StoreBuilder
 
-__all__ = ["DATASET", "convert_pd1", "pd1_workloads"]
+__all__ = ["DATASET", "Pd1Check", "check_pd1", "convert_pd1", "pd1_workloads"]
 
 DATASET = "pd1"
 _FLUSH_ROWS = 65_536  # a study's buffered evaluations handed to the writer at once
@@ -211,3 +211,73 @@ def convert_pd1(
             progress(len(trial_rows), len(trial_rows))
         tx.publish(f"pd1-{sha256[:12]}", new)
     return new
+
+
+_LABELS = {
+    "matched_phase0_lines": (1, False, "matched phase-0 lines"),
+    "matched_phase1_lines": (2, False, "matched phase-1 lines"),
+    "unmatched_phase0_lines": (3, False, "unmatched phase-0 lines"),
+    "unmatched_phase1_lines": (4, False, "unmatched phase-1 lines"),
+    "matched_without_evaluations": (0, True, "matched trials without evaluations"),
+}
+
+
+@dataclass(frozen=True)
+class Pd1Check:
+    """What ``verify`` found about PD1's known counts: the problems, the counts checked
+    (name → value found) and the counts it could not check, in words."""
+
+    problems: list[str]
+    checked: dict[str, int]
+    unchecked: list[str]
+
+
+def check_pd1(meta: Mapping[str, Any], trials: list[Path]) -> Pd1Check | None:
+    """Check the store's PD1 trials (in the ``trials`` files given) against the counts of
+    the manifest they were converted with: lines per data file (the trial id's file code)
+    and matched trials without evaluations (``n_measurements`` 0). None without PD1.
+
+    The real archive's manifest states the counts public readers observed (matched phase
+    0: 2,277 lines, phase 1: 9,200, 1,348 matched trials without evaluations) and none for
+    the unmatched files; a generated archive's states the generator's own.
+    """
+    import duckdb
+
+    workloads = pd1_workloads(meta)
+    if not workloads:
+        return None
+    first = next(iter(workloads.values()))
+    expected: dict[str, Any] = ((first.get("origin") or {}).get("manifest") or {}
+                                ).get("counts") or {}
+    source = "the generator's" if "generator" in str(
+        ((first.get("origin") or {}).get("manifest") or {}).get("counts_source", "")) \
+        else "the observed"
+    found: dict[int, int] = {}
+    empty = 0
+    files = [p for p in trials if "base_dir=pd1%2F" in p.as_posix()]
+    if files:
+        names = ", ".join("'" + str(p).replace("'", "''") + "'" for p in files)
+        con = duckdb.connect()
+        rows = con.sql(
+            f"select base_dir || '/' || model || '/' || optimizer as w, trial_id // {ID_BLOCK}"
+            f" as f, count(*) as n, count(*) filter (where n_measurements = 0) as e from "
+            f"read_parquet([{names}], hive_partitioning=true) group by all").fetchall()
+        for w, f, n, e in rows:
+            if w in workloads:
+                found[int(f)] = found.get(int(f), 0) + int(n)
+                if int(f) in (1, 2):
+                    empty += int(e)
+    problems, checked, unchecked = [], {}, []
+    for name, (code, is_empty, words) in _LABELS.items():
+        have = empty if is_empty else found.get(code, 0)
+        want = expected.get(name)
+        if want is None:
+            unchecked.append(f"{words}: {have} in the store; no count is known to check it "
+                             "against")
+            continue
+        checked[name] = have
+        if have != want:
+            problems.append(f"PD1 {words}: {have} in the store, {source} count is {want}; "
+                            "run `curvekit fetch --dataset pd1 --force` to convert it again")
+    return Pd1Check(problems, checked, unchecked)
+
