@@ -229,7 +229,9 @@ def datasets(home: Path | None, fmt: str) -> None:
         emit(frame, fmt)
         return
     for row in frame.to_dicts():
-        state = (f"in the store ({row['workloads']} workloads)" if row["in_store"]
+        state = (f"in the store ({row['workloads']} workloads)" if row["in_store"] else
+                 f"a generated look-alike is in the store ({row['workloads']} workloads), "
+                 "not the release" if row["generated"]
                  else f"not in the store: curvekit fetch --dataset {row['dataset']}")
         _echo(f"{row['dataset']}: {row['title']}")
         for label, key in (("size", "size"), ("licence", "licence"), ("citation", "citation"),
@@ -331,8 +333,11 @@ def info(home: Path | None, fmt: str) -> None:
     store = _open(home)
     note = synthetic_note(store)
     if note:  # on stderr, so that csv and json stay data only
-        click.echo(f"Note: {note} (converted from {store.metadata['source'].get('archive')}).",
-                   err=True)
+        origins = [(i.get("origin") or {}) for i in store.metadata.get("added", {}).values()]
+        archives = sorted({str(a) for a in [(store.metadata.get("source") or {}).get("archive"),
+                                            *(o.get("archive") for o in origins
+                                              if o.get("synthetic") is True)] if a})
+        click.echo(f"Note: {note} (converted from {', '.join(archives)}).", err=True)
     frame = info_(store)
     if fmt != "table":
         emit(frame, fmt)

@@ -51,8 +51,10 @@ from curvekit.errors import ArchiveError
 from curvekit.outputs import output_stream
 from curvekit.release.pd1 import DATA_FILES, ROOT, Pd1Manifest, file_hashes, load_pd1_manifest
 
-__all__ = ["TASKS", "Task", "generate_pd1", "pd1_full_scale_kwargs"]
+__all__ = ["SYNTHETIC", "TASKS", "Task", "generate_pd1", "pd1_full_scale_kwargs"]
 
+SYNTHETIC = "pd1_synthetic"
+"""The dataset name of a generated archive's manifest (figures and pages say so)."""
 _MTIME = 1_630_000_000  # 2021-08-26, the same for every member
 FULL_POINTS = 400
 
@@ -362,7 +364,8 @@ def generate_pd1(
         members = [members[i] for i in rng.permutation(len(members))]
     target = Path(path)
     with output_stream(target, "the generated PD1 archive") as out, \
-            gzip.GzipFile(fileobj=out, mode="wb", mtime=0, compresslevel=6) as gz, \
+            gzip.GzipFile(filename="", fileobj=out, mode="wb", mtime=0,
+                          compresslevel=6) as gz, \
             tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as tar:
         for name, content in members:
             _member(tar, name, content)
@@ -377,6 +380,7 @@ def generate_pd1(
     data["counts"] = counts
     data["counts_source"] = "the generator's own counts"
     data["title"] = "PD1 look-alike written by curvekit's generator"
+    data["dataset"] = SYNTHETIC
     return Pd1Manifest.from_dict(data)
 
 

@@ -45,14 +45,18 @@ def _workload(base_dir: str, model: str, optimizer: str) -> str:
 
 
 def synthetic_note(store: Store) -> str | None:
-    """:data:`SYNTHETIC_NOTE` when the store was converted from a generated archive (its
-    manifest's dataset is ``batch_science_synthetic``), else ``None``.
+    """:data:`SYNTHETIC_NOTE` when the store holds data converted from a generated archive
+    (its manifest's dataset is ``batch_science_synthetic``, or a PD1 look-alike's workloads
+    are there), else ``None``.
 
     Figures, galleries, the report and ``curvekit info`` show it, so that a chart of
     generated data is never taken for the paper's.
     """
     source = store.metadata.get("source") or {}
-    return SYNTHETIC_NOTE if source.get("dataset") == SYNTHETIC_DATASET else None
+    added = store.metadata.get("added") or {}
+    generated = any(isinstance(i, dict) and (i.get("origin") or {}).get("synthetic") is True
+                    for i in added.values())  # a generated PD1 beside it
+    return SYNTHETIC_NOTE if source.get("dataset") == SYNTHETIC_DATASET or generated else None
 
 
 def info(store: Store) -> pl.DataFrame:

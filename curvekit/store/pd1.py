@@ -184,7 +184,8 @@ def convert_pd1(
                              f"{', '.join(clash)}; remove them (curvekit.remove_workload) or "
                              "add them under another name first")
         now = datetime.now(UTC).isoformat(timespec="seconds")
-        origin = {"dataset": DATASET, "archive": archive.name, "sha256": sha256, "md5": md5,
+        origin = {"dataset": DATASET, "synthetic": manifest.dataset != DATASET,
+                  "archive": archive.name, "sha256": sha256, "md5": md5,
                   "manifest": manifest.to_dict(),
                   "found": {"lines_by_file": {str(k): v for k, v in sorted(lines.items())},
                             "without_evaluations_by_file":
