@@ -496,7 +496,14 @@ def add(source: Path | None, name: str | None, fmt: str, manifest: Path | None,
 
 @main.command("generate-archive")
 @click.argument("path", type=click.Path(dir_okay=False, path_type=Path),
-                help="The archive to write (.tar.bz2); its manifest goes beside it.")
+                help="The archive to write (.tar.bz2; pd1: .tar.gz); its manifest goes beside "
+                     "it.")
+@click.option("--dataset", type=click.Choice(["batch_science", "pd1"]),
+              default="batch_science", show_default=True,
+              help="Whose layout: the release's, or PD1's (pd1.tar.gz).")
+@click.option("--points", type=click.IntRange(min=1, max=100_000), default=16,
+              show_default=True,
+              help="pd1 only: matched phase-1 Halton points per task (PD1 has 400).")
 @click.option("--workload", "workloads", multiple=True,
               help="Only this workload (base_dir/model/optimizer); repeatable. Default: all 35.")
 @click.option("--trial-fraction", type=float, default=1.0, show_default=True,
@@ -512,15 +519,30 @@ def add(source: Path | None, name: str | None, fmt: str, manifest: Path | None,
 @click.option("--jobs", type=click.IntRange(min=1, max=MAX_WORKERS),
               help="Worker processes (default: every CPU).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def generate_archive(path: Path, workloads: tuple[str, ...], trial_fraction: float,
-                     max_trials: int | None, evals_scale: float, order: str, seed: int,
-                     jobs: int | None, quiet: bool) -> None:
+def generate_archive(path: Path, dataset: str, points: int, workloads: tuple[str, ...],
+                     trial_fraction: float, max_trials: int | None, evals_scale: float,
+                     order: str, seed: int, jobs: int | None, quiet: bool) -> None:
     """Write a synthetic archive in the release's exact layout, and its manifest.
 
     The defaults make a full-scale archive (454 studies, the published trial counts, about
     70 million evaluation rows). The manifest goes to PATH.manifest.json; convert with
-    `curvekit fetch --archive PATH --manifest PATH.manifest.json`.
+    `curvekit fetch --archive PATH --manifest PATH.manifest.json`. With --dataset pd1, a
+    PD1 look-alike (--points, --evals-scale, --order, --seed apply); convert with `curvekit
+    fetch --dataset pd1 --archive PATH --manifest PATH.manifest.json`.
     """
+    if dataset == "pd1":
+        from curvekit import structured
+        from curvekit.outputs import write_file
+        from curvekit.release.pd1_synthetic import generate_pd1
+
+        pd1 = generate_pd1(path, points=points, evals_scale=evals_scale, seed=seed,
+                           order="shuffled" if order == "shuffled" else "published")
+        target = write_file(path.with_name(path.name + ".manifest.json"),
+                            structured.dumps(pd1.to_dict(), indent=1) + "\n", "the manifest")
+        lines = sum(v or 0 for k, v in pd1.counts.items() if k.endswith("_lines"))
+        _echo(f"Wrote {path} ({path.stat().st_size:,} bytes: {lines} trial lines) and "
+              f"{target}.")
+        return
     from curvekit.release.synthetic import generate_archive as generate
     from curvekit.release.synthetic import write_manifest
 

@@ -308,7 +308,7 @@ def test_bad_lines_are_refused_naming_member_and_line_and_lose_nothing(
     }
     for bad, words in cases.items():
         broken = _archive(tmp_path / "bad.tar.gz", {DATA_FILES[0]: [good, bad]})
-        with pytest.raises(ArchiveError, match="pd1_matched_phase0_results.jsonl.gz") as err:
+        with pytest.raises(ArchiveError, match=r"pd1_matched_phase0_results\.jsonl\.gz") as err:
             convert_pd1(broken, home, manifest=manifest, sha256="1" * 64)
         assert words in str(err.value)
         assert snapshot(home) == before

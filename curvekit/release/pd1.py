@@ -50,13 +50,12 @@ from curvekit.release.about import Release
 from curvekit.values import INT64_MAX
 
 __all__ = [
-    "NAME",
-    "release_info",
-    "DATA_FILES",
     "ARRAYS",
+    "DATA_FILES",
     "FILE_CODES",
     "ID_BLOCK",
     "METRIC_NAMES",
+    "NAME",
     "OPTIMIZER",
     "PARAMETER_NAMES",
     "SEARCH_SPACE",
@@ -66,6 +65,7 @@ __all__ = [
     "load_pd1_manifest",
     "map_metric",
     "read_pd1",
+    "release_info",
     "trial_id",
 ]
 

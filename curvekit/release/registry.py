@@ -32,7 +32,7 @@ def releases() -> list[Release]:
 def release(name: str) -> Release:
     """The release called ``name``; :class:`ManifestError` names the known ones otherwise."""
     for module in MODULES:
-        if module.NAME == name:
+        if name == module.NAME:
             info: Release = module.release_info()
             return info
     known = ", ".join(m.NAME for m in MODULES)

@@ -22,8 +22,8 @@ __all__ = ["datasets"]
 
 _SCHEMA = {"dataset": pl.String, "title": pl.String, "size_bytes": pl.Int64,
            "size": pl.String, "licence": pl.String, "citation": pl.String, "url": pl.String,
-           "file_name": pl.String, "checksum": pl.String, "in_store": pl.Boolean, "generated": pl.Boolean,
-           "workloads": pl.Int64, "archive_sha256": pl.String}
+           "file_name": pl.String, "checksum": pl.String, "in_store": pl.Boolean,
+           "generated": pl.Boolean, "workloads": pl.Int64, "archive_sha256": pl.String}
 
 
 def _in_store(meta: StoreMetadata | None, name: str) -> tuple[int, str | None, bool]:

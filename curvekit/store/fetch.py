@@ -19,9 +19,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from curvekit import structured
 from curvekit._version import __version__
 from curvekit.errors import ArchiveError, ChecksumError, ManifestError, StoreError
-from curvekit import structured
 from curvekit.home import downloads_dir, read_json, resolve_home
 from curvekit.outputs import write_file
 from curvekit.progress import Progress, stage_counter
