@@ -43,6 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+import pyarrow as pa
+
 from curvekit import structured
 from curvekit.errors import ArchiveError, ManifestError
 from curvekit.records import StudyKey, TrialRecord
@@ -227,8 +229,9 @@ def file_hashes(path: str | os.PathLike[str], *, chunk_size: int = 1 << 20,
     >>> import tempfile
     >>> with tempfile.NamedTemporaryFile() as f:
     ...     _ = f.write(b"test"); f.flush()
-    ...     [h[:8] for h in file_hashes(f.name)]
-    ['098f6bcd', '9f86d081']
+    ...     md5, sha256 = file_hashes(f.name)
+    >>> md5[:8], sha256[:8]
+    ('098f6bcd', '9f86d081')
     """
     md5, sha = hashlib.md5(usedforsecurity=False), hashlib.sha256()
     total, done = os.path.getsize(path), 0
@@ -245,14 +248,14 @@ def file_hashes(path: str | os.PathLike[str], *, chunk_size: int = 1 << 20,
 @dataclass(frozen=True)
 class Pd1Trial:
     """One line of a PD1 data file, mapped: its trial record, its study's columns, and its
-    evaluations (steps and one float list per metric, None for a missing value)."""
+    evaluations (steps and one float64 array per metric, null for a missing value)."""
 
     record: TrialRecord
     dataset: str
     study_group: str
     fixed: dict[str, Any]
     steps: list[int]
-    metrics: dict[str, list[float | None]]
+    metrics: dict[str, pa.Array]
     dropped: int
     """Evaluations left out because their ``global_step`` is null."""
 
@@ -370,12 +373,21 @@ def _steps(values: Any, where: str) -> list[int | None]:
     return out
 
 
-def _number(v: Any, where: str, name: str) -> float | None:
-    if v is None:
-        return None
-    if isinstance(v, int | float) and not isinstance(v, bool):
-        return float(v)
-    raise ArchiveError(f"{where}: {name!r} holds {v!r}, expected numbers or null")
+_NUMBERS = frozenset({int, float, type(None)})
+
+
+def _numbers(values: list[Any], where: str, name: str) -> pa.Array:
+    """An array's values as float64 (a null stays null), refusing anything but numbers."""
+    try:
+        if not _NUMBERS.issuperset(map(type, values)):  # true and false are not numbers
+            raise ValueError("not a number")
+        return pa.array(values, pa.float64())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+        bad = next((v for v in values if v is not None and (
+            type(v) is bool or not isinstance(v, int | float)
+            or (isinstance(v, int) and not -2**63 <= v < 2**63))), None)
+        raise ArchiveError(f"{where}: {name!r} holds {bad!r}, expected numbers or null"
+                           ) from None
 
 
 def _scalar(value: Any) -> Any:
@@ -409,7 +421,9 @@ def parse_line(line: bytes | str, member: str, base: str, n: int) -> Pd1Trial:
             length = len(values) if isinstance(values, list) else type(values).__name__
             raise ArchiveError(f"{where}: {name!r} has {length} values, 'global_step' "
                                f"{len(steps_all)}; every array is aligned with global_step")
-        metrics[map_metric(name)] = [_number(values[i], where, name) for i in keep]
+        if len(keep) < len(steps_all):
+            values = [values[i] for i in keep]
+        metrics[map_metric(name)] = _numbers(values, where, name)
     code = FILE_CODES[base]
     status = obj.get("status")
     params: dict[str, Any] = {"source": f"{ROOT}/{base}", "phase": (code - 1) % 2,

@@ -4,8 +4,8 @@ A release is a module of :mod:`curvekit.release` with a ``NAME`` and a ``release
 returning its :class:`~curvekit.release.about.Release`; adding one (LCBench, TaskSet) is
 that module plus its name in :data:`MODULES`.
 
->>> [r.name for r in releases()]
-['batch_science', 'pd1']
+>>> ", ".join(r.name for r in releases())
+'batch_science, pd1'
 >>> release("pd1").licence
 'CC-BY 4.0 (a LICENSE file is included in the archive)'
 """

@@ -52,7 +52,8 @@ def datasets(home: str | os.PathLike[str] | None = None) -> pl.DataFrame:
     it was converted from).
 
     >>> import tempfile
-    >>> datasets(tempfile.mkdtemp())["licence"][1]
+    >>> pd1 = datasets(tempfile.mkdtemp()).row(1, named=True)
+    >>> pd1["licence"]
     'CC-BY 4.0 (a LICENSE file is included in the archive)'
     """
     meta = StoreMetadata.read(store_link(resolve_home(home)))

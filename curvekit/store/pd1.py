@@ -68,28 +68,27 @@ class _Study:
     train_steps: int = 0
     trials: int = 0
     rows: int = 0
+    buffered: int = 0
     ids: list[int] = field(default_factory=list)
     steps: list[int] = field(default_factory=list)
-    values: dict[str, list[float | None]] = field(default_factory=dict)
+    values: dict[str, list[pa.Array]] = field(default_factory=dict)
 
     def add(self, trial: Pd1Trial) -> None:
         n = len(trial.steps)
-        before = len(self.steps)
         self.ids.extend([trial.record.trial_id] * n)
         self.steps.extend(trial.steps)
-        missing: list[float | None] = [None] * n
-        for name, column in self.values.items():
-            column.extend(trial.metrics.get(name, missing))
+        for name, parts in self.values.items():
+            parts.append(trial.metrics.get(name, pa.nulls(n, pa.float64())))
         for name, values in trial.metrics.items():
             if name not in self.values:
-                self.values[name] = [None] * before
-                self.values[name].extend(values)
+                self.values[name] = [pa.nulls(self.buffered, pa.float64()), values]
+        self.buffered += n
 
     def take(self) -> Evaluations:
         names = tuple(sorted(self.values))
         rows = Evaluations(pa.array(self.ids, pa.int64()), pa.array(self.steps, pa.int64()),
-                           names, tuple(pa.array(self.values[n], pa.float64()) for n in names))
-        self.ids, self.steps, self.values = [], [], {}
+                           names, tuple(pa.concat_arrays(self.values[n]) for n in names))
+        self.ids, self.steps, self.values, self.buffered = [], [], {}, 0
         return rows
 
 
