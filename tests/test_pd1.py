@@ -330,11 +330,11 @@ def test_bad_lines_are_refused_naming_member_and_line_and_lose_nothing(
 
 # -- fetch: download, checksums, beside the release ------------------------------------------
 
-def _unpinned(manifest: Pd1Manifest, url: str) -> Path:
+def _unpinned(manifest: Pd1Manifest, url: str) -> Pd1Manifest:
     """A manifest like the bundled one: the md5 known, no sha256."""
     data = manifest.to_dict()
     data["archive"] = {**data["archive"], "sha256": None, "url": url}
-    return Pd1Manifest.from_dict(data)  # type: ignore[return-value]
+    return Pd1Manifest.from_dict(data)
 
 
 def test_fetch_pd1_downloads_records_sha256_and_checks_it(
@@ -402,6 +402,29 @@ def test_fetch_pd1_refuses_a_file_without_the_known_md5(pd1: tuple[Path, Pd1Mani
     assert "the one you pinned" in pinned.output
 
 
+def test_a_local_copy_is_checked_by_its_md5_and_its_sha256_said(
+        pd1: tuple[Path, Pd1Manifest], tmp_path: Path) -> None:
+    path, manifest = pd1
+    mfile = tmp_path / "m.json"
+    mfile.write_text(structured.dumps(_unpinned(manifest, "http://127.0.0.1:9/x").to_dict()))
+    out = CliRunner().invoke(main, ["fetch", "--home", str(tmp_path / "h"), "--dataset",
+                                    "pd1", "--archive", str(path), "--manifest", str(mfile),
+                                    "--quiet"])
+    assert out.exit_code == 0, out.output
+    assert "none was recorded by a download here" in out.output
+    assert f"this file's sha256 is {manifest.sha256}" in out.output
+    assert not (tmp_path / "h" / "downloads" / "pd1.tar.gz.sha256.json").exists()
+
+
+def test_generate_archive_writes_a_pd1_look_alike(tmp_path: Path) -> None:
+    out = CliRunner().invoke(main, ["generate-archive", "--dataset", "pd1", "--points", "1",
+                                    "--evals-scale", "0.1", str(tmp_path / "p.tar.gz")])
+    assert out.exit_code == 0, out.output
+    m = load_pd1_manifest(tmp_path / "p.tar.gz.manifest.json")
+    assert m.dataset == "pd1_synthetic" and m.counts["matched_phase1_lines"] == 23
+    assert file_hashes(tmp_path / "p.tar.gz")[0] == m.md5
+
+
 @pytest.mark.slow
 def test_pd1_lives_beside_the_release_and_survives_its_refetch(
         pd1: tuple[Path, Pd1Manifest], tmp_path: Path) -> None:
@@ -461,6 +484,8 @@ def test_verify_checks_the_known_counts_and_says_what_it_cannot(
     assert "PD1 matched phase-0 lines" in bad.output and "count is 2277" in bad.output
     assert "count is 9200" in bad.output and "count is 1348" in bad.output
     assert "Not checked: unmatched phase-0 lines" in bad.output
+    listed = curvekit.datasets(real).row(1, named=True)  # converted as PD1 itself
+    assert listed["in_store"] and not listed["generated"] and listed["workloads"] == 13
 
 
 def test_every_command_works_on_pd1(home: Path, tmp_path: Path) -> None:

@@ -46,7 +46,7 @@ from curvekit.store.writer import Evaluations, StoreBuilder
 __all__ = ["DATASET", "Pd1Check", "check_pd1", "convert_pd1", "pd1_workloads"]
 
 DATASET = "pd1"
-_FLUSH_ROWS = 65_536  # a study's buffered evaluations handed to the writer at once
+_FLUSH_ROWS = 16_384  # a study's buffered evaluations handed to the writer at once
 
 
 def pd1_workloads(meta: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
@@ -111,7 +111,7 @@ def convert_pd1(
     manifest: Pd1Manifest,
     sha256: str,
     md5: str | None = None,
-    memory_limit: int = 256 << 20,
+    memory_limit: int = 128 << 20,
     threads: int | None = None,
     progress: StageCounter | None = None,
 ) -> StoreMetadata:
