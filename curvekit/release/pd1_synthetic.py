@@ -385,7 +385,8 @@ def generate_pd1(
 
 def pd1_full_scale_kwargs() -> dict[str, Any]:
     """Arguments of :func:`generate_pd1` for a PD1-sized file: 400 matched points per task
-    (9,200 matched phase-1 lines), about 100 phase-0 points, 1,500 unmatched per task.
+    (9,200 matched phase-1 lines), 98–100 phase-0 points (2,276 lines), 1,200 unmatched
+    points per task in phase 1 and 300 in phase 0 (46,276 lines in all).
 
     >>> pd1_full_scale_kwargs()["points"]
     400
