@@ -682,8 +682,8 @@ def fit_workload(store: Store, selection: Selection, *, model: str = "both",
         raise FitError(f"{workload}: only {len(sizes)} batch "
                        f"{'size reaches' if len(sizes) == 1 else 'sizes reach'} "
                        f"{selection.target}; a fit needs at least 3"
-                       + identifiable(sizes, steps)
-                       + "".join(f"; {line.removeprefix(workload + ': ')}" for line in why))
+                       + "".join(f"; {line.removeprefix(workload + ': ')}" for line in why)
+                       + identifiable(sizes, steps))
     if explain:
         warn_explained(store, selection, reached)
     regimes = fit_regimes(sizes, steps) if model in ("piecewise", "both") else None
