@@ -328,6 +328,35 @@ def test_bad_lines_are_refused_naming_member_and_line_and_lose_nothing(
     assert len(names) == 4 and snapshot(home) == before
 
 
+@pytest.mark.parametrize("kind", ["symlink", "hardlink", "parent", "absolute", "twice"])
+def test_hostile_members_are_refused(kind: str, tmp_path: Path) -> None:
+    raw = io.BytesIO()
+    data = gzip.compress(_line([0.5]) + b"\n")
+    with tarfile.open(fileobj=raw, mode="w:gz") as tar:
+        for f in DATA_FILES:
+            info = tarfile.TarInfo(f"pd1/{f}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        bad = tarfile.TarInfo({"parent": "pd1/../../x", "absolute": "/etc/x"}.get(
+            kind, f"pd1/{DATA_FILES[0]}" if kind == "twice" else "pd1/link"))
+        if kind in ("symlink", "hardlink"):
+            bad.type = tarfile.SYMTYPE if kind == "symlink" else tarfile.LNKTYPE
+            bad.linkname = "/etc/passwd"
+            tar.addfile(bad)
+        else:
+            bad.size = len(data)
+            tar.addfile(bad, io.BytesIO(data))
+    path = tmp_path / "pd1.tar.gz"
+    path.write_bytes(raw.getvalue())
+    words = {"symlink": "a link or a device", "hardlink": "a link or a device",
+             "parent": "leaves the archive's folder", "absolute": "leaves the archive's folder",
+             "twice": "appears twice"}[kind]
+    with pytest.raises(ArchiveError, match=words):
+        convert_pd1(path, tmp_path / "home", manifest=_manifest(), sha256="3" * 64)
+    assert not (tmp_path / "home" / "store").exists()
+    assert not any(p.name == "x" for p in tmp_path.rglob("x"))
+
+
 # -- fetch: download, checksums, beside the release ------------------------------------------
 
 def _unpinned(manifest: Pd1Manifest, url: str) -> Pd1Manifest:
