@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from curvekit.plotting.render import render_all as figures
     from curvekit.progress import Progress
     from curvekit.release.manifest import Manifest, load_manifest
+    from curvekit.release.pd1_synthetic import generate_pd1
     from curvekit.release.synthetic import generate_archive
     from curvekit.reporting.site import report
     from curvekit.runner.demo import demo
@@ -63,6 +64,7 @@ if TYPE_CHECKING:
     from curvekit.scaling import bootstrap, fit, fit_critical_batch, fit_regimes, fit_workload
     from curvekit.selection import Selection
     from curvekit.store.catalog import VerifyReport, info, verify
+    from curvekit.store.datasets import datasets
     from curvekit.store.export import query
     from curvekit.store.fetch import FetchResult, fetch
     from curvekit.store.store import Store
@@ -78,6 +80,8 @@ _LAZY = {
     "load_manifest": ("curvekit.release.manifest", "load_manifest"),
     "VerifyReport": ("curvekit.store.catalog", "VerifyReport"),
     "info": ("curvekit.store.catalog", "info"),
+    "datasets": ("curvekit.store.datasets", "datasets"),
+    "generate_pd1": ("curvekit.release.pd1_synthetic", "generate_pd1"),
     "verify": ("curvekit.store.catalog", "verify"),
     "Store": ("curvekit.store.store", "Store"),
     "open": ("curvekit.store.store", "open_store"),
@@ -173,6 +177,7 @@ __all__ = [
     "best",
     "best_measurement",
     "bootstrap",
+    "datasets",
     "demo",
     "fetch",
     "figure",
@@ -183,6 +188,7 @@ __all__ = [
     "fit_table",
     "fit_workload",
     "generate_archive",
+    "generate_pd1",
     "info",
     "load_manifest",
     "open",

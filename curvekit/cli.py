@@ -232,6 +232,32 @@ def _progress(quiet: bool = False) -> Iterator[Progress | None]:
 
 @main.command()
 @home_option
+@format_option
+def datasets(home: Path | None, fmt: str) -> None:
+    """The releases curvekit knows: size, licence, citation, URL, and whether each is in
+    the store."""
+    from curvekit.store.datasets import datasets as datasets_
+
+    frame = datasets_(home)
+    if fmt != "table":
+        emit(frame, fmt)
+        return
+    for row in frame.to_dicts():
+        state = (f"in the store ({row['workloads']} workloads)" if row["in_store"] else
+                 f"a generated look-alike is in the store ({row['workloads']} workloads), "
+                 "not the release" if row["generated"]
+                 else f"not in the store: curvekit fetch --dataset {row['dataset']}")
+        _echo(f"{row['dataset']}: {row['title']}")
+        for label, key in (("size", "size"), ("licence", "licence"), ("citation", "citation"),
+                           ("url", "url"), ("checked by", "checksum")):
+            _echo(f"  {label + ':':<11} {row[key]}")
+        _echo(f"  {'store:':<11} {state}")
+
+
+@main.command()
+@home_option
+@click.option("--dataset", default="batch_science", show_default=True,
+              help="The release to fetch: batch_science or pd1 (see curvekit datasets).")
 @click.option("--url", help="Download from this mirror instead of the manifest's URL.")
 @click.option("--archive", type=click.Path(dir_okay=False, path_type=Path),
               help="Convert an archive you already have (no download).")
@@ -244,16 +270,19 @@ def _progress(quiet: bool = False) -> Iterator[Progress | None]:
               help="bzip2 decoder: auto picks lbzip2 if installed, else indexed_bzip2.")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @wait_option
-def fetch(home: Path | None, url: str | None, archive: Path | None, sha256: str | None,
-          manifest: Path | None, force: bool, decompressor: str, quiet: bool,
-          wait: float) -> None:
-    """Download the release archive, verify it, and convert it into the store."""
+def fetch(home: Path | None, dataset: str, url: str | None, archive: Path | None,
+          sha256: str | None, manifest: Path | None, force: bool, decompressor: str,
+          quiet: bool, wait: float) -> None:
+    """Download a release archive, verify it, and convert it into the store."""
     from curvekit.store.fetch import fetch as fetch_
 
     with _progress(quiet) as progress, _waiting(wait):
-        result = fetch_(home=home, url=url, archive=archive, sha256=sha256, manifest=manifest,
-                        force=force, decompressor=decompressor,  # type: ignore[arg-type]
+        result = fetch_(home=home, dataset=dataset, url=url, archive=archive, sha256=sha256,
+                        manifest=manifest, force=force,
+                        decompressor=decompressor,  # type: ignore[arg-type]
                         progress=progress)
+    for note in result.notes:
+        _echo(note)
     counts = result.metadata.get("counts", {})
     summary = (f"{counts.get('workloads')} workloads, {counts.get('studies')} studies, "
                f"{counts.get('trials')} trials, {counts.get('measurements')} measurements")
@@ -278,6 +307,8 @@ def verify(home: Path | None, manifest: Path | None) -> None:
     checked = ", ".join(f"{v} {k}" for k, v in report.checked.items())
     for problem in report.problems:
         _echo(problem)
+    for what in report.unchecked:
+        _echo(f"Not checked: {what}.")
     if report.ok:
         _echo(f"OK: {checked} match the manifest.")
     else:
@@ -316,8 +347,11 @@ def info(home: Path | None, fmt: str) -> None:
     store = _open(home)
     note = synthetic_note(store)
     if note:  # on stderr, so that csv and json stay data only
-        click.echo(f"Note: {note} (converted from {store.metadata['source'].get('archive')}).",
-                   err=True)
+        origins = [(i.get("origin") or {}) for i in store.metadata.get("added", {}).values()]
+        archives = sorted({str(a) for a in [(store.metadata.get("source") or {}).get("archive"),
+                                            *(o.get("archive") for o in origins
+                                              if o.get("synthetic") is True)] if a})
+        click.echo(f"Note: {note} (converted from {', '.join(archives)}).", err=True)
     frame = info_(store)
     if fmt != "table":
         emit(frame, fmt)
@@ -544,7 +578,14 @@ def _plan_table(plan: Any) -> str:
 
 @main.command("generate-archive")
 @click.argument("path", type=click.Path(dir_okay=False, path_type=Path),
-                help="The archive to write (.tar.bz2); its manifest goes beside it.")
+                help="The archive to write (.tar.bz2; pd1: .tar.gz); its manifest goes beside "
+                     "it.")
+@click.option("--dataset", type=click.Choice(["batch_science", "pd1"]),
+              default="batch_science", show_default=True,
+              help="Whose layout: the release's, or PD1's (pd1.tar.gz).")
+@click.option("--points", type=click.IntRange(min=1, max=100_000), default=16,
+              show_default=True,
+              help="pd1 only: matched phase-1 Halton points per task (PD1 has 400).")
 @click.option("--workload", "workloads", multiple=True,
               help="Only this workload (base_dir/model/optimizer); repeatable. Default: all 35.")
 @click.option("--trial-fraction", type=float, default=1.0, show_default=True,
@@ -560,15 +601,30 @@ def _plan_table(plan: Any) -> str:
 @click.option("--jobs", type=click.IntRange(min=1, max=MAX_WORKERS),
               help="Worker processes (default: every CPU).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def generate_archive(path: Path, workloads: tuple[str, ...], trial_fraction: float,
-                     max_trials: int | None, evals_scale: float, order: str, seed: int,
-                     jobs: int | None, quiet: bool) -> None:
+def generate_archive(path: Path, dataset: str, points: int, workloads: tuple[str, ...],
+                     trial_fraction: float, max_trials: int | None, evals_scale: float,
+                     order: str, seed: int, jobs: int | None, quiet: bool) -> None:
     """Write a synthetic archive in the release's exact layout, and its manifest.
 
     The defaults make a full-scale archive (454 studies, the published trial counts, about
     70 million evaluation rows). The manifest goes to PATH.manifest.json; convert with
-    `curvekit fetch --archive PATH --manifest PATH.manifest.json`.
+    `curvekit fetch --archive PATH --manifest PATH.manifest.json`. With --dataset pd1, a
+    PD1 look-alike (--points, --evals-scale, --order, --seed apply); convert with `curvekit
+    fetch --dataset pd1 --archive PATH --manifest PATH.manifest.json`.
     """
+    if dataset == "pd1":
+        from curvekit import structured
+        from curvekit.outputs import write_file
+        from curvekit.release.pd1_synthetic import generate_pd1
+
+        pd1 = generate_pd1(path, points=points, evals_scale=evals_scale, seed=seed,
+                           order="shuffled" if order == "shuffled" else "published")
+        target = write_file(path.with_name(path.name + ".manifest.json"),
+                            structured.dumps(pd1.to_dict(), indent=1) + "\n", "the manifest")
+        lines = sum(v or 0 for k, v in pd1.counts.items() if k.endswith("_lines"))
+        _echo(f"Wrote {path} ({path.stat().st_size:,} bytes: {lines} trial lines) and "
+              f"{target}.")
+        return
     from curvekit.release.synthetic import generate_archive as generate
     from curvekit.release.synthetic import write_manifest
 

@@ -28,7 +28,8 @@ from curvekit.selection import Selection, check_goal
 if TYPE_CHECKING:
     from curvekit.store.store import Store
 
-__all__ = ["Goal", "default_goal", "goal_source", "paper_goal", "round_significant"]
+__all__ = ["PD1_RULE", "Goal", "above", "default_goal", "goal_source", "paper_goal", "pd1_goal",
+           "round_significant"]
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,8 @@ def goal_source(goal: Goal) -> str:
         return "computed: median best value, rounded"
     if goal.source == "origin":
         return "the goal recorded with the workload"
+    if goal.source == PD1_RULE:
+        return "computed: just above the worst batch size's best value (PD1 has no goals)"
     return f"the paper's goal ({goal.source})"
 
 
@@ -110,6 +113,42 @@ def paper_goal(store: Store, workload: str, manifest: Manifest | None = None) ->
                 "rule")
 
 
+PD1_RULE = "pd1-rule"
+"""The source of :func:`pd1_goal`'s goals."""
+PD1_METRIC = "val/classification_error"
+
+
+def above(value: float, digits: int = 2) -> float:
+    """The smallest number of ``digits`` significant figures strictly above ``value``.
+
+    >>> above(0.3961), above(0.32), above(0.0)
+    (0.4, 0.33, 0.0)
+    """
+    up = round_significant(value, up=True, digits=digits)
+    if up > value or value == 0:
+        return up
+    d = Decimal(repr(value))
+    return float(Decimal(repr(up)) + Decimal(1).scaleb(d.adjusted() - digits + 1))
+
+
+def pd1_goal(store: Store, workload: str) -> Goal:
+    """PD1's default goal for a PD1 workload (PD1 publishes no goals): on
+    ``val/classification_error``, over every COMPLETE trial, the best value of each batch
+    size; the goal is the smallest two-significant-figure number strictly above the
+    largest of them, so that every batch size of the workload reaches it (``<`` is strict).
+
+    The paper's rule (the median over batch sizes) would leave half of a PD1 workload's
+    two or three batch sizes short of the goal.
+    """
+    counts = store.trials(workload).group_by("batch_size").len()["len"].to_list()
+    values = best(store, Selection(workload, PD1_METRIC, maximize=False), explain=False)
+    if values.is_empty():
+        raise QueryError(f"{workload!r} has no {PD1_METRIC} values to derive its goal from; "
+                         "pass --metric and --goal")
+    worst = max(values[PD1_METRIC].to_list())
+    return Goal(workload, PD1_METRIC, above(worst), False, max(counts, default=1), PD1_RULE)
+
+
 # Metrics tried, in order, for a workload the paper gives no goal (imported, new runs).
 _PREFERRED = ("val/classification_error", "val/cross_entropy_error", "val/average_precision",
               "valid/classification_error", "valid/cross_entropy_error")
@@ -128,7 +167,8 @@ def _with_curves(store: Store, workload: str, metrics: list[str]) -> set[str]:
 
 
 def default_goal(store: Store, workload: str) -> Goal:
-    """The paper's goal for a release workload; for any other, the goal its origin records
+    """The paper's goal for a release workload; for a PD1 workload :func:`pd1_goal`; for
+    any other, the goal its origin records
     (``origin["goal"]`` given to :func:`curvekit.store.update.add_workload`, as the demo
     does), else the rule on a default metric.
 
@@ -153,7 +193,10 @@ def default_goal(store: Store, workload: str) -> Goal:
     # every trial of each study: the largest study's trial count
     counts = store.trials(workload).group_by("batch_size").len()["len"].to_list()
     trials = max(counts, default=1)
-    recorded = store.metadata.get("added", {}).get(workload, {}).get("origin", {}).get("goal")
+    origin = store.metadata.get("added", {}).get(workload, {}).get("origin", {})
+    if origin.get("dataset") == "pd1":
+        return pd1_goal(store, workload)
+    recorded = origin.get("goal")
     if recorded:  # a goal the workload's origin states (e.g. the demo's documented goal)
         return Goal(workload, str(recorded["metric"]), float(recorded["goal"]),
                     bool(recorded.get("maximize", False)), trials, "origin")

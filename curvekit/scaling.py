@@ -699,6 +699,23 @@ def range_note(row: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
+def identifiable(sizes: Floats, steps: Floats) -> str:
+    """What fewer than 3 batch sizes identify, in words (for the error of a fit that cannot
+    be made): with 2, the scaling between them; the regimes and B_crit need 3 or more.
+
+    >>> identifiable(np.array([256.0, 2048.0]), np.array([36000.0, 6000.0]))  # doctest: +ELLIPSIS
+    '. With 2 batch sizes the data identify only the scaling between them: ... -0.86 ...'
+    """
+    if len(sizes) != 2:
+        return ""
+    slope = math.log(steps[1] / steps[0]) / math.log(sizes[1] / sizes[0])
+    return (f". With 2 batch sizes the data identify only the scaling between them: steps "
+            f"to result {steps[0]:,.0f} at {sizes[0]:,.0f} and {steps[1]:,.0f} at "
+            f"{sizes[1]:,.0f}, a log-log slope of {slope:.2f} (perfect scaling is -1, none "
+            "is 0); the end of perfect scaling, the maximum useful batch size and B_crit "
+            "cannot be identified from them")
+
+
 def fit_workload(store: Store, selection: Selection, *, model: str = "both",
                  bootstrap_samples: int = 0, seed: int = 0, level: float = 0.95,
                  explain: bool = True, excess: Excess | None = None) -> WorkloadFit:
@@ -739,7 +756,8 @@ def fit_workload(store: Store, selection: Selection, *, model: str = "both",
         raise FitError(f"{workload}: only {len(sizes)} batch "
                        f"{'size reaches' if len(sizes) == 1 else 'sizes reach'} "
                        f"{selection.target}; a fit needs at least 3"
-                       + "".join(f"; {line.removeprefix(workload + ': ')}" for line in why))
+                       + "".join(f"; {line.removeprefix(workload + ': ')}" for line in why)
+                       + identifiable(sizes, steps))
     if explain:
         warn_explained(store, selection, reached)
     regimes = fit_regimes(sizes, steps) if model in ("piecewise", "both") else None

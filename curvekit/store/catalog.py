@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -32,6 +32,7 @@ from curvekit.errors import CurvekitError, StoreError
 from curvekit.records import STATUSES
 from curvekit.release.manifest import Manifest
 from curvekit.store.layout import MANIFEST_FILE, TABLES
+from curvekit.store.pd1 import check_pd1
 from curvekit.store.snapshots import FILES_FILE, check_files, repair_hint
 from curvekit.store.store import Store, evaluations, metrics_with_values
 
@@ -48,14 +49,18 @@ def _workload(base_dir: str, model: str, optimizer: str) -> str:
 
 
 def synthetic_note(store: Store) -> str | None:
-    """:data:`SYNTHETIC_NOTE` when the store was converted from a generated archive (its
-    manifest's dataset is ``batch_science_synthetic``), else ``None``.
+    """:data:`SYNTHETIC_NOTE` when the store holds data converted from a generated archive
+    (its manifest's dataset is ``batch_science_synthetic``, or a PD1 look-alike's workloads
+    are there), else ``None``.
 
     Figures, galleries, the report and ``curvekit info`` show it, so that a chart of
     generated data is never taken for the paper's.
     """
     source = store.metadata.get("source") or {}
-    return SYNTHETIC_NOTE if source.get("dataset") == SYNTHETIC_DATASET else None
+    added = store.metadata.get("added") or {}
+    generated = any(isinstance(i, dict) and (i.get("origin") or {}).get("synthetic") is True
+                    for i in added.values())  # a generated PD1 beside it
+    return SYNTHETIC_NOTE if source.get("dataset") == SYNTHETIC_DATASET or generated else None
 
 
 def info(store: Store) -> pl.DataFrame:
@@ -115,6 +120,8 @@ class VerifyReport:
 
     problems: list[str]
     checked: dict[str, int]
+    unchecked: list[str] = field(default_factory=list)
+    """What could not be checked, in words (e.g. PD1's unmatched files: no known count)."""
 
     @property
     def ok(self) -> bool:
@@ -178,7 +185,13 @@ def verify(store: Store, manifest: Manifest | None = None) -> VerifyReport:
         _check_manifest(manifest, have, expected_rows, study_keys, problems)
     checked = {"studies": len(study_keys), "files": len(good["measurements"]),
                "measurements": total, "trials": sum(sum(v.values()) for v in have.values())}
-    return VerifyReport(problems, checked)
+    unchecked: list[str] = []
+    pd1 = check_pd1(store.metadata, good["trials"])
+    if pd1 is not None:
+        problems += pd1.problems
+        checked["PD1 counts"] = len(pd1.checked)
+        unchecked += pd1.unchecked
+    return VerifyReport(problems, checked, unchecked)
 
 
 @dataclass(frozen=True)
