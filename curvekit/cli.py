@@ -327,9 +327,9 @@ def upgrade(home: Path | None) -> None:
 
     result = upgrade_(home)
     if result.changed:
-        click.echo(f"Upgraded the store ({len(result.workloads)} workloads) into {result.path}.")
+        _echo(f"Upgraded the store ({len(result.workloads)} workloads) into {result.path}.")
     else:
-        click.echo(f"Nothing to do: the store at {result.path} has the current format.")
+        _echo(f"Nothing to do: the store at {result.path} has the current format.")
 
 
 @main.command()

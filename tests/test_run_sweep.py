@@ -50,7 +50,7 @@ def test_tiny_sweep_lands_in_the_store_and_is_queryable(tmp_path: Path) -> None:
     assert trials.height == 6
     assert {"learning_rate", "momentum", "end_learning_rate_factor",
             "learning_rate_decay_steps"} <= set(trials.columns)
-    rows = store.sql("select count(*) as n, max(step) as last from measurements "
+    rows = store.sql("select count(distinct step) as n, max(step) as last from measurements "
                      "where base_dir = 'tiny' and trial_id = 1 and batch_size = 16")
     assert rows.to_dicts() == [{"n": 5, "last": 200}]
     assert "val/classification_error" in store.metrics(workload)
