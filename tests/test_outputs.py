@@ -62,7 +62,8 @@ def _refused(argv: list[str], home: Path) -> str:
     before = snapshot(home)
     result = CliRunner().invoke(main, argv)
     assert result.exit_code == 1, result.output
-    assert result.output.startswith("Error: cannot write "), result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("Error: ")]
+    assert len(errors) == 1 and errors[0].startswith("Error: cannot write "), result.output
     assert "Traceback" not in result.output and result.exception is not None
     assert isinstance(result.exception, SystemExit)
     assert snapshot(home) == before  # the store, as it was
