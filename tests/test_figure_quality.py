@@ -20,7 +20,16 @@ from click.testing import CliRunner
 import curvekit
 from curvekit.cli import main
 from curvekit.plotting.builders import legible_title, scatter_chart, steps_chart
-from curvekit.plotting.layout import LABEL_GAP, MIN_FONT, TEXT, TITLE_OVERHANG, text_width
+from curvekit.plotting.layout import (
+    CORNERS,
+    LABEL_GAP,
+    MIN_FONT,
+    TEXT,
+    TITLE_OVERHANG,
+    power_label_expr,
+    power_text,
+    text_width,
+)
 from curvekit.plotting.paper import FIGURE1_PANELS, FIGURES
 from curvekit.plotting.render import FigureNotesWarning, figure_spec
 from curvekit.store.store import Store
@@ -47,10 +56,11 @@ def _charts(spec: Spec) -> Iterator[Spec]:
 
 
 def _labels(axis: Spec, values: list[float]) -> list[str]:
-    """Tick labels as the spec's labelExpr writes them (2^k or 10^k)."""
+    """Tick labels as the spec's labelExpr writes them (2ᵏ or 10ᵏ, superscript exponents)."""
     expr = axis["labelExpr"]
-    base = 2 if expr.startswith("'2^'") else 10
-    return [f"{base}^{round(math.log(v, base))}" for v in values]
+    base = 2 if expr.startswith("'2'") else 10
+    assert expr == power_label_expr(base)
+    return [power_text(base, v) for v in values]
 
 
 def _domain(encoding: Spec, axis: Spec) -> tuple[float, float]:
@@ -229,11 +239,12 @@ def test_every_legend_entry_is_a_drawn_mark(specs: dict[int, Spec]) -> None:
 def test_figure8_and_scatter_figures_have_one_shared_legend(specs: dict[int, Spec]) -> None:
     assert _legends(specs[8]) == 1
     assert _legends(specs[19]) == 1
-    # and it sits outside the plots (no inside orient)
-    for chart in _charts(specs[19]):
-        for layer in chart["layer"]:
-            legend = layer.get("encoding", {}).get("color", {}).get("legend")
-            assert not legend or "orient" not in legend
+    # and it sits inside a plot, so that the figure keeps its width
+    for number in (8, 19):
+        for chart in _charts(specs[number]):
+            for layer in chart["layer"]:
+                legend = layer.get("encoding", {}).get("color", {}).get("legend")
+                assert not legend or legend["orient"] in CORNERS
 
 
 def test_scatter_legend_has_the_best_trial_star() -> None:

@@ -39,7 +39,15 @@ def test_spec_has_log2_axes_perfect_scaling_and_fit(home: Path, tmp_path: Path) 
     curve = layers[2]
     assert curve["mark"]["point"]["shape"] == "triangle-up"
     for channel in ("x", "y"):
-        assert curve["encoding"][channel]["scale"] == {"type": "log", "base": 2}
+        scale = curve["encoding"][channel]["scale"]
+        assert (scale["type"], scale["base"], scale["nice"]) == ("log", 2, False)
+        rows = spec["datasets"][curve["data"]["name"]]
+        values = [r["batch_size" if channel == "x" else "step"] for r in rows]
+        lo, hi = scale["domain"]
+        assert lo < min(values) and max(values) < hi  # padded: no marker on the frame
+    # with a fit, the data and the perfect-scaling line have legend entries too
+    assert curve["encoding"]["color"]["legend"] is not None
+    assert layers[3]["encoding"]["strokeDash"]["scale"]["domain"] == ["perfect scaling"]
     assert curve["encoding"]["x"]["axis"]["title"] == "Batch Size"
     assert layers[3]["mark"]["strokeDash"] == [5, 4]
     assert layers[0]["encoding"]["color"]["title"].startswith("Regimes (fit: ")

@@ -213,12 +213,13 @@ def axis_title(title: str, length: float) -> str | list[str]:
     if text_width(title, size) <= length:
         return title
     # break between the parts of a quotient or before a parenthesis, as balanced as fits
-    splits = [(title[:i + 1].rstrip(), title[i + 1:].lstrip()) for i, c in enumerate(title)
-              if title[i:i + 3] == " / " and c == " " or title[i:i + 2] == " ("]
-    splits = [(a.rstrip() if not a.endswith("/") else a, b) for a, b in splits]
+    cuts = [i + 2 if title[i:i + 3] == " / " else i for i in range(len(title))
+            if title[i:i + 3] == " / " or title[i:i + 2] == " ("]
+    splits = [(title[:i].rstrip(), title[i:].lstrip()) for i in cuts]
     fitting = [p for p in splits if max(text_width(p[0], size), text_width(p[1], size)) <= length]
     if fitting:
-        return list(min(fitting, key=lambda p: abs(len(p[0]) - len(p[1]))))
+        first, rest = min(fitting, key=lambda pair: abs(len(pair[0]) - len(pair[1])))
+        return [first, rest]
     lines = wrap(title, length, size)
     return lines[0] if len(lines) == 1 else lines
 

@@ -29,10 +29,29 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-__all__ = ["CONFIG", "EDGE_PAD", "LABEL_GAP", "LINE_WITH_TRIANGLE", "MIN_FONT", "PALETTE",
-           "TEXT", "TITLE_OVERHANG", "best_corner", "data_points", "fits", "legend_box",
-           "legend_cover", "place_legends", "padded_linear_domain", "padded_log_domain",
-           "power_label_expr", "power_text", "spaced_ticks", "text_width", "wrap"]
+__all__ = [
+    "CONFIG",
+    "EDGE_PAD",
+    "LABEL_GAP",
+    "LINE_WITH_TRIANGLE",
+    "MIN_FONT",
+    "PALETTE",
+    "TEXT",
+    "TITLE_OVERHANG",
+    "best_corner",
+    "data_points",
+    "fits",
+    "legend_box",
+    "legend_cover",
+    "padded_linear_domain",
+    "padded_log_domain",
+    "place_legends",
+    "power_label_expr",
+    "power_text",
+    "spaced_ticks",
+    "text_width",
+    "wrap",
+]
 
 TEXT = {"panel_title": 11.0, "figure_title": 14.0, "axis_title": 10.0, "tick_label": 9.0,
         "legend_label": 9.0, "note": 9.0}
@@ -245,7 +264,7 @@ def data_points(layers: Sequence[dict[str, Any]], datasets: dict[str, list[dict[
             continue
         if fx is None or fy is None or "x" not in scales or "y" not in scales:
             continue
-        group = _field(enc.get("color")) or _field(enc.get("detail"))
+        group = _field(enc.get("detail")) or _field(enc.get("color")) or ""
         last: dict[Any, tuple[float, float]] = {}
         for row in sorted(rows, key=lambda r: (str(r.get(group)), r.get(fx) or 0)):
             px = _position(row.get(fx), scales["x"], width, False)

@@ -397,7 +397,7 @@ def figure_spec(number: int, store: Store | None = None) -> tuple[Spec, dict[str
         align_titles(panels[i:i + spec.cols])
     rows = [{"hconcat": panels[i:i + spec.cols], "resolve": _LEGENDS}
             for i in range(0, len(panels), spec.cols)]
-    note = synthetic_note(store)
+    note = synthetic_note(store, spec.workloads())
     title: Spec = {"text": _title(spec), "fontSize": TEXT["figure_title"]}
     out = {"$schema": SCHEMA, "vconcat": rows, "resolve": _LEGENDS,
            "title": subtitled(title, note) if note else title,
@@ -460,6 +460,7 @@ def render_all(store: Store, folder: str | os.PathLike[str], *, fmt: str = "png"
         folder.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     items = []
+    drawn: list[str] = []  # the workloads of the figures drawn: the banner is about them
     for number in sorted(FIGURES):
         name = f"figure-{number:02d}.{fmt}"
         try:
@@ -468,11 +469,12 @@ def render_all(store: Store, folder: str | os.PathLike[str], *, fmt: str = "png"
             items.append(f"<li><h2>Figure {number}</h2><p>{html.escape(str(exc))}</p></li>")
             continue
         written.append(save(chart, folder / name, meta, fmt=fmt, scale=scale))
+        drawn += FIGURES[number].workloads()
         title = html.escape(FIGURES[number].title)
         body = (f'<img src="{name}" alt="Figure {number}">' if fmt in ("png", "svg")
                 else f'<a href="{name}">{name}</a>')
         items.append(f"<li><h2>Figure {number}: {title}</h2>{body}</li>")
-    note = synthetic_note(store)
+    note = synthetic_note(store, drawn)
     banner = (f"<p class='synthetic'><strong>{html.escape(note)}</strong>: drawn from an "
               "archive made by <code>curvekit generate-archive</code>.</p>" if note else "")
     gallery = (

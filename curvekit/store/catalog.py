@@ -15,6 +15,7 @@ True
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
@@ -32,7 +33,7 @@ from curvekit.store.snapshots import FILES_FILE, check_files, repair_hint
 from curvekit.store.store import Store, evaluations, metrics_with_values
 
 __all__ = ["SYNTHETIC_DATASET", "SYNTHETIC_NOTE", "VerifyReport", "info", "synthetic_note",
-           "verify"]
+           "synthetic_workloads", "verify"]
 
 SYNTHETIC_DATASET = "batch_science_synthetic"
 """The manifest dataset of archives made by ``curvekit generate-archive``."""
@@ -43,15 +44,36 @@ def _workload(base_dir: str, model: str, optimizer: str) -> str:
     return f"{base_dir}/{model}/{optimizer}"
 
 
-def synthetic_note(store: Store) -> str | None:
-    """:data:`SYNTHETIC_NOTE` when the store was converted from a generated archive (its
-    manifest's dataset is ``batch_science_synthetic``), else ``None``.
+def synthetic_workloads(store: Store) -> set[str]:
+    """The workloads of ``store`` whose data are synthetic, judged by where each came from:
+    the release part of a store converted from a generated archive (its manifest's dataset
+    is ``batch_science_synthetic``) is; a workload added since (the demo, imported logs,
+    one's own runs, or one that replaced a release workload) is not.
 
-    Figures, galleries, the report and ``curvekit info`` show it, so that a chart of
-    generated data is never taken for the paper's.
+    >>> import tempfile, curvekit
+    >>> home = tempfile.mkdtemp()
+    >>> _ = curvekit.demo(home)
+    >>> synthetic_workloads(curvekit.open(home))
+    set()
     """
     source = store.metadata.get("source") or {}
-    return SYNTHETIC_NOTE if source.get("dataset") == SYNTHETIC_DATASET else None
+    if source.get("dataset") != SYNTHETIC_DATASET:
+        return set()
+    added = store.metadata.get("added") or {}
+    return {w for w in store.workloads() if w not in added}
+
+
+def synthetic_note(store: Store, workloads: Iterable[str] | None = None) -> str | None:
+    """:data:`SYNTHETIC_NOTE` when any of ``workloads`` (default: every workload of the
+    store) is synthetic (:func:`synthetic_workloads`), else ``None``.
+
+    Figures, plots, the report's pages and ``curvekit info`` show it for the workloads they
+    draw, so that a chart of generated data is never taken for the paper's, and a chart of
+    real data is never marked.
+    """
+    synthetic = synthetic_workloads(store)
+    names = store.workloads() if workloads is None else workloads
+    return SYNTHETIC_NOTE if any(w in synthetic for w in names) else None
 
 
 def info(store: Store) -> pl.DataFrame:
