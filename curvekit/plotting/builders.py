@@ -329,6 +329,13 @@ def broken_lines(data: pl.DataFrame, studies: Mapping[str, Sequence[float]] | No
     return pl.concat(parts), notes
 
 
+def _unlabelled(notes: Sequence[str], labels: Sequence[str]) -> list[str]:
+    """A chart of one curve says its notes without the curve's label (its title names it)."""
+    if len(labels) != 1:
+        return list(notes)
+    return [n.removeprefix(f"{labels[0]}: ") for n in notes]
+
+
 def clipped_notes(data: pl.DataFrame, column: str, ylim: tuple[float, float] | None
                   ) -> list[str]:
     """Notes naming each curve's points beyond fixed y limits (they are not drawn).
@@ -422,6 +429,8 @@ def steps_chart(
     # A panel of several curves keeps its legend when only one is left to draw: the line
     # must still say which it is, and the note says where the others went. With a fit,
     # the data and the perfect-scaling line are keyed beside the fitted curves.
+    # one curve that is the panel's only one: its title names it, the notes need not
+    alone = select is None and keyed is not True and len(labels) == 1
     if keyed is None:
         keyed = len(curves) > 1 or bool(notes)
     keyed = keyed or fit is not None
@@ -464,6 +473,8 @@ def steps_chart(
     layers.append(curve_layer)
     if line_layer is not None:
         layers.append(line_layer)
+    if alone:
+        notes = _unlabelled(notes, labels)
     if notes and data.is_empty():
         layers.append(note_layer(notes, datasets, empty=True))
     return _layers(layers, datasets, title=title, notes=notes, width=width, height=height,
@@ -699,7 +710,8 @@ def metaparameter_chart(
                        "mark": {"type": "line", "strokeWidth": 1},
                        "encoding": {"x": x, "y": y, "color": color, "strokeDash": dash,
                                     "detail": channel("curve:N")}})
-    return _layers(layers, datasets, title=title, notes=notes, width=width, height=height)
+    return _layers(layers, datasets, title=title, notes=_unlabelled(notes, labels),
+                   width=width, height=height)
 
 
 def best_chart(

@@ -74,7 +74,8 @@ def _resolve(store: Store, panel: Panel, notes: list[str] | None = None) -> Pane
         metric = c.selection.metric
         if c.fallback_metric and metric not in store.metrics(c.workload):
             if notes is not None:
-                notes.append(f"{c.workload} has no {metric}; drawn with "
+                # the panel's title names the workload; the note stays short
+                notes.append(f"no {metric} in the store: drawn with "
                              f"{c.fallback_metric} instead")
             c = replace(c, selection=c.selection.with_metric(c.fallback_metric))
             title = title.replace(" (train)", " (validation)")
