@@ -608,7 +608,8 @@ def _fit_layers(fit: RegimeFit, critical: CriticalBatchFit | None, x_scale: Spec
                  "x": channel("start:Q", scale=x_scale), "x2": {"field": "end"},
                  "color": channel("regime:N", scale={"domain": names, "range": colors},
                                   title=f"Regimes (fit: {fit.model.replace('+', ' + ')})",
-                                  legend={"orient": "right", "titleLimit": 0,
+                                  legend={"orient": "bottom", "titleLimit": 0,
+                                          "direction": "vertical",
                                           "labelLimit": 0})}}
     grid = np.exp2(np.linspace(math.log2(lo), math.log2(hi), 64))
     lines = [pl.DataFrame({"batch_size": grid, "step": fit.predict(grid),
@@ -626,7 +627,8 @@ def _fit_layers(fit: RegimeFit, critical: CriticalBatchFit | None, x_scale: Spec
                            "y": channel("step:Q", scale=y_scale),
                            "stroke": channel("fit:N", scale={"domain": keys, "range": strokes},
                                              title="Fitted curves",
-                                             legend={"orient": "right", "labelLimit": 0}),
+                                             legend={"orient": "bottom", "labelLimit": 0,
+                                                     "direction": "vertical"}),
                            "strokeDash": channel("fit:N", scale={"domain": keys,
                                                                  "range": dashes},
                                                  legend=None)}}

@@ -74,7 +74,7 @@ main{padding:1em 1.5em;max-width:1400px}
 table{border-collapse:collapse;font-size:13px}
 th,td{border-bottom:1px solid #ddd;padding:4px 8px;text-align:right}
 th:first-child,td:first-child{text-align:left}
-.charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,600px),1fr));
+.charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,560px),1fr));
   gap:1.5em}
 .chart{min-height:200px}
 .chart svg{width:100%;height:auto}
@@ -84,8 +84,8 @@ th:first-child,td:first-child{text-align:left}
 .tag{color:#b00000;font-size:12px;margin-left:.5em}
 """
 """The site's styles. A chart's SVG is drawn at 72 dpi sizes (9 px tick labels); scaled
-to its column (a workload's charts at 600 px or more, a figure up to 1300 px) its text
-matches the page's."""
+to its column (a workload's charts at 560 px or more, a figure up to 1300 px, about twice
+its drawn size) its text matches the page's."""
 
 def _page(title: str, body: str, *, depth: int, specs: Iterable[tuple[str, dict[str, Any]]] = (),
           note: str | None = None, heading: bool = True) -> str:
@@ -127,9 +127,27 @@ def _value(fit: dict[str, Any], name: str, digits: int) -> str:
     return escape(bounded_value(fit, name, digits))
 
 
+_COLUMNS = {"perfect_scaling_end": "perfect scaling ends",
+            "max_useful_batch_size": "max useful batch size", "b_crit": "B_crit"}
+
+
+def _missing(fit: dict[str, Any]) -> str:
+    """Why the index shows "–" for some of a workload's fitted values ("" if none)."""
+    absent = [label for name, label in _COLUMNS.items() if fit.get(name) is None]
+    if not absent:
+        return ""
+    if fit.get("note"):
+        why = str(fit["note"])
+    elif fit.get("model"):
+        why = f"the fitted model ({fit['model']}) has no such boundary"
+    else:
+        why = "not fitted"
+    return f"{', '.join(absent)}: {why}"
+
+
 def _cell(fit: dict[str, Any], name: str, digits: int = 0) -> str:
-    if fit.get(name) is None:  # explained under the table: the fit's note says why
-        return f"<span title='{escape(str(fit.get('note') or 'not fitted'))}'>–</span>"
+    if fit.get(name) is None:  # explained under the table, and on hover
+        return f"<span title='{escape(_missing(fit))}'>–</span>"
     text = _value(fit, name, digits)
     if fit.get(f"{name}_low") is not None and fit.get(f"{name}_high") is not None:
         low, high = _value(fit, f"{name}_low", digits), _value(fit, f"{name}_high", digits)
@@ -138,6 +156,11 @@ def _cell(fit: dict[str, Any], name: str, digits: int = 0) -> str:
     if any(fit.get(f"{name}{end}_beyond") for end in ("", "_low", "_high")):
         text += f"<sup title='{escape(str(fit.get('range_note', '')))}'>†</sup>"
     return text
+
+
+_W, _H = 300, 240
+"""A workload chart's plot size: drawn at 72 dpi sizes and scaled to its column (about
+650 px in a 1400 px window), its 9 px text reads at the page's 15 px."""
 
 
 def _charts(data: WorkloadPage) -> list[tuple[str, dict[str, Any]]]:
@@ -150,27 +173,27 @@ def _charts(data: WorkloadPage) -> list[tuple[str, dict[str, Any]]]:
     momentum = data.scatter["momentum"] if "momentum" in data.scatter.columns else None
     with_momentum = momentum is not None and bool(
         (momentum.cast(pl.Float64).fill_null(0.0) != 0).any())
-    what, y_title = (("effective learning rate", "Learning Rate / (1 - Momentum)")
-                     if with_momentum else ("learning rate", "Learning Rate"))
+    what, y_title = (("Effective Learning Rate", "Learning Rate / (1 - Momentum)")
+                     if with_momentum else ("Learning Rate", "Learning Rate"))
     charts: list[tuple[str, dict[str, Any]]] = [
         ("steps", steps_chart(steps, title="Steps to result", scaling_label=main_label,
                               select="goal", fit=data.regimes, critical=data.critical,
-                              width=380, height=300)),
+                              width=_W, height=_H)),
         ("optimal", metaparameter_chart(
-            [(f"Optimal {what.capitalize()}", data.optimal)],
-            title=f"Optimal {what} ({main_label})", y_title=y_title, width=380,
-            height=300)),
+            [(f"Optimal {what}", data.optimal)],
+            title=f"Optimal {what.lower()} ({main_label})", y_title=y_title, width=_W,
+            height=_H)),
     ]
     scatter = data.scatter.filter(pl.col("learning_rate").is_not_null())
     if scatter.height:
         sizes = sorted(set(scatter["batch_size"].to_list()))
         charts.append(("scatter", scatter_chart(
-            scatter, title=f"Trials at {main_label}", select=sizes, width=380, height=300)))
+            scatter, title=f"Trials at {main_label}", select=sizes, width=_W, height=_H)))
     charts.append(("best", best_chart(
         [(data.workload, data.best)], title="Best value per batch size",
         y_title=f"Best {g.metric}", goal_line=g.goal,
-        goal_label=f"goal {g.metric} {sign} {g.goal!r} ({goal_source(g)})", width=380,
-        height=300)))
+        goal_label=f"goal {g.metric} {sign} {g.goal!r} ({goal_source(g)})", width=_W,
+        height=_H)))
     return charts
 
 
@@ -222,9 +245,7 @@ def _index(rows: list[tuple[WorkloadPage | None, str, str]], note: str | None = 
     if notes:  # † in the table: a value past the measured batch sizes
         lines.append("<ul class='note'>" + "".join(
             f"<li>† {escape(w)}: {escape(n)}.</li>" for w, n in notes) + "</ul>")
-    dashes = [(w, str(d.fit.get("note") or "not fitted")) for d, w, _ in rows if d and any(
-        d.fit.get(k) is None for k in ("perfect_scaling_end", "max_useful_batch_size",
-                                       "b_crit"))]
+    dashes = [(w, _missing(d.fit)) for d, w, _ in rows if d and _missing(d.fit)]
     if dashes:  # – in the table: the fit gives no such value
         lines.append("<p class='note'>– : the fit gives no such value for the workload:</p>"
                      "<ul class='note'>" + "".join(
@@ -436,8 +457,11 @@ def _build(store: Store, out: Path, staging: Path, names: list[str], *, bootstra
                 if progress is not None:
                     progress("workloads", i, len(names))
         synthetic = frozenset(synthetic_workloads(store)) & frozenset(names)
+        # the header says so when every workload listed is synthetic; else their rows do
+        every = synthetic == frozenset(names)
         write_file(staging / "index.html",
-                   _index(rows, synthetic_note(store, names), synthetic), _WHAT)
+                   _index(rows, synthetic_note(store, names) if every else None, synthetic),
+                   _WHAT)
         if figures:
             _figures(store, staging / "figures", progress)
         else:
