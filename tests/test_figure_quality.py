@@ -533,7 +533,7 @@ def test_figure18_legend_draws_the_curve_as_a_line_with_triangles(
     legends = [enc["legend"] for _, layer in _layers_with(specs[18])
                for enc in [layer["encoding"].get("color")] if enc and enc.get("legend")]
     assert legends
-    shape = legends[0]["encode"]["symbols"]["update"]["shape"]["signal"]
+    shape = legends[0]["symbolType"]["expr"]
     assert LINE_WITH_TRIANGLE in shape and "'square'" in shape
 
 

@@ -125,13 +125,13 @@ def _curve_legend(orient: LegendOrient | None, size: float,
     entry of ``dashes`` (a reference line) a dashed line without one."""
     legend: Spec = {**_legend(orient, size), "symbolType": LINE_WITH_TRIANGLE,
                     "symbolStrokeWidth": 1.5}
-    if dashes:
+    if dashes:  # expressions Vega evaluates for each entry (its datum)
         shape, dash = f"'{LINE_WITH_TRIANGLE}'", "[]"
         for label, pattern in dashes.items():
             shape = f"datum.label === {vega_string(label)} ? 'stroke' : {shape}"
             dash = f"datum.label === {vega_string(label)} ? {list(pattern)} : {dash}"
-        legend["encode"] = {"symbols": {"update": {"shape": {"signal": shape},
-                                                   "strokeDash": {"signal": dash}}}}
+        legend["symbolType"] = {"expr": shape}
+        legend["symbolDash"] = {"expr": dash}
     return legend
 
 
@@ -972,11 +972,11 @@ def search_space_chart(
     is_band = "datum.label === 'Search Space'"
     # one legend, each entry drawn as its mark is: the curve a line with a triangle in
     # its blue, the band a grey square
-    keys = {**_legend(None, 8), "encode": {"symbols": {"update": {
-        "shape": {"signal": f"{is_band} ? 'square' : '{LINE_WITH_TRIANGLE}'"},
-        "fill": {"signal": f"{is_band} ? 'rgba(128,128,128,0.3)' : '{PALETTE[0]}'"},
-        "stroke": {"signal": f"{is_band} ? 'grey' : '{PALETTE[0]}'"},
-        "strokeWidth": {"value": 1.5}, "opacity": {"value": 1}}}}}
+    keys = {**_legend(None, 8), "symbolStrokeWidth": 1.5, "symbolOpacity": 1,
+            "symbolType": {"expr": f"{is_band} ? 'square' : '{LINE_WITH_TRIANGLE}'"},
+            "symbolFillColor": {"expr": f"{is_band} ? 'rgba(128,128,128,0.3)' : "
+                                        f"'{PALETTE[0]}'"},
+            "symbolStrokeColor": {"expr": f"{is_band} ? 'grey' : '{PALETTE[0]}'"}}
     color = channel("series:N", scale={"domain": series, "range": [PALETTE[0], "grey"]},
                     title=None, legend=keys)
     datasets: Datasets = {}
