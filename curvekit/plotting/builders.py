@@ -81,7 +81,7 @@ Title = str | dict[str, Any]
 
 Datasets = dict[str, list[dict[str, Any]]]
 
-_INDEPENDENT_COLOR = {"scale": {"color": "independent"}}
+_INDEPENDENT_COLOR = {"scale": {"color": "independent", "strokeDash": "independent"}}
 _TRIANGLES = {"shape": "triangle-up", "filled": True, "size": 40}
 
 REGIME_LABELS = {"perfect": "perfect scaling", "diminishing": "diminishing returns",
