@@ -90,7 +90,7 @@ def test_pages_of_a_generated_archive_say_so(site: Path) -> None:
 
 def test_index_explains_its_dashes_and_rule_goals(site: Path) -> None:
     index = (site / "index.html").read_text()
-    cells = index.count(">–</span>")
+    cells = index.count("<span class='dash'>–</span>")
     if cells:
         assert "– : the fit gives no such value for the workload:" in index
     assert "(rule)" in index  # one's own workload: its goal comes from the rule

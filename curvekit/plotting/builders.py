@@ -759,7 +759,7 @@ def best_chart(
         "mark": {"type": "line", "clip": xlim is not None or ylim is not None,
                  "point": _TRIANGLES},
         "encoding": {"x": channel("batch_size:Q", scale=x_scale, axis=x_axis),
-                     "y": channel("value:Q", scale=y_scale,
+                     "y": channel("value:Q", title=y_title, scale=y_scale,
                                   axis={"title": axis_title(y_title, height)}),
                      "color": color,
                      "tooltip": _tooltips("curve:N", "batch_size:Q", "value:Q")}}]

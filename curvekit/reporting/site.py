@@ -117,9 +117,8 @@ def _goal(g: Goal) -> str:
 
 
 def _goal_cell(g: Goal) -> str:
-    """The index's goal: a goal computed by the rule is marked, with its rule on hover."""
-    mark = (f" <span class='tag' title='{escape(goal_source(g))}'>(rule)</span>"
-            if g.source == "rule" else "")
+    """The index's goal: a goal computed by the rule is marked (explained under the table)."""
+    mark = " <span class='tag'>(rule)</span>" if g.source == "rule" else ""
     return _goal(g) + mark
 
 
@@ -146,8 +145,8 @@ def _missing(fit: dict[str, Any]) -> str:
 
 
 def _cell(fit: dict[str, Any], name: str, digits: int = 0) -> str:
-    if fit.get(name) is None:  # explained under the table, and on hover
-        return f"<span title='{escape(_missing(fit))}'>–</span>"
+    if fit.get(name) is None:  # explained under the table
+        return "<span class='dash'>–</span>"
     text = _value(fit, name, digits)
     if fit.get(f"{name}_low") is not None and fit.get(f"{name}_high") is not None:
         low, high = _value(fit, f"{name}_low", digits), _value(fit, f"{name}_high", digits)
