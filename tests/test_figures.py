@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import struct
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -369,3 +370,19 @@ def test_figure_command_does_not_import_altair(home: Path, tmp_path: Path) -> No
                           text=True)
     assert done.returncode == 0, done.stderr
     assert json.loads(out.read_text())["vconcat"]
+
+
+def test_image_gallery_shows_each_title_once(home: Path, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The image carries the figure's title; the gallery names it only in the alt text."""
+    from curvekit.plotting import render
+    from curvekit.store.store import Store
+
+    monkeypatch.setattr(render, "FIGURES", {24: FIGURES[24]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        render.render_all(Store.open(home), tmp_path / "g", fmt="svg")
+    index = (tmp_path / "g" / "index.html").read_text()
+    assert index.count("Best validation metric vs batch size") == 1
+    assert '<img src="figure-24.svg" alt="Figure 24: Best validation metric' in index
+    assert "<h2>" not in index

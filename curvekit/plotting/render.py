@@ -472,9 +472,10 @@ def render_all(store: Store, folder: str | os.PathLike[str], *, fmt: str = "png"
         written.append(save(chart, folder / name, meta, fmt=fmt, scale=scale))
         drawn += FIGURES[number].workloads()
         title = html.escape(FIGURES[number].title)
-        body = (f'<img src="{name}" alt="Figure {number}">' if fmt in ("png", "svg")
-                else f'<a href="{name}">{name}</a>')
-        items.append(f"<li><h2>Figure {number}: {title}</h2>{body}</li>")
+        # an image carries the figure's title: the gallery does not repeat it
+        items.append(f'<li id="figure-{number}"><img src="{name}" alt="Figure {number}: '
+                     f'{title}"></li>' if fmt in ("png", "svg") else
+                     f'<li><h2>Figure {number}: {title}</h2><a href="{name}">{name}</a></li>')
     note = synthetic_note(store, drawn)
     banner = (f"<p class='synthetic'><strong>{html.escape(note)}</strong>: drawn from an "
               "archive made by <code>curvekit generate-archive</code>.</p>" if note else "")
