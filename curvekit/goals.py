@@ -2,18 +2,23 @@
 
 The manifest gives each release workload a ``paper_goal``: the metric, the goal and its
 direction, from the figure spec's §5 (the Figure 1 goal, else the goal the figures use
-most). Four workloads have no such goal; for them the spec's **rule** applies: the best
-measurement per batch size over the workload's first N COMPLETE trials, the median over
-batch sizes (mean of the middle two for an even count), rounded *up* to two significant
-figures in decimal arithmetic (*down* for a maximized metric).
+most). Four workloads have no such goal; for them the spec's **rule** applies
+(:func:`rule_goal`): the best measurement per batch size over the workload's first N
+COMPLETE trials, the largest of these over batch sizes (the smallest for a maximized
+metric), rounded *up* to two significant figures in decimal arithmetic (*down* for a
+maximized metric), so that every batch size with a finite best value reaches it.
 
 >>> round_significant(0.012345, up=True), round_significant(0.31999, up=False)
 (0.013, 0.31)
+>>> rule_goal([0.012, 0.0283, 0.02], maximize=False), rule_goal([0.3, 0.1], maximize=False)
+(0.029, 0.31)
 """
 
 from __future__ import annotations
 
+import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from typing import TYPE_CHECKING
@@ -29,7 +34,7 @@ if TYPE_CHECKING:
     from curvekit.store.store import Store
 
 __all__ = ["PD1_RULE", "Goal", "above", "default_goal", "goal_source", "paper_goal", "pd1_goal",
-           "round_significant"]
+           "round_significant", "rule_goal"]
 
 
 @dataclass(frozen=True)
@@ -66,7 +71,7 @@ def goal_source(goal: Goal) -> str:
     'the goal recorded with the workload'
     """
     if goal.source == "rule":
-        return "computed: median best value, rounded"
+        return "computed from the best values by a rule (docs/fits.md)"
     if goal.source == "origin":
         return "the goal recorded with the workload"
     if goal.source == PD1_RULE:
@@ -82,6 +87,31 @@ def round_significant(value: float, *, up: bool, digits: int = 2) -> float:
     quantum = Decimal(1).scaleb(d.adjusted() - digits + 1)
     rounded = (d / quantum).to_integral_value(rounding=ROUND_CEILING if up else ROUND_FLOOR)
     return float(rounded * quantum)
+
+
+def rule_goal(best_values: Sequence[float], *, maximize: bool, digits: int = 2) -> float:
+    """The spec's rule for a workload the paper gives no goal (Figure 23): the largest of
+    the best values per batch size (the smallest when maximizing), rounded up (down) to
+    ``digits`` significant figures in decimal arithmetic. A goal must be beaten strictly,
+    so where the rounding lands exactly on that value the next ``digits``-figure value
+    beyond it is taken: every batch size with a finite best value reaches the goal.
+
+    >>> rule_goal([0.31, 0.2], maximize=True), rule_goal([0.10, 0.2], maximize=True)
+    (0.19, 0.099)
+    >>> rule_goal([0.99], maximize=False)
+    1.0
+    """
+    finite = [v for v in best_values if math.isfinite(v)]
+    if not finite:
+        raise QueryError("no finite best value to derive a goal from")
+    worst = min(finite) if maximize else max(finite)
+    goal = Decimal(repr(round_significant(worst, up=not maximize, digits=digits)))
+    if goal == Decimal(repr(worst)):
+        # a tenth of the last figure beyond, rounded outward: the next value of the grid
+        nudge = Decimal(1).scaleb(goal.adjusted() - digits)
+        goal = Decimal(repr(round_significant(float(goal - nudge if maximize else goal + nudge),
+                                              up=not maximize, digits=digits)))
+    return float(goal)
 
 
 def paper_goal(store: Store, workload: str, manifest: Manifest | None = None) -> Goal:
@@ -108,9 +138,8 @@ def paper_goal(store: Store, workload: str, manifest: Manifest | None = None) ->
                   explain=False)
     if values.is_empty():
         raise QueryError(f"{workload!r} has no {metric} values to derive its goal from")
-    median = statistics.median(values[metric].to_list())
-    return Goal(workload, metric, round_significant(median, up=not maximize), maximize, trials,
-                "rule")
+    return Goal(workload, metric, rule_goal(values[metric].to_list(), maximize=maximize),
+                maximize, trials, "rule")
 
 
 PD1_RULE = "pd1-rule"
@@ -177,7 +206,9 @@ def default_goal(store: Store, workload: str) -> Goal:
     validation metric, else its first metric, among the metrics with a curve (two values or
     more in some trial): a one-value summary (``avg_test_acc``, logged once at the end) is
     never the default while a curve exists. Names containing accuracy, precision, AUC,
-    recall or F1 are maximized. The goal is the spec's rule over all COMPLETE trials.
+    recall or F1 are maximized. The goal is the median over batch sizes of the best value
+    (over all COMPLETE trials), rounded as the spec's rule rounds: a goal about half the
+    batch sizes reach, for a workload of unknown difficulty.
 
     >>> import tempfile, curvekit
     >>> from curvekit.store.store import Store

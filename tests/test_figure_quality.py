@@ -5,8 +5,10 @@ data says so, and PNG pixel size follows --scale."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
+import re
 import struct
 import warnings
 from collections.abc import Callable, Iterator
@@ -16,11 +18,22 @@ from typing import Any
 import polars as pl
 import pytest
 from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
 
 import curvekit
 from curvekit.cli import main
 from curvekit.plotting.builders import legible_title, scatter_chart, steps_chart
-from curvekit.plotting.layout import LABEL_GAP, MIN_FONT, TEXT, TITLE_OVERHANG, text_width
+from curvekit.plotting.layout import (
+    CORNERS,
+    LABEL_GAP,
+    MIN_FONT,
+    TEXT,
+    TITLE_OVERHANG,
+    power_label_expr,
+    power_text,
+    text_width,
+)
 from curvekit.plotting.paper import FIGURE1_PANELS, FIGURES
 from curvekit.plotting.render import FigureNotesWarning, figure_spec
 from curvekit.store.store import Store
@@ -47,10 +60,11 @@ def _charts(spec: Spec) -> Iterator[Spec]:
 
 
 def _labels(axis: Spec, values: list[float]) -> list[str]:
-    """Tick labels as the spec's labelExpr writes them (2^k or 10^k)."""
+    """Tick labels as the spec's labelExpr writes them (2ᵏ or 10ᵏ, superscript exponents)."""
     expr = axis["labelExpr"]
-    base = 2 if expr.startswith("'2^'") else 10
-    return [f"{base}^{round(math.log(v, base))}" for v in values]
+    base = 2 if expr.startswith("'2'") else 10
+    assert expr == power_label_expr(base)
+    return [power_text(base, v) for v in values]
 
 
 def _domain(encoding: Spec, axis: Spec) -> tuple[float, float]:
@@ -229,11 +243,12 @@ def test_every_legend_entry_is_a_drawn_mark(specs: dict[int, Spec]) -> None:
 def test_figure8_and_scatter_figures_have_one_shared_legend(specs: dict[int, Spec]) -> None:
     assert _legends(specs[8]) == 1
     assert _legends(specs[19]) == 1
-    # and it sits outside the plots (no inside orient)
-    for chart in _charts(specs[19]):
-        for layer in chart["layer"]:
-            legend = layer.get("encoding", {}).get("color", {}).get("legend")
-            assert not legend or "orient" not in legend
+    # and it sits inside a plot, so that the figure keeps its width
+    for number in (8, 19):
+        for chart in _charts(specs[number]):
+            for layer in chart["layer"]:
+                legend = layer.get("encoding", {}).get("color", {}).get("legend")
+                assert not legend or legend["orient"] in CORNERS
 
 
 def test_scatter_legend_has_the_best_trial_star() -> None:
@@ -333,3 +348,286 @@ def test_png_pixel_size_follows_scale(home: Path, tmp_path: Path) -> None:
         sizes[scale] = struct.unpack(">II", out.read_bytes()[16:24])
     (w1, h1), (w2, h2) = sizes["1"], sizes["2"]
     assert abs(w2 - 2 * w1) <= 2 and abs(h2 - 2 * h1) <= 2
+
+
+# -- the shared layout rules, on every figure the fixture store draws ----------------------
+
+def _layers_with(spec: Spec) -> Iterator[tuple[Spec, Spec]]:
+    """(panel, layer) of every layer of every panel."""
+    for chart in _charts(spec):
+        for layer in chart["layer"]:
+            yield chart, layer
+
+
+def test_every_log_axis_writes_superscript_exponents(specs: dict[int, Spec]) -> None:
+    from curvekit.plotting.static import draw
+
+    axes = 0
+    for spec in specs.values():
+        for _, layer in _layers_with(spec):
+            for enc in layer.get("encoding", {}).values():
+                if not isinstance(enc, dict) or (enc.get("scale") or {}).get("type") != "log":
+                    continue
+                if (enc.get("axis") or {}).get("labelExpr"):
+                    base = enc["scale"].get("base", 10)
+                    assert enc["axis"]["labelExpr"] == power_label_expr(base)
+                    axes += 1
+    assert axes > 50
+    svg = draw(json.dumps(specs[1]), "svg").decode()
+    assert "2^" not in svg and re.search("2[⁰¹²³⁴⁵⁶⁷⁸⁹]{1,2}<", svg)  # drawn by Vega itself
+
+
+def _pixel(value: float, scale: Spec, length: float) -> float:
+    lo, hi = scale["domain"]
+    if scale.get("type") == "log":
+        return length * (math.log(value) - math.log(lo)) / (math.log(hi) - math.log(lo))
+    return length * (value - lo) / (hi - lo)
+
+
+def test_data_driven_axes_are_padded_so_no_marker_is_cut(specs: dict[int, Spec]) -> None:
+    """Every point a panel draws on an axis it chose itself (no fixed limits: no clipping)
+    lies at least EDGE_PAD - 1 pixels inside both ends."""
+    from curvekit.plotting.layout import EDGE_PAD
+
+    checked = 0
+    for spec in specs.values():
+        rows_of = spec["datasets"]
+        for chart, layer in _layers_with(spec):
+            mark = layer["mark"] if isinstance(layer["mark"], dict) else {"type": layer["mark"]}
+            if mark.get("clip") or mark["type"] not in ("line", "rule"):
+                continue
+            for name, length in (("x", chart["width"]), ("y", chart["height"])):
+                enc = layer["encoding"].get(name)
+                if not isinstance(enc, dict) or "domain" not in (enc.get("scale") or {}):
+                    continue
+                for row in rows_of[layer["data"]["name"]]:
+                    value = row.get(enc["field"])
+                    if value is None:
+                        continue
+                    at = _pixel(value, enc["scale"], length)
+                    assert EDGE_PAD - 1 <= at <= length - EDGE_PAD + 1, (chart["title"], name)
+                    checked += 1
+    assert checked > 500
+
+
+def test_one_colour_per_series_across_each_figure(specs: dict[int, Spec]) -> None:
+    for number, spec in specs.items():
+        colour: dict[str, str] = {}
+        for _, layer in _layers_with(spec):
+            enc = layer.get("encoding", {}).get("color")
+            if not isinstance(enc, dict) or enc.get("field") != "curve":
+                continue
+            scale = enc["scale"]
+            assert len(set(scale["range"])) == len(scale["range"]), (number, scale)
+            for label, c in zip(scale["domain"], scale["range"], strict=True):
+                assert colour.setdefault(label, c) == c, (number, label)
+
+
+def test_series_keep_their_colour_in_every_panel() -> None:
+    """FC-1024-1024-1024 is the first curve of one panel and the fifth of another."""
+    from curvekit.plotting.builders import recolor
+
+    curve = pl.DataFrame({"batch_size": [2, 4], "step": [100.0, 60.0]})
+    a = steps_chart([(x, curve) for x in ("FC-1024-1024-1024", "Simple CNN")], title="a")
+    d = steps_chart([(x, curve) for x in ("FC-1024", "FC-128", "FC-256", "FC-512",
+                                          "FC-1024-1024-1024")], title="d")
+    one = steps_chart([("Simple CNN", curve)], title="e")
+    recolor([a, d, one])
+    colours = [dict(zip(c["layer"][0]["encoding"]["color"]["scale"]["domain"],
+                        c["layer"][0]["encoding"]["color"]["scale"]["range"], strict=True))
+               for c in (a, d, one)]
+    assert colours[0]["FC-1024-1024-1024"] == colours[1]["FC-1024-1024-1024"]
+    assert colours[0]["Simple CNN"] == colours[2]["Simple CNN"]
+    assert len(set(colours[1].values())) == 5
+
+
+def test_legends_sit_inside_the_plots(specs: dict[int, Spec]) -> None:
+    found = 0
+    for spec in specs.values():
+        for _, layer in _layers_with(spec):
+            for enc in layer.get("encoding", {}).values():
+                legend = enc.get("legend") if isinstance(enc, dict) else None
+                if legend:
+                    assert legend["orient"] in CORNERS
+                    found += 1
+    assert found > 0
+
+
+@pytest.mark.slow
+def test_every_figure_keeps_the_spec_width(specs: dict[int, Spec]) -> None:
+    """Drawn at scale 1, no figure is wider than its spec's width plus its axes' margin
+    (legends outside the panels once made the 1×3 figures 1.5 times as wide)."""
+    from curvekit.plotting.static import draw
+
+    for number, spec in specs.items():
+        svg = draw(json.dumps(spec), "svg").decode()
+        width = float(re.search(r'<svg[^>]* width="([\d.]+)"', svg)[1])  # type: ignore[index]
+        assert width <= FIGURES[number].size_px[0] * 1.1, (number, width)
+
+
+def test_axis_titles_fit_their_axis(specs: dict[int, Spec]) -> None:
+    for spec in specs.values():
+        for chart, layer in _layers_with(spec):
+            for name, length in (("x", chart["width"]), ("y", chart["height"])):
+                enc = layer.get("encoding", {}).get(name)
+                title = ((enc or {}).get("axis") or {}).get("title") if isinstance(
+                    enc, dict) else None
+                for line in [title] if isinstance(title, str) else (title or []):
+                    assert text_width(line, TEXT["axis_title"]) <= length, (line, length)
+
+
+def test_panels_of_a_row_keep_their_plots_aligned(specs: dict[int, Spec]) -> None:
+    def lines(title: Any) -> int:
+        if not isinstance(title, dict):
+            return 1
+        text, sub = title.get("text"), title.get("subtitle") or []
+        return (len(text) if isinstance(text, list) else 1) + (
+            len(sub) if isinstance(sub, list) else 1)
+
+    def rows(node: Spec) -> Iterator[Spec]:  # a figure in parts nests its parts' rows
+        if "hconcat" in node:
+            yield node
+        for part in node.get("vconcat", []):
+            yield from rows(part)
+
+    for spec in specs.values():
+        for row in rows(spec):
+            assert len({lines(p.get("title")) for p in row["hconcat"]}) == 1
+
+
+def test_figure24_draws_its_goal_line_inside_the_axis(specs: dict[int, Spec]) -> None:
+    goals = {title: goal for title, _, _, goal, _, _ in FIGURE1_PANELS}
+    panels = list(_charts(specs[24]))
+    assert len(panels) == 9
+    for chart in panels:
+        title = chart["title"]["text"] if isinstance(chart["title"], dict) else chart["title"]
+        rules = [layer for layer in chart["layer"] if layer["mark"]["type"] == "rule"]
+        assert len(rules) == 1, title
+        rows = specs[24]["datasets"][rules[0]["data"]["name"]]
+        assert [r["value"] for r in rows] == [goals[title]]
+        assert [r["label"] for r in rows] == ["Figure 1 goal"]
+        lo, hi = rules[0]["encoding"]["y"]["scale"]["domain"]
+        assert lo < goals[title] < hi
+
+
+def test_figures_14_and_22_plot_one_minus_momentum_on_log10(home: Path,
+                                                             specs: dict[int, Spec]) -> None:
+    for number in (14, 22):
+        for panel in FIGURES[number].panels:
+            assert (panel.y, panel.y_base, panel.y_title) == (
+                "one_minus_momentum", 10, "1 − Momentum")
+            assert panel.curves[0].label == "1 − Optimal Momentum"
+            assert not panel.heuristics
+    store = Store.open(home)
+    chart = next(iter(_charts(specs[14])))
+    layer = chart["layer"][0]
+    y = layer["encoding"]["y"]
+    assert y["scale"]["type"] == "log" and "base" not in y["scale"]
+    assert y["axis"]["labelExpr"] == power_label_expr(10)
+    rows = specs[14]["datasets"][layer["data"]["name"]]
+    winners = curvekit.steps_to_result(store, curvekit.Selection(
+        FIGURE1_PANELS[0][1], FIGURE1_PANELS[0][2], FIGURE1_PANELS[0][3], trials=100),
+        explain=False)
+    assert sorted(r["value"] for r in rows) == pytest.approx(
+        sorted(1 - winners["momentum"]), rel=1e-12)
+
+
+def test_figure18_legend_draws_the_curve_as_a_line_with_triangles(
+        specs: dict[int, Spec]) -> None:
+    from curvekit.plotting.layout import LINE_WITH_TRIANGLE
+
+    legends = [enc["legend"] for _, layer in _layers_with(specs[18])
+               for enc in [layer["encoding"].get("color")] if enc and enc.get("legend")]
+    assert legends
+    shape = legends[0]["symbolType"]["expr"]
+    assert LINE_WITH_TRIANGLE in shape and "'square'" in shape
+
+
+def test_lines_never_bridge_a_batch_size_that_missed_the_goal(home: Path,
+                                                              specs: dict[int, Spec]) -> None:
+    """Figure 17's prefixes: within one drawn line, no study of the workload lies between
+    two neighbouring points; the panel names the batch sizes a curve lacks."""
+    store = Store.open(home)
+    workloads = {t: w for t, w, *_ in FIGURE1_PANELS}
+    for chart in _charts(specs[17]):
+        title = chart["title"]["text"] if isinstance(chart["title"], dict) else chart["title"]
+        title = " ".join(title) if isinstance(title, list) else title
+        studies = set(store.studies(workloads[title])["batch_size"].to_list())
+        layer = chart["layer"][0]
+        assert layer["encoding"]["detail"]["field"] == "segment"
+        rows = specs[17]["datasets"][layer["data"]["name"]]
+        subtitle = " ".join(chart["title"].get("subtitle", [])) if isinstance(
+            chart["title"], dict) else ""
+        for curve in {r["curve"] for r in rows}:
+            have = sorted(r["batch_size"] for r in rows if r["curve"] == curve)
+            missing = sorted(studies - set(have))
+            if missing:
+                assert f"{curve}" in subtitle and "goal not reached at B=" in subtitle
+            for segment in {r["segment"] for r in rows if r["curve"] == curve}:
+                xs = sorted(r["batch_size"] for r in rows if r["segment"] == segment)
+                for a, b in itertools.pairwise(xs):
+                    assert not [s for s in missing if a < s < b], (curve, a, b)
+
+
+@given(st.sets(st.integers(0, 16), min_size=1, max_size=17),
+       st.data())
+def test_broken_lines_break_at_every_missing_study(exponents: set[int],
+                                                   data: st.DataObject) -> None:
+    from curvekit.plotting.builders import broken_lines
+
+    studies = sorted(2.0**e for e in exponents)
+    have = sorted(data.draw(st.sets(st.sampled_from(studies), min_size=1)))
+    frame = pl.DataFrame({"curve": ["c"] * len(have), "batch_size": have})
+    out, notes = broken_lines(frame, {"c": studies})
+    missing = [b for b in studies if b not in have]
+    segments: dict[str, list[float]] = {}
+    for row in out.iter_rows(named=True):
+        segments.setdefault(row["segment"], []).append(row["batch_size"])
+    for xs in segments.values():
+        assert not [m for m in missing if xs[0] < m < xs[-1]]
+    gaps = sum(1 for a, b in itertools.pairwise(have)
+               if any(a < m < b for m in missing))
+    assert len(segments) == gaps + 1
+    assert bool(notes) == bool(missing)
+
+
+def test_one_point_curve_and_clipped_points_say_so() -> None:
+    one = pl.DataFrame({"batch_size": [64], "step": [1000.0]})
+    spec = steps_chart([("SGD", one)], title="Transformer Shallow on LM1B",
+                       scaling_label="SGD", studies={"SGD": [32.0, 64.0, 128.0]})
+    sub = " ".join(spec["title"]["subtitle"])
+    # one curve: the notes need not name it
+    assert "one batch size reaches the goal" in sub and "perfect-scaling" in sub
+    assert "goal not reached at B=32 and 128" in sub and "SGD:" not in sub
+    curve = pl.DataFrame({"batch_size": [1, 2, 4], "step": [1.0, 0.5, 0.25]})
+    spec = steps_chart([("FC", curve)], title="t", normalize_at=2, ylim=(2.0**-0.5, 2.0))
+    assert spec["usermeta"]["notes"] == ["B=4 beyond the y limits, not drawn"]
+
+
+def test_a_panel_kept_by_a_fallback_keeps_the_grid(home: Path,
+                                                   specs: dict[int, Spec]) -> None:
+    """Figure 15's Open Images panel falls back to validation AP with a note: the row's
+    other panels get as many title lines, so the plots stay aligned."""
+    assert 15 in specs
+    row = specs[15]["vconcat"][1]["hconcat"]
+    titles = [p["title"] if isinstance(p["title"], dict) else {"text": p["title"]}
+              for p in row]
+    assert any("instead" in " ".join(t.get("subtitle", [])) for t in titles)
+    assert len({len(t.get("subtitle", [])) + (len(t["text"]) if isinstance(t["text"], list)
+                                              else 1) for t in titles}) == 1
+
+
+@given(st.lists(st.floats(1e-6, 1e3, allow_nan=False), min_size=1, max_size=20),
+       st.booleans())
+def test_rule_goal_is_reached_by_every_batch_size(values: list[float], maximize: bool
+                                                  ) -> None:
+    """Figure 23's rule: every finite best value strictly beats the goal, and the goal
+    is a two-figure decimal."""
+    from decimal import Decimal
+
+    from curvekit.goals import rule_goal
+
+    goal = rule_goal(values, maximize=maximize)
+    assert all((v > goal) if maximize else (v < goal) for v in values)
+    digits = Decimal(repr(goal)).normalize().as_tuple().digits
+    assert len(digits) <= 2

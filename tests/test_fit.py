@@ -175,8 +175,6 @@ def test_fit_workload_and_cli(one_workload: str) -> None:
 
 
 def test_paper_goal_rule(one_workload: str) -> None:
-    import statistics
-
     from curvekit.goals import paper_goal, round_significant
     from curvekit.store.store import Store
 
@@ -187,9 +185,9 @@ def test_paper_goal_rule(one_workload: str) -> None:
     rule = paper_goal(store, "mnist/fc_64_64_64/sgd")
     best = curvekit.best(store, curvekit.Selection("mnist/fc_64_64_64/sgd",
                                                    "val/classification_error", trials=100))
-    median = statistics.median(best["val/classification_error"].to_list())
-    assert rule.source == "rule" and rule.goal == round_significant(median, up=True)
-    assert median <= rule.goal < median * 1.1 + 1e-12
+    worst = max(best["val/classification_error"].to_list())
+    assert rule.source == "rule" and rule.goal == round_significant(worst, up=True)
+    assert worst < rule.goal < worst * 1.1 + 1e-12  # every batch size reaches it
 
 
 @pytest.mark.parametrize(("value", "up", "expected"), [

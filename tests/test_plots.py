@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import struct
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -39,7 +40,15 @@ def test_spec_has_log2_axes_perfect_scaling_and_fit(home: Path, tmp_path: Path) 
     curve = layers[2]
     assert curve["mark"]["point"]["shape"] == "triangle-up"
     for channel in ("x", "y"):
-        assert curve["encoding"][channel]["scale"] == {"type": "log", "base": 2}
+        scale = curve["encoding"][channel]["scale"]
+        assert (scale["type"], scale["base"], scale["nice"]) == ("log", 2, False)
+        rows = spec["datasets"][curve["data"]["name"]]
+        values = [r["batch_size" if channel == "x" else "step"] for r in rows]
+        lo, hi = scale["domain"]
+        assert lo < min(values) and max(values) < hi  # padded: no marker on the frame
+    # with a fit, the data and the perfect-scaling line have legend entries too
+    assert curve["encoding"]["color"]["legend"] is not None
+    assert layers[3]["encoding"]["strokeDash"]["scale"]["domain"] == ["perfect scaling"]
     assert curve["encoding"]["x"]["axis"]["title"] == "Batch Size"
     assert layers[3]["mark"]["strokeDash"] == [5, 4]
     assert layers[0]["encoding"]["color"]["title"].startswith("Regimes (fit: ")
@@ -140,3 +149,61 @@ def test_plots_say_when_the_data_are_generated(home: Path, tmp_path: Path) -> No
     metric = store.metrics("my_data/mlp/sgd")[0]
     chart, _ = plot_best(store, curvekit.Selection("my_data/mlp/sgd", metric))
     assert chart.to_dict()["title"] == "my_data/mlp/sgd"
+
+
+def test_synthetic_data_are_marked_per_workload(home: Path, tmp_path: Path) -> None:
+    """A store converted from a generated archive, with one's own workload added: plots of
+    the generated workloads say so, a plot of one's own does not."""
+    import shutil
+
+    from curvekit.plotting.plots import plot_best
+    from curvekit.store.catalog import SYNTHETIC_NOTE, synthetic_note, synthetic_workloads
+    from curvekit.store.store import Store
+    from curvekit.store.update import add_workload
+    from tests.test_update import workload
+
+    mixed = tmp_path / "mixed"
+    shutil.copytree(home, mixed, symlinks=True)
+    add_workload(mixed, workload("my_data/mlp/sgd", batch_sizes=(16, 64)))
+    store = Store.open(mixed)
+    assert synthetic_workloads(store) == {WORKLOAD, NESTEROV}
+    assert synthetic_note(store, ["my_data/mlp/sgd"]) is None
+    assert synthetic_note(store, [WORKLOAD]) == SYNTHETIC_NOTE
+    own, _ = plot_best(store, curvekit.Selection("my_data/mlp/sgd", "valid/error"))
+    assert own.to_dict()["title"] == "my_data/mlp/sgd"
+    generated, _ = plot_best(store, curvekit.Selection(WORKLOAD, "val/classification_error"))
+    assert generated.to_dict()["title"]["subtitle"] == SYNTHETIC_NOTE
+
+
+def test_plot_best_goal_line_lies_inside_the_axis_with_its_value(home: Path) -> None:
+    from curvekit.plotting.plots import plot_best
+    from curvekit.plotting.vegalite import from_altair
+    from curvekit.store.store import Store
+
+    store = Store.open(home)
+    for goal in (0.01, 0.3, 0.99):  # below, among and above the best values
+        chart, _ = plot_best(store, curvekit.Selection(WORKLOAD, "val/classification_error",
+                                                       goal))
+        spec = from_altair(chart)
+        rule = spec["layer"][1]
+        assert rule["mark"]["type"] == "rule"
+        lo, hi = rule["encoding"]["y"]["scale"]["domain"]
+        assert lo < goal < hi
+        assert rule["encoding"]["opacity"]["scale"]["domain"] == [
+            f"goal: val/classification_error < {goal}"]
+        values = [r["value"] for r in spec["datasets"][spec["layer"][0]["data"]["name"]]]
+        assert lo < min(values) and max(values) < hi
+
+
+def test_compare_names_every_workload_in_the_title(home: Path) -> None:
+    from curvekit.plotting.plots import plot_steps_to_result
+    from curvekit.store.store import Store
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the batch sizes left out are explained elsewhere
+        chart, _ = plot_steps_to_result(
+            Store.open(home), curvekit.Selection(WORKLOAD, "val/classification_error", 0.5),
+            compare=[NESTEROV])
+    title = chart.to_dict()["title"]
+    text = title["text"] if isinstance(title, dict) else title
+    assert f"{WORKLOAD} vs {NESTEROV}" in text

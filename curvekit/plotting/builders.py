@@ -10,8 +10,8 @@ Examples
 >>> import polars as pl
 >>> curve = pl.DataFrame({"batch_size": [16, 32, 64, 128], "step": [800, 400, 220, 200]})
 >>> spec = steps_chart([("ResNet-8", curve)], title="demo", scaling_label="ResNet-8")
->>> spec["layer"][0]["encoding"]["x"]["scale"]
-{'type': 'log', 'base': 2}
+>>> spec["layer"][0]["encoding"]["x"]["scale"]["type"]
+'log'
 """
 
 from __future__ import annotations
@@ -22,28 +22,53 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import polars as pl
 
-from curvekit.plotting.layout import CONFIG, MIN_FONT, TEXT, spaced_ticks, wrap
+from curvekit.plotting.layout import (
+    AUTO,
+    CONFIG,
+    LEGEND_OFFSET,
+    LINE_WITH_TRIANGLE,
+    MIN_FONT,
+    PALETTE,
+    TEXT,
+    padded_linear_domain,
+    padded_log_domain,
+    place_legends,
+    power_label_expr,
+    power_text,
+    spaced_ticks,
+    text_width,
+    wrap,
+)
 from curvekit.plotting.vegalite import Spec, channel, dataset, top_level, vega_string
 
 if TYPE_CHECKING:
     from curvekit.scaling import CriticalBatchFit, RegimeFit
 
 __all__ = [
+    "HEURISTIC_COLORS",
     "OUTCOMES",
     "Title",
+    "align_titles",
+    "axis_title",
     "best_chart",
+    "broken_lines",
+    "clipped_notes",
     "contour_lines",
     "grouped",
     "half_decade_limits",
     "legible_title",
     "log2_axis",
     "log10_axis",
+    "log10_domain",
     "metaparameter_chart",
     "note_layer",
     "noted",
+    "recolor",
     "scatter_chart",
     "scatter_outcomes",
     "search_space_chart",
+    "series_colors",
+    "sizes_text",
     "steps_chart",
 ]
 
@@ -56,7 +81,7 @@ Title = str | dict[str, Any]
 
 Datasets = dict[str, list[dict[str, Any]]]
 
-_INDEPENDENT_COLOR = {"scale": {"color": "independent"}}
+_INDEPENDENT_COLOR = {"scale": {"color": "independent", "strokeDash": "independent"}}
 _TRIANGLES = {"shape": "triangle-up", "filled": True, "size": 40}
 
 REGIME_LABELS = {"perfect": "perfect scaling", "diminishing": "diminishing returns",
@@ -78,15 +103,49 @@ def _tooltips(*fields: str) -> list[Spec]:
 
 
 def _legend(orient: LegendOrient | None, size: float) -> Spec:
-    """A legend outside on the right, or inside the plot at ``orient`` (e.g. ``top-left``).
+    """A legend inside the plot: at ``orient`` (e.g. ``top-left``), or, without one, at the
+    corner where it covers the least data (:func:`~curvekit.plotting.layout.place_legends`),
+    so that a legend never widens a figure beyond its size. A ``left`` ... ``bottom``
+    orient puts it outside, for a chart that stands alone.
 
-    Its labels are never smaller than the legible minimum, whatever the spec asks.
+    Its labels are never smaller than the legible minimum, whatever the spec asks; its
+    symbol is drawn as the series is (a "^-" curve: a line with a triangle).
     """
     size = max(size, MIN_FONT["legend_label"])
-    if orient is None:
-        return {"labelFontSize": size}
-    return {"orient": orient, "labelFontSize": size, "fillColor": "white", "padding": 3,
-            "strokeColor": "#ccc"}
+    legend: Spec = {"orient": orient or AUTO, "labelFontSize": size, "symbolSize": 60}
+    if legend["orient"] in (AUTO, "top-left", "top-right", "bottom-left", "bottom-right"):
+        legend.update({"fillColor": "rgba(255,255,255,0.85)", "padding": 3,
+                       "strokeColor": "#ccc", "offset": LEGEND_OFFSET, "rowPadding": 2})
+    return legend
+
+
+def _curve_legend(orient: LegendOrient | None, size: float,
+                  dashes: Mapping[str, list[float]] | None = None) -> Spec:
+    """The legend of "^-" curves: each entry a line with a triangle, in its colour; an
+    entry of ``dashes`` (a reference line) a dashed line without one."""
+    legend: Spec = {**_legend(orient, size), "symbolType": LINE_WITH_TRIANGLE,
+                    "symbolStrokeWidth": 1.5}
+    if dashes:  # expressions Vega evaluates for each entry (its datum)
+        shape, dash = f"'{LINE_WITH_TRIANGLE}'", "[]"
+        for label, pattern in dashes.items():
+            shape = f"datum.label === {vega_string(label)} ? 'stroke' : {shape}"
+            dash = f"datum.label === {vega_string(label)} ? {list(pattern)} : {dash}"
+        legend["symbolType"] = {"expr": shape}
+        legend["symbolDash"] = {"expr": dash}
+    return legend
+
+
+def series_colors(labels: Sequence[str], fixed: Mapping[str, str] | None = None
+                  ) -> list[str]:
+    """The colour of each series in ``labels``: ``fixed`` ones as given, the others
+    :data:`~curvekit.plotting.layout.PALETTE`'s in order.
+
+    >>> series_colors(["a", "Linear Heuristic", "b"], {"Linear Heuristic": "black"})
+    ['#4c72b0', 'black', '#dd8452']
+    """
+    fixed = fixed or {}
+    free = iter(PALETTE * (len(labels) // len(PALETTE) + 1))
+    return [fixed[label] if label in fixed else next(free) for label in labels]
 
 
 def legible_title(title: Title, width: float | None) -> Title:
@@ -119,44 +178,75 @@ def legible_title(title: Title, width: float | None) -> Title:
 
 
 def _layers(layers: list[Spec], datasets: Datasets, *, title: Title, width: float,
-            height: float, **properties: Any) -> Spec:
+            height: float, notes: Sequence[str] = (), **properties: Any) -> Spec:
     """A complete layered chart; properties that are None are left out. The title gets a
-    legible size (a figure also wraps it to its panel), and the legibility ``config`` goes
-    with the chart (a figure lifts it to its top level, the one place Vega-Lite reads it)."""
-    spec = {"layer": layers, "title": legible_title(title, None), "width": width,
-            "height": height, **{k: v for k, v in properties.items() if v is not None},
-            "config": CONFIG}
-    return top_level(spec, datasets)
+    legible size and ``notes`` as its subtitle (a figure also wraps it to its panel), its
+    legends go where they cover the least data, and the legibility ``config`` goes with
+    the chart (a figure lifts it to its top level, the one place Vega-Lite reads it).
+
+    The notes are kept in ``usermeta["notes"]`` too, for the figure that gathers them.
+    """
+    spec = {"layer": layers, "title": legible_title(noted(title, notes), None),
+            "width": width, "height": height,
+            **{k: v for k, v in properties.items() if v is not None}, "config": CONFIG}
+    if notes:
+        spec["usermeta"] = {"notes": list(dict.fromkeys(notes))}
+    out = top_level(spec, datasets)
+    place_legends(out)
+    return out
 
 
 def _power_label(base: int) -> Any:
     def label(value: float) -> str:
-        return f"{base}^{round(math.log(value, base))}"
+        return power_text(base, value)
     return label
+
+
+def axis_title(title: str, length: float) -> str | list[str]:
+    """An axis title broken into lines no longer than the axis (``length`` px), so that a
+    long y title ("Learning Rate / (1 - Momentum)") never runs past its panel.
+
+    >>> axis_title("Learning Rate / (1 - Momentum)", 120)
+    ['Learning Rate /', '(1 - Momentum)']
+    """
+    size = TEXT["axis_title"]
+    if text_width(title, size) <= length:
+        return title
+    # break between the parts of a quotient or before a parenthesis, as balanced as fits
+    cuts = [i + 2 if title[i:i + 3] == " / " else i for i in range(len(title))
+            if title[i:i + 3] == " / " or title[i:i + 2] == " ("]
+    splits = [(title[:i].rstrip(), title[i:].lstrip()) for i in cuts]
+    fitting = [p for p in splits if max(text_width(p[0], size), text_width(p[1], size)) <= length]
+    if fitting:
+        first, rest = min(fitting, key=lambda pair: abs(len(pair[0]) - len(pair[1])))
+        return [first, rest]
+    lines = wrap(title, length, size)
+    return lines[0] if len(lines) == 1 else lines
 
 
 def log2_axis(title: str, values: Sequence[float], domain: tuple[float, float] | None = None,
               *, length: float = 200, orient: Literal["x", "y"] = "x") -> tuple[Spec, Spec]:
-    """A log2 scale with power-of-two ticks labelled 2^k: (scale, axis) properties.
+    """A log2 scale with power-of-two ticks labelled 2ᵏ: (scale, axis) properties.
 
-    The ticks are every power of two, or every other, every third ... as the axis's
-    ``length`` in pixels allows without two labels overlapping.
+    Without a ``domain`` (the spec's fixed limits), the domain is the values' range padded
+    by :data:`~curvekit.plotting.layout.EDGE_PAD` pixels at each end, so that no marker is
+    cut by the frame. The ticks are every power of two, or every other, every third ... as
+    the axis's ``length`` in pixels allows without two labels overlapping.
     """
-    scale: Spec = {"type": "log", "base": 2}
-    if domain is not None:
-        scale["domain"] = list(domain)
-    ticks = _powers_of_two([*values, *(domain or ())])
-    if domain is not None:
-        ticks = [t for t in ticks if domain[0] <= t <= domain[1]]
+    if domain is None:
+        domain = padded_log_domain(values, length)
+    scale: Spec = {"type": "log", "base": 2, "domain": list(domain), "nice": False}
+    ticks = [t for t in _powers_of_two([*values, *domain])
+             if domain[0] * (1 - 1e-12) <= t <= domain[1] * (1 + 1e-12)]
     ticks = spaced_ticks(ticks, length, orient, _power_label(2), domain=domain)
-    axis = {"title": title, "values": ticks, "grid": True,
-            "labelExpr": "'2^' + round(log(datum.value) / log(2))"}
+    axis = {"title": axis_title(title, length), "values": ticks, "grid": True,
+            "labelExpr": power_label_expr(2)}
     return scale, axis
 
 
 def log10_axis(title: str, domain: tuple[float, float], *, length: float = 200,
                orient: Literal["x", "y"] = "x") -> tuple[Spec, Spec]:
-    """A log10 scale over ``domain`` with power-of-ten ticks labelled 10^k, spaced as
+    """A log10 scale over ``domain`` with power-of-ten ticks labelled 10ᵏ, spaced as
     :func:`log2_axis` spaces its ticks: (scale, axis) properties.
 
     >>> scale, axis = log10_axis("Learning Rate", (1e-4, 1e-1))
@@ -166,9 +256,23 @@ def log10_axis(title: str, domain: tuple[float, float], *, length: float = 200,
     lo, hi = math.ceil(math.log10(domain[0]) - 1e-9), math.floor(math.log10(domain[1]) + 1e-9)
     ticks = [float(f"1e{k}") for k in range(lo, hi + 1)]
     ticks = spaced_ticks(ticks, length, orient, _power_label(10), domain=domain)
-    axis = {"title": title, "values": ticks, "grid": True,
-            "labelExpr": "'10^' + round(log(datum.value) / log(10))"}
-    return {"type": "log", "domain": list(domain)}, axis
+    axis = {"title": axis_title(title, length), "values": ticks, "grid": True,
+            "labelExpr": power_label_expr(10)}
+    return {"type": "log", "domain": list(domain), "nice": False}, axis
+
+
+def log10_domain(values: Sequence[float], length: float) -> tuple[float, float]:
+    """A padded log10 domain for ``values`` that holds at least two powers of ten (widened
+    to the decades around the data when it would hold fewer), so the axis has ticks.
+
+    >>> log10_domain([0.05, 0.08], 100)
+    (0.01, 0.1)
+    """
+    lo, hi = padded_log_domain(values, length)
+    if math.floor(math.log10(hi) + 1e-9) - math.ceil(math.log10(lo) - 1e-9) < 1:
+        lo = min(lo, 10.0 ** math.floor(math.log10(lo) + 1e-9))
+        hi = max(hi, 10.0 ** math.ceil(math.log10(hi) - 1e-9))
+    return lo, hi
 
 
 def _select(label: str, value: Any, options: Sequence[Any], name: str) -> Spec:
@@ -180,6 +284,71 @@ def _select(label: str, value: Any, options: Sequence[Any], name: str) -> Spec:
 def _only(field: str, param: str) -> list[Spec]:
     """A transform keeping the rows whose ``field`` equals the parameter's value."""
     return [{"filter": f"(datum.{field} === {param})"}]
+
+
+def sizes_text(sizes: Sequence[float], most: int = 4) -> str:
+    """Batch sizes as a short list for a note.
+
+    >>> sizes_text([4096, 8192]), sizes_text([1, 2, 4, 8, 16, 32])
+    ('4,096 and 8,192', '1, 2, 4, 8 and 2 more')
+    """
+    names = [f"{int(b):,}" if float(b).is_integer() else f"{b:g}" for b in sorted(sizes)]
+    if len(names) > most:
+        return f"{', '.join(names[:most])} and {len(names) - most} more"
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def broken_lines(data: pl.DataFrame, studies: Mapping[str, Sequence[float]] | None,
+                 x: str = "batch_size") -> tuple[pl.DataFrame, list[str]]:
+    """``data`` (``curve``, ``x``, ...) with a ``segment`` column that breaks each curve's
+    line wherever one of its ``studies`` (label → the batch sizes its workload has) lies
+    between two of its points, and the notes that say which batch sizes each curve lacks.
+
+    A line then never bridges a batch size that did not reach the goal, so that a curve
+    with a gap never looks faster than one without.
+
+    >>> d = pl.DataFrame({"curve": ["a"] * 3, "batch_size": [1.0, 2.0, 8.0]})
+    >>> out, notes = broken_lines(d, {"a": [1, 2, 4, 8, 16]})
+    >>> out["segment"].to_list(), notes
+    (['a 0', 'a 0', 'a 1'], ['a: goal not reached at B=4 and 16'])
+    """
+    notes: list[str] = []
+    parts = []
+    for (label,), part in data.group_by("curve", maintain_order=True):
+        part = part.sort(x)
+        have = part[x].to_list()
+        sizes = sorted(float(b) for b in (studies or {}).get(str(label), ()))
+        missing = [b for b in sizes if b not in set(have)]
+        if missing:
+            notes.append(f"{label}: goal not reached at B={sizes_text(missing)}")
+        breaks = [sum(1 for b in missing if b < v) for v in have]
+        parts.append(part.with_columns(pl.Series("segment", [f"{label} {k}" for k in breaks],
+                                                 dtype=pl.String)))
+    if not parts:
+        return data.with_columns(pl.lit("").alias("segment")), notes
+    return pl.concat(parts), notes
+
+
+def _unlabelled(notes: Sequence[str], labels: Sequence[str]) -> list[str]:
+    """A chart of one curve says its notes without the curve's label (its title names it)."""
+    if len(labels) != 1:
+        return list(notes)
+    return [n.removeprefix(f"{labels[0]}: ") for n in notes]
+
+
+def clipped_notes(data: pl.DataFrame, column: str, ylim: tuple[float, float] | None
+                  ) -> list[str]:
+    """Notes naming each curve's points beyond fixed y limits (they are not drawn).
+
+    >>> d = pl.DataFrame({"curve": ["a", "a"], "batch_size": [2.0, 4.0], "step": [1.0, 8.0]})
+    >>> clipped_notes(d, "step", (0.5, 4.0))
+    ['a: B=4 beyond the y limits, not drawn']
+    """
+    if ylim is None:
+        return []
+    out = data.filter((pl.col(column) < ylim[0]) | (pl.col(column) > ylim[1]))
+    return [f"{label}: B={sizes_text(part['batch_size'].to_list())} beyond the y limits, "
+            "not drawn" for (label,), part in out.group_by("curve", maintain_order=True)]
 
 
 def steps_chart(
@@ -196,6 +365,8 @@ def steps_chart(
     legend: LegendOrient | None = None,
     legend_size: float = 8,
     select: str | None = None,
+    studies: Mapping[str, Sequence[float]] | None = None,
+    keyed: bool | None = None,
     width: float = 200,
     height: float = 175,
 ) -> Spec:
@@ -203,16 +374,22 @@ def steps_chart(
 
     ``curves`` are (label, table with ``batch_size`` and ``step``). The curve named
     ``scaling_label`` gets the black dashed perfect-scaling line, drawn at its own batch
-    sizes. ``normalize_at`` divides each curve by its steps at that batch size, or at the
-    batch size ``anchors`` names for it (a curve without a point at ``normalize_at``).
+    sizes (a curve of one point has none to draw, and the chart says so). ``normalize_at``
+    divides each curve by its steps at that batch size, or at the batch size ``anchors``
+    names for it (a curve without a point at ``normalize_at``). ``studies`` (label → the
+    batch sizes its workload has) breaks a line where a batch size did not reach the goal
+    and says so (:func:`broken_lines`). Points beyond a fixed ``ylim`` are named in a note.
     ``fit`` overlays a regime fit of the curve ``scaling_label`` (the only curve, or the one
     selected): the fitted line and the shaded regimes the fitted model has, labelled as
-    fits; ``critical`` adds the critical-batch-size curve. With ``select`` (the selector's
-    name, e.g. "goal"), one curve shows at a time, chosen in a drop-down (``scaling_label``
-    first), each with its own perfect-scaling line. ``notes`` are lines written inside the
-    plot: what is missing from it and why.
+    fits, with legend entries for the data and the perfect-scaling line; ``critical`` adds
+    the critical-batch-size curve. With ``select`` (the selector's name, e.g. "goal"), one
+    curve shows at a time, chosen in a drop-down (``scaling_label`` first), each with its
+    own perfect-scaling line. ``notes`` are lines written under the title: what is missing
+    from the chart and why. ``keyed``: whether the curves get a legend (default: when there
+    are several, or notes).
     """
     anchors = dict(anchors or {})
+    notes = list(notes)
     frames = []
     for label, table in curves:
         t = table.select(pl.col("batch_size").cast(pl.Float64), pl.col("step").cast(pl.Float64))
@@ -222,6 +399,8 @@ def steps_chart(
         frames.append(t.with_columns(pl.lit(label).alias("curve")))
     data = pl.concat(frames) if frames else pl.DataFrame(
         schema={"batch_size": pl.Float64, "step": pl.Float64, "curve": pl.String})
+    data, missing = broken_lines(data, studies)
+    notes += missing + clipped_notes(data, "step", ylim)
     labels = [label for label, _ in curves]
     line = None
     scaled = labels if select is not None else (
@@ -229,11 +408,15 @@ def steps_chart(
     lines = []
     for label in scaled:
         ref = data.filter(pl.col("curve") == label).sort("batch_size")
+        if ref.height == 1 and select is None:
+            notes.append(f"{label}: one batch size reaches the goal, so there is no "
+                         "perfect-scaling line to draw")
         if ref.height:
             b0, s0 = ref["batch_size"][0], ref["step"][0]
             anchor = (anchors.get(label, normalize_at) / ref["batch_size"]
                       if normalize_at is not None else s0 * b0 / ref["batch_size"])
-            lines.append(ref.select("batch_size", anchor.alias("step"), "curve"))
+            lines.append(ref.select("batch_size", anchor.alias("step"), "curve",
+                                    pl.lit("perfect scaling").alias("line")))
     if lines:
         line = pl.concat(lines)
     ys = data["step"].to_list() + ([] if line is None else line["step"].to_list())
@@ -244,10 +427,16 @@ def steps_chart(
                else f"Steps / (Steps at B={int(normalize_at)})")
     y_scale, y_axis = log2_axis(y_title, ys, ylim, length=height, orient="y")
     # A panel of several curves keeps its legend when only one is left to draw: the line
-    # must still say which it is, and the note says where the others went.
-    keyed = len(curves) > 1 or bool(notes)
+    # must still say which it is, and the note says where the others went. With a fit,
+    # the data and the perfect-scaling line are keyed beside the fitted curves.
+    # one curve that is the panel's only one: its title names it, the notes need not
+    alone = select is None and keyed is not True and len(labels) == 1
+    if keyed is None:
+        keyed = len(curves) > 1 or bool(notes)
+    keyed = keyed or fit is not None
     color = channel("curve:N", sort=labels, title=None,
-                    legend=_legend(legend, legend_size) if keyed else None)
+                    scale={"domain": labels, "range": series_colors(labels)},
+                    legend=_curve_legend(legend, legend_size) if keyed else None)
     x = channel("batch_size:Q", scale=x_scale, axis=x_axis)
     y = channel("step:Q", scale=y_scale, axis=y_axis)
     datasets: Datasets = {}
@@ -263,13 +452,18 @@ def steps_chart(
     curve_layer: Spec = {
         "data": dataset(data, datasets),
         "mark": {"type": "line", "clip": clip, "point": _TRIANGLES},
-        "encoding": {"x": x, "y": y, "color": color,
+        "encoding": {"x": x, "y": y, "color": color, "detail": channel("segment:N"),
                      "tooltip": _tooltips("curve:N", "batch_size:Q", "step:Q")}}
     line_layer: Spec | None = None if line is None else {
         "data": dataset(line, datasets),
         "mark": {"type": "line", "color": "black", "strokeDash": [5, 4], "strokeWidth": 1,
                  "clip": clip},
         "encoding": {"x": x, "y": y}}
+    if line_layer is not None and fit is not None:
+        line_layer["encoding"]["strokeDash"] = channel(
+            "line:N", title=None, scale={"domain": ["perfect scaling"], "range": [[5, 4]]},
+            legend={**_legend(legend, legend_size), "symbolType": "stroke",
+                    "symbolStrokeColor": "black"})
     params = None
     if name is not None and labels:
         params = [_select(name, scaling_label or labels[0], labels, f"{select} ")]
@@ -279,10 +473,67 @@ def steps_chart(
     layers.append(curve_layer)
     if line_layer is not None:
         layers.append(line_layer)
+    if alone:
+        notes = _unlabelled(notes, labels)
     if notes and data.is_empty():
         layers.append(note_layer(notes, datasets, empty=True))
-    return _layers(layers, datasets, title=noted(title, notes), width=width, height=height,
+    return _layers(layers, datasets, title=title, notes=notes, width=width, height=height,
                    resolve=_INDEPENDENT_COLOR, params=params)
+
+
+def recolor(panels: Sequence[Spec]) -> None:
+    """Give each series one colour across the ``panels`` of a figure.
+
+    Series are coloured in order of first appearance, each with the first palette colour
+    that no series sharing a panel with it has (fixed colours, the heuristic lines', are
+    kept): a series keeps its colour in every panel, the curves of one panel differ, and a
+    figure of one curve per panel draws them all in the first colour, as the paper does.
+    """
+    channels = []
+    for panel in panels:
+        for layer in panel.get("layer", []):
+            enc = layer.get("encoding", {}).get("color")
+            scale = enc.get("scale") if isinstance(enc, dict) else None
+            if not isinstance(scale, dict) or enc.get("field") != "curve" or \
+                    not isinstance(scale.get("domain"), list) or "range" not in scale:
+                continue
+            channels.append(scale)
+    neighbours: dict[str, set[str]] = {}
+    for scale in channels:
+        labels = [str(label) for label in scale["domain"] if label not in HEURISTIC_COLORS]
+        for label in labels:
+            neighbours.setdefault(label, set()).update(x for x in labels if x != label)
+    colors: dict[str, str] = {}
+    for label, others in neighbours.items():
+        taken = {colors[o] for o in others if o in colors}
+        colors[label] = next((c for c in PALETTE if c not in taken), PALETTE[0])
+    for scale in channels:
+        scale["range"] = [HEURISTIC_COLORS.get(str(label), colors.get(str(label), "black"))
+                          for label in scale["domain"]]
+
+
+def align_titles(row: Sequence[Spec]) -> None:
+    """Give the panels of one grid row the same number of title and note lines (blank
+    lines added under the shorter ones), so that their plots stay aligned."""
+
+    def lines(title: Any) -> tuple[int, int]:
+        if not isinstance(title, dict):
+            return 1, 0
+        text, sub = title.get("text", ""), title.get("subtitle") or []
+        return (len(text) if isinstance(text, list) else 1,
+                len(sub) if isinstance(sub, list) else 1)
+
+    counts = [lines(p.get("title")) for p in row]
+    most = max((t + s for t, s in counts), default=0)
+    for panel, (t, s) in zip(row, counts, strict=True):
+        if t + s == most:
+            continue
+        title = panel.get("title")
+        props: dict[str, Any] = dict(title) if isinstance(title, dict) else {"text": title}
+        sub = props.get("subtitle") or []
+        props["subtitle"] = [*([sub] if isinstance(sub, str) else sub), *[" "] * (most - t - s)]
+        props.setdefault("subtitleFontSize", TEXT["note"])
+        panel["title"] = props
 
 
 def grouped(notes: Sequence[str]) -> list[str]:
@@ -357,7 +608,8 @@ def _fit_layers(fit: RegimeFit, critical: CriticalBatchFit | None, x_scale: Spec
                  "x": channel("start:Q", scale=x_scale), "x2": {"field": "end"},
                  "color": channel("regime:N", scale={"domain": names, "range": colors},
                                   title=f"Regimes (fit: {fit.model.replace('+', ' + ')})",
-                                  legend={"orient": "right", "titleLimit": 0,
+                                  legend={"orient": "bottom", "titleLimit": 0,
+                                          "direction": "vertical",
                                           "labelLimit": 0})}}
     grid = np.exp2(np.linspace(math.log2(lo), math.log2(hi), 64))
     lines = [pl.DataFrame({"batch_size": grid, "step": fit.predict(grid),
@@ -375,7 +627,8 @@ def _fit_layers(fit: RegimeFit, critical: CriticalBatchFit | None, x_scale: Spec
                            "y": channel("step:Q", scale=y_scale),
                            "stroke": channel("fit:N", scale={"domain": keys, "range": strokes},
                                              title="Fitted curves",
-                                             legend={"orient": "right", "labelLimit": 0}),
+                                             legend={"orient": "bottom", "labelLimit": 0,
+                                                     "direction": "vertical"}),
                            "strokeDash": channel("fit:N", scale={"domain": keys,
                                                                  "range": dashes},
                                                  legend=None)}}
@@ -384,27 +637,40 @@ def _fit_layers(fit: RegimeFit, critical: CriticalBatchFit | None, x_scale: Spec
     return [shade, fitted]
 
 
+HEURISTIC_COLORS = {"Linear Heuristic": "black", "Square Root Heuristic": "#55a868"}
+"""The heuristic lines' fixed colours (black dashed, green dash-dot)."""
+_HEURISTIC_DASHES = {"Linear Heuristic": [5.0, 4.0], "Square Root Heuristic": [6.0, 3.0, 1.0, 3.0]}
+
+
 def metaparameter_chart(
     curves: Sequence[tuple[str, pl.DataFrame]],
     *,
     title: Title,
     y_title: str,
     heuristics: bool = True,
+    y_base: int = 2,
+    notes: Sequence[str] = (),
+    studies: Mapping[str, Sequence[float]] | None = None,
     legend: LegendOrient | None = None,
     legend_size: float = 8,
     width: float = 200,
     height: float = 175,
 ) -> Spec:
-    """A winning trial's metaparameter against batch size, log2 × log2.
+    """A winning trial's metaparameter against batch size, x log2, y log2 (``y_base`` 10:
+    log10, as for 1 − momentum).
 
     ``curves`` are (label, table with ``batch_size`` and ``value``). With ``heuristics``,
     the linear (y0·B/B0, black dashed) and square-root (y0·√(B/B0), green dash-dot) lines,
-    anchored at each curve's smallest batch size, drawn at its batch sizes.
+    anchored at each curve's smallest batch size, drawn at its batch sizes. ``studies``
+    breaks a line where a batch size did not reach the goal, as :func:`steps_chart` does.
     """
+    notes = list(notes)
     frames = [t.select(pl.col("batch_size").cast(pl.Float64), pl.col("value").cast(pl.Float64))
               .with_columns(pl.lit(label).alias("curve")) for label, t in curves]
     data = pl.concat(frames) if frames else pl.DataFrame(
         schema={"batch_size": pl.Float64, "value": pl.Float64, "curve": pl.String})
+    data, missing = broken_lines(data, studies)
+    notes += missing
     lines = []
     if heuristics:
         for frame in frames:
@@ -420,31 +686,34 @@ def metaparameter_chart(
     guides = pl.concat(lines) if lines else None
     ys = data["value"].to_list() + ([] if guides is None else guides["value"].to_list())
     x_scale, x_axis = log2_axis("Batch Size", data["batch_size"].to_list(), length=width)
-    y_scale, y_axis = log2_axis(y_title, ys, length=height, orient="y")
+    if y_base == 10:
+        y_scale, y_axis = log10_axis(y_title, log10_domain(ys, height), length=height,
+                                     orient="y")
+    else:
+        y_scale, y_axis = log2_axis(y_title, ys, length=height, orient="y")
     labels = [label for label, _ in curves]
-    domain = [*labels, *(["Linear Heuristic", "Square Root Heuristic"] if guides is not None
-                         else [])]
-    palette = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860"]
-    colors = [palette[i % len(palette)] for i in range(len(labels))]
-    if guides is not None:
-        colors += ["black", "#55a868"]
-    color = channel("curve:N", scale={"domain": domain, "range": colors}, title=None,
-                    legend=_legend(legend, legend_size))
+    domain = [*labels, *(list(HEURISTIC_COLORS) if guides is not None else [])]
+    color = channel("curve:N", scale={"domain": domain,
+                                      "range": series_colors(domain, HEURISTIC_COLORS)},
+                    title=None, legend=_curve_legend(
+                        legend, legend_size, _HEURISTIC_DASHES if guides is not None else None))
     x = channel("batch_size:Q", scale=x_scale, axis=x_axis)
     y = channel("value:Q", scale=y_scale, axis=y_axis)
     datasets: Datasets = {}
     layers: list[Spec] = [{
         "data": dataset(data, datasets), "mark": {"type": "line", "point": _TRIANGLES},
-        "encoding": {"x": x, "y": y, "color": color,
+        "encoding": {"x": x, "y": y, "color": color, "detail": channel("segment:N"),
                      "tooltip": _tooltips("curve:N", "batch_size:Q", "value:Q")}}]
     if guides is not None:
-        dash = channel("curve:N", scale={"domain": ["Linear Heuristic", "Square Root Heuristic"],
-                                         "range": [[5, 4], [6, 3, 1, 3]]}, legend=None)
+        dash = channel("curve:N", scale={"domain": list(_HEURISTIC_DASHES),
+                                         "range": list(_HEURISTIC_DASHES.values())},
+                       legend=None)
         layers.append({"data": dataset(guides, datasets),
                        "mark": {"type": "line", "strokeWidth": 1},
                        "encoding": {"x": x, "y": y, "color": color, "strokeDash": dash,
                                     "detail": channel("curve:N")}})
-    return _layers(layers, datasets, title=title, width=width, height=height)
+    return _layers(layers, datasets, title=title, notes=_unlabelled(notes, labels),
+                   width=width, height=height)
 
 
 def best_chart(
@@ -456,6 +725,7 @@ def best_chart(
     goal_label: str = "Figure 1 goal",
     xlim: tuple[float, float] | None = None,
     ylim: tuple[float, float] | None = None,
+    notes: Sequence[str] = (),
     legend: LegendOrient | None = None,
     legend_size: float = 8,
     width: float = 200,
@@ -463,35 +733,50 @@ def best_chart(
 ) -> Spec:
     """Best value per batch size: x log2, y linear; optionally a dotted goal line.
 
-    ``legend`` places the legend inside the plot (``top-right``, ``top-left``, ...).
+    Without fixed limits, the y axis spans the values and the goal, padded so that no
+    marker and no goal line lies on the frame: the goal line is always drawn, and the
+    axis does not zoom into noise far from it. ``legend`` places the legend inside the
+    plot (``top-right``, ``top-left``, ...; default: where it covers the least data).
     """
+    notes = list(notes)
     frames = [t.select(pl.col("batch_size").cast(pl.Float64), pl.col("value").cast(pl.Float64))
               .with_columns(pl.lit(label).alias("curve")) for label, t in curves]
     data = pl.concat(frames) if frames else pl.DataFrame(
         schema={"batch_size": pl.Float64, "value": pl.Float64, "curve": pl.String})
     x_scale, x_axis = log2_axis("Batch Size", data["batch_size"].to_list(), xlim,
                                 length=width)
-    y_scale: Spec = {"zero": False} if ylim is None else {"zero": False, "domain": list(ylim)}
+    values = data["value"].to_list() + ([] if goal_line is None else [goal_line])
+    y_domain = ylim or padded_linear_domain(values, height)
+    y_scale: Spec = {"zero": False, "domain": list(y_domain), "nice": False}
+    notes += clipped_notes(data, "value", ylim)
     labels = [label for label, _ in curves]
     color = channel("curve:N", sort=labels, title=None,
-                    legend=_legend(legend, legend_size) if len(curves) > 1 else None)
+                    scale={"domain": labels, "range": series_colors(labels)},
+                    legend=_curve_legend(legend, legend_size) if len(curves) > 1 else None)
     datasets: Datasets = {}
     layers: list[Spec] = [{
         "data": dataset(data, datasets),
         "mark": {"type": "line", "clip": xlim is not None or ylim is not None,
                  "point": _TRIANGLES},
         "encoding": {"x": channel("batch_size:Q", scale=x_scale, axis=x_axis),
-                     "y": channel("value:Q", title=y_title, scale=y_scale), "color": color,
+                     "y": channel("value:Q", title=y_title, scale=y_scale,
+                                  axis={"title": axis_title(y_title, height)}),
+                     "color": color,
                      "tooltip": _tooltips("curve:N", "batch_size:Q", "value:Q")}}]
     if goal_line is not None:
         rule = pl.DataFrame({"value": [goal_line], "label": [goal_label]})
         layers.append({
             "data": dataset(rule, datasets),
-            "mark": {"type": "rule", "color": "grey", "strokeDash": [1, 2], "strokeWidth": 1},
-            "encoding": {"y": channel("value:Q"),
+            "mark": {"type": "rule", "color": "grey", "strokeDash": [1, 2], "strokeWidth": 1,
+                     "clip": True},
+            "encoding": {"y": channel("value:Q", scale=y_scale),
                          "opacity": channel("label:N", title=None,
-                                            legend=_legend(None, legend_size))}})
-    return _layers(layers, datasets, title=title, width=width, height=height,
+                                            scale={"domain": [goal_label], "range": [1]},
+                                            legend={**_legend(legend, legend_size),
+                                                    "symbolType": "stroke",
+                                                    "symbolStrokeColor": "grey",
+                                                    "symbolDash": [1, 2]})}})
+    return _layers(layers, datasets, title=title, notes=notes, width=width, height=height,
                    resolve=_INDEPENDENT_COLOR)
 
 
@@ -681,9 +966,19 @@ def search_space_chart(
     x_scale, x_axis = log2_axis("Batch Size", xs, length=width)
     x = channel("batch_size:Q", scale=x_scale, axis=x_axis)
     top = 10.0 ** math.ceil(math.log10(max(positive))) if positive else 1.0
-    y_scale, y_axis = log10_axis(y_title, (floor, top), length=height, orient="y")
-    color = channel("series:N", scale={"domain": ["Optimal Learning Rate", "Search Space"],
-                                       "range": ["#4c72b0", "grey"]}, title=None)
+    y_scale, y_axis = log10_axis(y_title, padded_log_domain([floor, top], height),
+                                 length=height, orient="y")
+    series = ["Optimal Learning Rate", "Search Space"]
+    is_band = "datum.label === 'Search Space'"
+    # one legend, each entry drawn as its mark is: the curve a line with a triangle in
+    # its blue, the band a grey square
+    keys = {**_legend(None, 8), "symbolStrokeWidth": 1.5, "symbolOpacity": 1,
+            "symbolType": {"expr": f"{is_band} ? 'square' : '{LINE_WITH_TRIANGLE}'"},
+            "symbolFillColor": {"expr": f"{is_band} ? 'rgba(128,128,128,0.3)' : "
+                                        f"'{PALETTE[0]}'"},
+            "symbolStrokeColor": {"expr": f"{is_band} ? 'grey' : '{PALETTE[0]}'"}}
+    color = channel("series:N", scale={"domain": series, "range": [PALETTE[0], "grey"]},
+                    title=None, legend=keys)
     datasets: Datasets = {}
     area = {"data": dataset(band, datasets),
             "mark": {"type": "area", "opacity": 0.2, "stroke": "grey", "strokeWidth": 0.5},

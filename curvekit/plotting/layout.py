@@ -9,11 +9,15 @@ toward more room.
 
 Examples
 --------
->>> text_width("2^10", 10)
-24.0
+>>> text_width("2¹⁰", 10)
+18.0
 >>> ticks = [2.0**k for k in range(0, 21)]
->>> spaced_ticks(ticks, 150, "x", lambda v: f"2^{round(math.log2(v))}")[:3]
-[1.0, 16.0, 256.0]
+>>> spaced_ticks(ticks, 150, "x", lambda v: power_text(2, v))[:3]
+[1.0, 8.0, 64.0]
+>>> power_text(2, 1024.0), power_text(10, 1e-4)
+('2¹⁰', '10⁻⁴')
+>>> padded_log_domain([16.0, 256.0], 200)
+(14.182962020497946, 288.7972197965592)
 >>> wrap("imagenet/resnet_50/nesterov_momentum, goal 0.25", 130, 11)
 ['imagenet/resnet_50/', 'nesterov_momentum,', 'goal 0.25']
 """
@@ -25,8 +29,29 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-__all__ = ["CONFIG", "LABEL_GAP", "MIN_FONT", "TEXT", "TITLE_OVERHANG", "fits", "spaced_ticks",
-           "text_width", "wrap"]
+__all__ = [
+    "CONFIG",
+    "EDGE_PAD",
+    "LABEL_GAP",
+    "LINE_WITH_TRIANGLE",
+    "MIN_FONT",
+    "PALETTE",
+    "TEXT",
+    "TITLE_OVERHANG",
+    "best_corner",
+    "data_points",
+    "fits",
+    "legend_box",
+    "legend_cover",
+    "padded_linear_domain",
+    "padded_log_domain",
+    "place_legends",
+    "power_label_expr",
+    "power_text",
+    "spaced_ticks",
+    "text_width",
+    "wrap",
+]
 
 TEXT = {"panel_title": 11.0, "figure_title": 14.0, "axis_title": 10.0, "tick_label": 9.0,
         "legend_label": 9.0, "note": 9.0}
@@ -54,6 +79,71 @@ CONFIG: dict[str, Any] = {
 enough to read in full (Vega cuts them at 180 px by default)."""
 
 _CHAR = 0.6  # average glyph width in em, rounded up
+
+PALETTE = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3",
+           "#8c8c8c", "#ccb974", "#64b5cd")
+"""The series colours ("seaborn-deep"), given in order of a series' first appearance in a
+figure: a series keeps its colour in every panel of the figure."""
+
+EDGE_PAD = 8.0
+"""Pixels kept between the outermost data point and each end of a data-driven axis, so that
+a marker (a triangle of size 40 is about 7 px across) is never cut by the frame."""
+
+LINE_WITH_TRIANGLE = "M-1,0L1,0M-0.45,0.35L0,-0.45L0.45,0.35Z"
+"""The legend symbol of a "^-" curve: a line with a triangle on it, as the curve is drawn."""
+
+_SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
+
+
+def power_text(base: int, value: float) -> str:
+    """The tick label of ``value`` on a log axis of ``base``: the base with its exponent as
+    a superscript (``2¹⁰``, ``10⁻⁴``), as :func:`power_label_expr` writes it in Vega."""
+    return f"{base}{str(round(math.log(value, base))).translate(_SUPERSCRIPT)}"
+
+
+def power_label_expr(base: int) -> str:
+    """A Vega ``labelExpr`` writing each tick of a log axis of ``base`` as :func:`power_text`
+    does: the exponent's digits and sign replaced by their superscripts.
+
+    >>> power_label_expr(2)[:9]
+    "'2' + rep"
+    """
+    text = f"toString(round(log(datum.value) / log({base})))"
+    for plain, sup in zip("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻", strict=True):
+        text = f"replace({text}, regexp('{plain}', 'g'), '{sup}')"
+    return f"'{base}' + {text}"
+
+
+def padded_log_domain(values: Sequence[float], length: float, *,
+                      pad: float = EDGE_PAD) -> tuple[float, float]:
+    """The log-scale domain of the positive finite ``values`` widened by ``pad`` pixels at
+    each end of an axis ``length`` pixels long (a single value gets half an octave each
+    side, so that it still has a neighbouring tick); ``(1, 2)`` when there is none."""
+    finite = [v for v in values if v > 0 and math.isfinite(v)]
+    if not finite:
+        return 1.0, 2.0
+    lo, hi = math.log(min(finite)), math.log(max(finite))
+    span = hi - lo or math.log(2.0)
+    margin = span * pad / max(length - 2 * pad, 1.0)
+    if hi == lo:
+        margin = max(margin, math.log(2.0) / 2)
+    return math.exp(lo - margin), math.exp(hi + margin)
+
+
+def padded_linear_domain(values: Sequence[float], length: float, *,
+                         pad: float = EDGE_PAD) -> tuple[float, float]:
+    """The linear domain of the finite ``values`` widened by ``pad`` pixels at each end.
+
+    >>> padded_linear_domain([0.0, 1.0], 116)
+    (-0.08, 1.08)
+    """
+    finite = [v for v in values if math.isfinite(v)]
+    if not finite:
+        return 0.0, 1.0
+    lo, hi = min(finite), max(finite)
+    span = hi - lo or abs(hi) * 0.1 or 1.0
+    margin = span * pad / max(length - 2 * pad, 1.0)
+    return round(lo - margin, 12), round(hi + margin, 12)
 
 
 def text_width(text: str, size: float) -> float:
@@ -112,3 +202,161 @@ def wrap(text: str, width: float, size: float) -> list[str]:
     if line.strip():
         lines.append(line.rstrip())
     return lines or [text]
+
+
+# -- legends inside the plot, where they cover the least data --------------------------------
+
+AUTO = "auto"
+"""A legend ``orient`` the builders write for "inside the plot, at the corner that covers
+the least data": :func:`place_legends` replaces it before the chart leaves the builder."""
+
+CORNERS = ("top-right", "top-left", "bottom-left", "bottom-right")
+"""The inside corners tried, in order of preference when two cover the same data."""
+
+LEGEND_OFFSET = 4.0
+"""Pixels between an inside legend and the plot's frame."""
+
+
+def _position(value: Any, scale: dict[str, Any], length: float, flip: bool) -> float | None:
+    """Pixel position of ``value`` on a quantitative scale with a known domain."""
+    domain = scale.get("domain")
+    if not isinstance(value, int | float) or not isinstance(domain, list) or len(domain) != 2:
+        return None
+    lo, hi = float(domain[0]), float(domain[1])
+    if scale.get("type") == "log":
+        if value <= 0 or lo <= 0 or hi <= lo:
+            return None
+        frac = (math.log(value) - math.log(lo)) / (math.log(hi) - math.log(lo))
+    else:
+        if hi == lo:
+            return None
+        frac = (value - lo) / (hi - lo)
+    return length * (1 - frac) if flip else length * frac
+
+
+def _field(enc: Any) -> str | None:
+    return enc.get("field") if isinstance(enc, dict) else None
+
+
+def data_points(layers: Sequence[dict[str, Any]], datasets: dict[str, list[dict[str, Any]]],
+                width: float, height: float) -> list[tuple[float, float]]:
+    """Pixel positions of what the layers draw: every point, points along each line, and
+    points along a horizontal rule (a goal line), for :func:`place_legends`."""
+    scales: dict[str, dict[str, Any]] = {}
+    for layer in layers:  # a layer may share its neighbour's scale without repeating it
+        for name in ("x", "y"):
+            enc = layer.get("encoding", {}).get(name)
+            if isinstance(enc, dict) and isinstance(enc.get("scale"), dict) and \
+                    "domain" in enc["scale"]:
+                scales.setdefault(name, enc["scale"])
+    points: list[tuple[float, float]] = []
+    for layer in layers:
+        enc = layer.get("encoding", {})
+        rows = datasets.get((layer.get("data") or {}).get("name", ""), [])
+        fx, fy = _field(enc.get("x")), _field(enc.get("y"))
+        mark = layer.get("mark")
+        kind = mark.get("type") if isinstance(mark, dict) else mark
+        if fx is None and fy is not None and kind == "rule":
+            for row in rows:
+                py = _position(row.get(fy), scales.get("y", {}), height, True)
+                if py is not None:
+                    points += [(width * i / 20, py) for i in range(21)]
+            continue
+        if fx is None or fy is None or "x" not in scales or "y" not in scales:
+            continue
+        group = _field(enc.get("detail")) or _field(enc.get("color")) or ""
+        last: dict[Any, tuple[float, float]] = {}
+        for row in sorted(rows, key=lambda r: (str(r.get(group)), r.get(fx) or 0)):
+            px = _position(row.get(fx), scales["x"], width, False)
+            py = _position(row.get(fy), scales["y"], height, True)
+            if px is None or py is None:
+                continue
+            key = row.get(group)
+            if kind == "line" and key in last:  # the segment's inside, every ~5 px
+                x0, y0 = last[key]
+                steps = int(math.hypot(px - x0, py - y0) // 5)
+                points += [(x0 + (px - x0) * i / (steps + 1), y0 + (py - y0) * i / (steps + 1))
+                           for i in range(1, steps + 1)]
+            last[key] = (px, py)
+            points.append((px, py))
+    return points
+
+
+def legend_box(labels: Sequence[str], size: float) -> tuple[float, float]:
+    """Estimated width and height in pixels of an inside legend of ``labels``."""
+    widest = max((text_width(str(label), size) for label in labels), default=0.0)
+    return widest + 16 + 8, len(labels) * (size + 4) + 8
+
+
+def best_corner(points: Sequence[tuple[float, float]], box: tuple[float, float],
+                width: float, height: float, prefer: Sequence[str] = CORNERS) -> str:
+    """The corner of a ``width`` × ``height`` plot where a legend of size ``box`` covers
+    the fewest ``points`` (ties: the first of ``prefer``).
+
+    >>> best_corner([(5.0, 5.0), (190.0, 5.0)], (40, 20), 200, 100)
+    'bottom-left'
+    """
+    w, h = box[0] + LEGEND_OFFSET, box[1] + LEGEND_OFFSET
+
+    def covered(corner: str) -> int:
+        x0 = width - w if corner.endswith("right") else 0.0
+        y0 = height - h if corner.startswith("bottom") else 0.0
+        return sum(1 for px, py in points
+                   if x0 - 4 <= px <= x0 + w + 4 and y0 - 4 <= py <= y0 + h + 4)
+
+    order = [*prefer, *(c for c in CORNERS if c not in prefer)]
+    return min(order, key=lambda c: (covered(c), order.index(c)))
+
+
+def _inside_legends(spec: dict[str, Any], orients: Sequence[str]
+                    ) -> tuple[list[dict[str, Any]], list[str], float]:
+    """The legends of a layered chart with one of ``orients``, their entries and the
+    largest label size."""
+    layers = spec.get("layer", [])
+    datasets = spec.get("datasets", {})
+    auto: list[dict[str, Any]] = []
+    labels: list[str] = []
+    for layer in layers:
+        rows = datasets.get((layer.get("data") or {}).get("name", ""), [])
+        for enc in layer.get("encoding", {}).values():
+            legend = enc.get("legend") if isinstance(enc, dict) else None
+            if not isinstance(legend, dict) or legend.get("orient") not in orients:
+                continue
+            auto.append(legend)
+            domain = (enc.get("scale") or {}).get("domain") or enc.get("sort")
+            field = enc.get("field")
+            entries = domain if isinstance(domain, list) else list(
+                dict.fromkeys(r.get(field) for r in rows))
+            labels += [str(e) for e in entries]
+    size = max((float(a.get("labelFontSize", TEXT["legend_label"])) for a in auto),
+               default=TEXT["legend_label"])
+    return auto, list(dict.fromkeys(labels)), size
+
+
+def place_legends(spec: dict[str, Any]) -> None:
+    """Put every legend of a layered chart whose orient is :data:`AUTO` inside the plot,
+    at the corner where it covers the least data (all of them at one corner, stacked)."""
+    auto, labels, size = _inside_legends(spec, (AUTO,))
+    if not auto:
+        return
+    width, height = float(spec.get("width", 200)), float(spec.get("height", 175))
+    points = data_points(spec.get("layer", []), spec.get("datasets", {}), width, height)
+    corner = best_corner(points, legend_box(labels, size), width, height)
+    for legend in auto:
+        legend["orient"] = corner
+
+
+def legend_cover(spec: dict[str, Any], datasets: dict[str, list[dict[str, Any]]]) -> int:
+    """How many drawn points the inside legends of a layered chart cover where they are
+    (a figure keeps a shared legend on the panel where this is least)."""
+    legends, labels, size = _inside_legends({**spec, "datasets": datasets}, CORNERS)
+    if not legends:
+        return 0
+    width, height = float(spec.get("width", 200)), float(spec.get("height", 175))
+    points = data_points(spec.get("layer", []), datasets, width, height)
+    w, h = legend_box(labels, size)
+    corner = str(legends[0]["orient"])
+    x0 = width - w - LEGEND_OFFSET if corner.endswith("right") else 0.0
+    y0 = height - h - LEGEND_OFFSET if corner.startswith("bottom") else 0.0
+    return sum(1 for px, py in points if x0 - 4 <= px <= x0 + w + LEGEND_OFFSET + 4
+               and y0 - 4 <= py <= y0 + h + LEGEND_OFFSET + 4)

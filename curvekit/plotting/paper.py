@@ -90,7 +90,8 @@ def _figure24() -> Figure:
               AP: "Best Validation Average Precision"}
     panels = tuple(
         Panel(title, "best", (Curve(Selection(w, metric, goal, maximize), title),),
-              y_title=titles[metric])
+              y_title=titles[metric], goal_line=True, goal_label="Figure 1 goal",
+              legend_size=6)
         for title, w, metric, goal, maximize, _ in FIGURE1_PANELS)
     return Figure(24, "Best validation metric vs batch size", 3, 3, panels)
 
@@ -198,11 +199,13 @@ def _figure6() -> Figure:
 def _optimal(number: int, title: str, column: str, label: str, y_title: str,
              heuristics: bool, panels: tuple[tuple[str, str, str, float, bool, int], ...],
              rows: int, cols: int) -> Figure:
+    """Optimal-metaparameter panels; ``one_minus_momentum`` is drawn on a log10 axis."""
     return Figure(number, title, rows, cols, tuple(
         Panel(t, "metaparameter", (Curve(Selection(
             w, m, 0.3 if w.startswith("fashion_mnist/") and number in (8, 13, 14) else g,
             mx, n), label),),
-              y=column, y_title=y_title, heuristics=heuristics)
+              y=column, y_title=y_title, heuristics=heuristics,
+              y_base=10 if column == "one_minus_momentum" else 2)
         for t, w, m, g, mx, n in panels))
 
 
@@ -390,8 +393,8 @@ FIGURES: dict[int, Figure] = {f.number: f for f in (
     _figure11(), _figure12(),
     _optimal(13, "Optimal learning rate", "learning_rate", "Optimal Learning Rate",
              "Learning Rate", True, FIGURE1_PANELS, 3, 3),
-    _optimal(14, "Optimal momentum", "momentum", "Optimal Momentum", "Momentum", False,
-             FIGURE1_PANELS, 3, 3),
+    _optimal(14, "Optimal momentum", "one_minus_momentum", "1 − Optimal Momentum",
+             "1 − Momentum", False, FIGURE1_PANELS, 3, 3),
     _figure15(), _figure16(), _figure17(), _figure18(),
     _scatter(19, "LR-momentum scatter, ResNet-50 on ImageNet", 2, 2, tuple(
         (f"Batch Size {b}", "imagenet/resnet_50/nesterov_momentum", b)
@@ -401,8 +404,8 @@ FIGURES: dict[int, Figure] = {f.number: f for f in (
         for b in (256, 1024, 4096, 16384)), metric=AP, goal=0.31, maximize=True),
     _optimal(21, "Optimal learning rate, four Transformer sizes", "learning_rate",
              "Optimal Learning Rate", "Learning Rate", True, _TRANSFORMERS, 2, 2),
-    _optimal(22, "Optimal momentum, four Transformer sizes", "momentum", "Optimal Momentum",
-             "Momentum", False, _TRANSFORMERS, 2, 2),
+    _optimal(22, "Optimal momentum, four Transformer sizes", "one_minus_momentum",
+             "1 − Optimal Momentum", "1 − Momentum", False, _TRANSFORMERS, 2, 2),
     _figure23(), _figure24())}
 
 PARTS: dict[str, Figure] = {part.name: part for f in FIGURES.values() for part in f.parts}

@@ -59,9 +59,10 @@ def provenance(store: Store, **fields: Any) -> dict[str, Any]:
                                     "sha256": manifest.archive.sha256}}}
 
 
-def _marked(store: Store, chart: Spec) -> Spec:
-    """``chart`` with a subtitle saying so when the store holds generated data."""
-    note = synthetic_note(store)
+def _marked(store: Store, chart: Spec, workloads: Sequence[str]) -> Spec:
+    """``chart`` with a subtitle saying so when any of the ``workloads`` it draws holds
+    generated data."""
+    note = synthetic_note(store, workloads)
     return {**chart, "title": subtitled(chart.get("title"), note)} if note else chart
 
 
@@ -115,8 +116,8 @@ def plot_steps_to_result(store: Store, selection: Selection, *, fit: bool = Fals
             critical = fit_critical_batch(curve)
         except FitError:  # the regime fit still draws; the curve has no critical-batch fit
             critical = None
-    # Compared, the legend names the workloads: the title keeps only what they share.
-    title = selection.target if others else f"{workload}, {selection.target}"
+    # Compared, the title names every workload, and the legend which line is which.
+    title = f"{' vs '.join([workload, *others])}, {selection.target}"
     chart = steps_chart([(workload, curve), *extra], title=title, scaling_label=workload,
                         fit=regimes, critical=critical, legend="bottom" if others else None,
                         width=WIDTH, height=HEIGHT)
@@ -126,7 +127,7 @@ def plot_steps_to_result(store: Store, selection: Selection, *, fit: bool = Fals
                           "model": regimes.model, "breakpoints": list(regimes.breakpoints),
                           "b_crit": None if critical is None else critical.b_crit,
                           "note": regimes.note, "definition": "docs/fits.md"})
-    return to_altair(_marked(store, chart)), meta
+    return to_altair(_marked(store, chart, [workload, *others])), meta
 
 
 def plot_steps_table(table: TableFit, *, fit: bool = False
@@ -205,7 +206,7 @@ def plot_metaparameters(store: Store, selection: Selection, *,
         heuristics=heuristics, width=WIDTH, height=HEIGHT)
     meta = provenance(store, plot="metaparameters", workloads=[workload], parameter=parameter,
                       **_chosen(selection))
-    return to_altair(_marked(store, chart)), meta
+    return to_altair(_marked(store, chart, [workload])), meta
 
 
 def plot_scatter(store: Store, selection: Selection, batch_size: int
@@ -237,7 +238,7 @@ def plot_scatter(store: Store, selection: Selection, batch_size: int
                           width=WIDTH, height=HEIGHT)
     meta = provenance(store, plot="scatter", workloads=[workload], batch_size=batch_size,
                       **_chosen(selection))
-    return to_altair(_marked(store, chart)), meta
+    return to_altair(_marked(store, chart, [workload])), meta
 
 
 def plot_best(store: Store, selection: Selection
@@ -259,6 +260,6 @@ def plot_best(store: Store, selection: Selection
     values = best(store, selection)
     chart = best_chart([(workload, values.select("batch_size", pl.col(metric).alias("value")))],
                        title=workload, y_title=f"Best {metric}", goal_line=selection.goal,
-                       goal_label="goal", width=WIDTH, height=HEIGHT)
+                       goal_label=f"goal: {selection.target}", width=WIDTH, height=HEIGHT)
     meta = provenance(store, plot="best", workloads=[workload], **_chosen(selection))
-    return to_altair(_marked(store, chart)), meta
+    return to_altair(_marked(store, chart, [workload])), meta

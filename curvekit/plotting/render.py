@@ -28,18 +28,20 @@ from curvekit.measure import best, steps_to_result, trial_outcomes
 from curvekit.outputs import write_file, writing
 from curvekit.plotting.builders import (
     Title,
+    align_titles,
     best_chart,
     half_decade_limits,
     legible_title,
     metaparameter_chart,
     note_layer,
     noted,
+    recolor,
     scatter_chart,
     scatter_outcomes,
     search_space_chart,
     steps_chart,
 )
-from curvekit.plotting.layout import CONFIG, TEXT, TITLE_OVERHANG
+from curvekit.plotting.layout import CONFIG, TEXT, TITLE_OVERHANG, legend_cover
 from curvekit.plotting.paper import FIGURES, PARTS
 from curvekit.plotting.plots import provenance
 from curvekit.plotting.spec import RECONSTRUCTED_FROM, Curve, Figure, Panel
@@ -74,7 +76,8 @@ def _resolve(store: Store, panel: Panel, notes: list[str] | None = None) -> Pane
         metric = c.selection.metric
         if c.fallback_metric and metric not in store.metrics(c.workload):
             if notes is not None:
-                notes.append(f"{c.workload} has no {metric}; drawn with "
+                # the panel's title names the workload; the note stays short
+                notes.append(f"no {metric} in the store: drawn with "
                              f"{c.fallback_metric} instead")
             c = replace(c, selection=c.selection.with_metric(c.fallback_metric))
             title = title.replace(" (train)", " (validation)")
@@ -185,18 +188,21 @@ def _panel(store: Store, panel: Panel, width: float, height: float,
         spec = steps_chart(curves, title=title, scaling_label=panel.scaling_label,
                            normalize_at=at, anchors=anchors, ylim=panel.ylim, width=width,
                            height=height, legend=panel.legend, legend_size=panel.legend_size,
-                           notes=notes)
+                           notes=notes, studies=_studies(store, panel),
+                           keyed=len(panel.curves) > 1 or len(curves) < len(panel.curves))
         spec["title"] = legible_title(spec["title"], width + TITLE_OVERHANG)
-        return spec, notes
+        return spec, spec.pop("usermeta", {}).get("notes", notes)
     if panel.kind == "metaparameter":
         curves = [(c.label, _steps(store, c).select(
-            "batch_size", pl.col(panel.y).alias("value"))) for c in panel.curves]
+            "batch_size", _metaparameter(panel.y).alias("value"))) for c in panel.curves]
         notes += [f"{label}: no batch size reaches the goal"
                   for label, t in curves if t.is_empty()]
         spec = metaparameter_chart([(label, t) for label, t in curves if not t.is_empty()],
                                    title=title, y_title=panel.y_title,
-                                   heuristics=panel.heuristics, width=width, height=height,
-                                   legend=panel.legend, legend_size=panel.legend_size)
+                                   heuristics=panel.heuristics, y_base=panel.y_base,
+                                   studies=_studies(store, panel), width=width,
+                                   height=height, legend=panel.legend,
+                                   legend_size=panel.legend_size)
     elif panel.kind == "scatter":
         xlim, ylim = limits or (panel.xlim, panel.ylim)
         trials = scatter if scatter is not None else _scatter_data(store, panel)
@@ -222,9 +228,11 @@ def _panel(store: Store, panel: Panel, width: float, height: float,
         first = panel.curves[0] if panel.curves else None
         goal = first.selection.goal if first is not None and panel.goal_line else None
         spec = best_chart(curves, title=title, y_title=panel.y_title, goal_line=goal,
-                          goal_label=_goal_label(first) if first is not None else "goal",
+                          goal_label=panel.goal_label or (
+                              _goal_label(first) if first is not None else "goal"),
                           xlim=panel.xlim, ylim=panel.ylim, legend=panel.legend,
                           legend_size=panel.legend_size, width=width, height=height)
+    notes += [n for n in spec.pop("usermeta", {}).get("notes", []) if n not in notes]
     # in a grid, a long title would run into the next panel's: break it into lines
     spec["title"] = legible_title(noted(spec["title"], notes), width + TITLE_OVERHANG)
     if notes and all(not rows for rows in spec["datasets"].values()):
@@ -268,6 +276,24 @@ def star_notes(trials: pl.DataFrame, selection: Selection,
                                   if with_momentum and one_minus is not None else "")
         return [f"best trial off the axes: {where}"]
     return []
+
+
+def _metaparameter(column: str) -> pl.Expr:
+    """A winning trial's metaparameter as a panel draws it: ``one_minus_momentum`` is
+    1 − momentum (plain SGD, without momentum, counts as momentum 0)."""
+    if column == "one_minus_momentum":
+        return 1 - pl.col("momentum").cast(pl.Float64).fill_null(0.0)
+    return pl.col(column)
+
+
+def _studies(store: Store, panel: Panel) -> dict[str, list[float]]:
+    """Each curve's batch sizes that could be drawn (label → its workload's studies, those
+    that ran the budget for an eligible curve), so that a line breaks where one lacks."""
+    out = {}
+    for c in panel.curves:
+        sizes = store.studies(c.workload).select("batch_size", "train_steps")
+        out[c.label] = [float(b) for b in _eligible(store, c, sizes)["batch_size"].to_list()]
+    return out
 
 
 def _goal_label(c: Curve) -> str:
@@ -371,8 +397,9 @@ _LEGEND_CHANNELS = ("color", "fill", "stroke", "shape", "size", "opacity", "stro
 
 
 def _share_legends(panels: list[Spec], cols: int) -> None:
-    """One legend for a figure whose panels all have the same one: kept outside the plot of
-    the first row's last panel, dropped from the others."""
+    """One legend for a figure whose panels all have the same one: kept inside the plot of
+    the panel where it covers the least data (the first row's last on a tie), dropped from
+    the others, so that it never widens the figure."""
     if len(panels) < 2:
         return
 
@@ -383,14 +410,13 @@ def _share_legends(panels: list[Spec], cols: int) -> None:
     first = signature(panels[0])
     if first == "[]" or any(signature(p) != first for p in panels[1:]):
         return
-    keep = min(cols, len(panels)) - 1
+    # the first row's last panel, unless another's legend covers less of its data
+    preferred = min(cols, len(panels)) - 1
+    keep = min(range(len(panels)), key=lambda i: (
+        legend_cover(panels[i], panels[i].get("datasets", {})), i != preferred, i))
     for i, panel in enumerate(panels):
         for enc in _legend_channels(panel):
-            if i == keep:
-                enc["legend"] = {k: v for k, v in enc["legend"].items()
-                                 if k not in ("orient", "fillColor", "padding", "strokeColor")
-                                 } if isinstance(enc.get("legend"), dict) else {}
-            else:
+            if i != keep:
                 enc["legend"] = None
 
 
@@ -408,7 +434,8 @@ def _provenance(spec: Figure, store: Store) -> dict[str, Any]:
 
 
 # Each panel keeps its own legend where the spec places it.
-_LEGENDS = {"legend": {"color": "independent", "shape": "independent"}}
+_LEGENDS = {"legend": {"color": "independent", "shape": "independent",
+                       "opacity": "independent", "strokeDash": "independent"}}
 
 
 def _title(spec: Figure) -> str:
@@ -424,11 +451,14 @@ def _grid(spec: Figure, store: Store, datasets: dict[str, Any]
     """The rows of one figure's (or part's) grid of panels, their data moved into
     ``datasets``, and their notes."""
     panels, notes = _charts(spec, store)
+    recolor(panels)
     _share_legends(panels, spec.cols)
     for panel in panels:
         datasets.update(panel.pop("datasets"))
         del panel["$schema"]
         panel.pop("config", None)  # Vega-Lite reads config at the top level only
+    for i in range(0, len(panels), spec.cols):
+        align_titles(panels[i:i + spec.cols])
     rows = [{"hconcat": panels[i:i + spec.cols], "resolve": _LEGENDS}
             for i in range(0, len(panels), spec.cols)]
     return rows, notes
@@ -466,7 +496,7 @@ def figure_spec(number: int | str, store: Store | None = None
                                      "anchor": "start"}})
     else:
         blocks, notes = _grid(spec, store, datasets)
-    note = synthetic_note(store)
+    note = synthetic_note(store, spec.workloads())
     lines = [spec.source, *([note] if note else [])]
     title: Spec = {"text": _title(spec), "fontSize": TEXT["figure_title"], "subtitle": lines,
                    "subtitleColor": "#b00000" if note else "#444444",
@@ -550,6 +580,7 @@ def render_all(store: Store, folder: str | os.PathLike[str], *, fmt: str = "png"
         folder.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     items = []
+    drawn: list[str] = []  # the workloads of the figures drawn: the banner is about them
     for number in sorted(FIGURES):
         spec = FIGURES[number]
         name = file_name(spec, fmt)
@@ -560,10 +591,13 @@ def render_all(store: Store, folder: str | os.PathLike[str], *, fmt: str = "png"
             items.append(f"<li>{heading}<p>{html.escape(str(exc))}</p></li>")
             continue
         written.append(save(chart, folder / name, meta, fmt=fmt, scale=scale))
-        body = (f'<img src="{name}" alt="{html.escape(_title(spec))}">'
-                if fmt in ("png", "svg") else f'<a href="{name}">{name}</a>')
-        items.append(f"<li>{heading}{body}</li>")
-    note = synthetic_note(store)
+        drawn += spec.workloads()
+        # an image carries the figure's title: the gallery does not repeat it
+        items.append(f'<li id="figure-{number}"><img src="{name}" '
+                     f'alt="{html.escape(_title(spec))}">{source_html(spec)}</li>'
+                     if fmt in ("png", "svg") else
+                     f'<li>{heading}<a href="{name}">{name}</a></li>')
+    note = synthetic_note(store, drawn)
     banner = (f"<p class='synthetic'><strong>{html.escape(note)}</strong>: drawn from an "
               "archive made by <code>curvekit generate-archive</code>.</p>" if note else "")
     gallery = (

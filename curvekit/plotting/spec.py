@@ -70,7 +70,10 @@ class Panel:
     ``search_space`` (the winning learning rate inside the searched range).
     ``scaling_label`` names the curve that gets the perfect-scaling line (``None``: none).
     ``normalize_at="common"`` normalizes at the smallest batch size every curve reaches.
-    ``legend`` places the legend inside the plot (``top-left``, ``bottom-right``, ...).
+    ``legend`` places the legend inside the plot (``top-left``, ``bottom-right``, ...;
+    default: the corner where it covers the least data). ``y_base`` is the base of a
+    metaparameter panel's log y axis (10 for 1 − momentum). ``goal_label`` is the goal
+    line's legend entry (default: the goal with its metric).
     """
 
     title: str
@@ -86,6 +89,8 @@ class Panel:
     goal_line: bool = False
     legend: LegendOrient | None = None
     legend_size: float = 8
+    y_base: int = 2
+    goal_label: str = ""
 
 
 RECONSTRUCTED_FROM = 12

@@ -59,7 +59,7 @@ from curvekit.plotting.page import (
 from curvekit.progress import Progress
 from curvekit.reporting.data import WorkloadPage, workload_data
 from curvekit.scaling import bounded_value
-from curvekit.store.catalog import synthetic_note
+from curvekit.store.catalog import synthetic_note, synthetic_workloads
 from curvekit.store.store import Store
 
 __all__ = ["report"]
@@ -70,22 +70,30 @@ _STYLE = """
 body{font-family:system-ui,sans-serif;margin:0;color:#222}
 header{background:#24364b;color:#fff;padding:.6em 1.2em}
 header a{color:#fff;margin-right:1.2em;text-decoration:none}
-main{padding:1em 1.5em;max-width:1200px}
+main{padding:1em 1.5em;max-width:1400px}
 table{border-collapse:collapse;font-size:13px}
 th,td{border-bottom:1px solid #ddd;padding:4px 8px;text-align:right}
 th:first-child,td:first-child{text-align:left}
-.charts{display:flex;flex-wrap:wrap;gap:1.5em}
+.charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,560px),1fr));
+  gap:1.5em}
 .chart{min-height:200px}
+.chart svg{width:100%;height:auto}
+.figure{max-width:1300px}
 .note{color:#666;font-size:13px}
 .source{color:#444;font-size:13px}
 .reconstruction{color:#8a4b00;font-size:13px}
 .synthetic{background:#b00000;color:#fff;padding:.1em .5em;margin-left:1.2em}
+.tag{color:#b00000;font-size:12px;margin-left:.5em}
 """
+"""The site's styles. A chart's SVG is drawn at 72 dpi sizes (9 px tick labels); scaled
+to its column (a workload's charts at 560 px or more, a figure up to 1300 px, about twice
+its drawn size) its text matches the page's."""
 
 def _page(title: str, body: str, *, depth: int, specs: Iterable[tuple[str, dict[str, Any]]] = (),
-          note: str | None = None) -> str:
+          note: str | None = None, heading: bool = True) -> str:
     """A page of the site; ``title`` is escaped here, ``body`` is markup built escaped;
-    ``note`` (the store's synthetic-data note) goes in its header."""
+    ``note`` (the synthetic-data note of the workloads the page shows) goes in its header;
+    ``heading=False`` leaves out the heading (the page's chart carries the title)."""
     up = "../" * depth
     banner = f"<strong class='synthetic'>{escape(note)}</strong>" if note else ""
     scripts = "\n".join(json_script(i, s) for i, s in specs)
@@ -97,7 +105,7 @@ def _page(title: str, body: str, *, depth: int, specs: Iterable[tuple[str, dict[
         f"<header><a href='{up}index.html'>Workloads</a>"
         f"<a href='{up}figures/index.html'>Figures of the paper</a>"
         f"<span class='note'>curvekit {escape(__version__)}</span>{banner}</header>"
-        f"<main><h1>{escape(title)}</h1>{body}</main>\n{scripts}\n"
+        f"<main>{f'<h1>{escape(title)}</h1>' if heading else ''}{body}</main>\n{scripts}\n"
         f"<script src='{up}assets/report.js'></script></body></html>\n")
 
 
@@ -110,13 +118,37 @@ def _goal(g: Goal) -> str:
     return f"{escape(g.metric)} {'&gt;' if g.maximize else '&lt;'} {g.goal!r}"
 
 
+def _goal_cell(g: Goal) -> str:
+    """The index's goal: a goal computed by the rule is marked (explained under the table)."""
+    mark = " <span class='tag'>(rule)</span>" if g.source == "rule" else ""
+    return _goal(g) + mark
+
+
 def _value(fit: dict[str, Any], name: str, digits: int) -> str:
     return escape(bounded_value(fit, name, digits))
 
 
+_COLUMNS = {"perfect_scaling_end": "perfect scaling ends",
+            "max_useful_batch_size": "max useful batch size", "b_crit": "B_crit"}
+
+
+def _missing(fit: dict[str, Any]) -> str:
+    """Why the index shows "–" for some of a workload's fitted values ("" if none)."""
+    absent = [label for name, label in _COLUMNS.items() if fit.get(name) is None]
+    if not absent:
+        return ""
+    if fit.get("note"):
+        why = str(fit["note"])
+    elif fit.get("model"):
+        why = f"the fitted model ({fit['model']}) has no such boundary"
+    else:
+        why = "not fitted"
+    return f"{', '.join(absent)}: {why}"
+
+
 def _cell(fit: dict[str, Any], name: str, digits: int = 0) -> str:
-    if fit.get(name) is None:
-        return "–"
+    if fit.get(name) is None:  # explained under the table
+        return "<span class='dash'>–</span>"
     text = _value(fit, name, digits)
     if fit.get(f"{name}_low") is not None and fit.get(f"{name}_high") is not None:
         low, high = _value(fit, f"{name}_low", digits), _value(fit, f"{name}_high", digits)
@@ -127,31 +159,42 @@ def _cell(fit: dict[str, Any], name: str, digits: int = 0) -> str:
     return text
 
 
+_W, _H = 300, 240
+"""A workload chart's plot size: drawn at 72 dpi sizes and scaled to its column (about
+650 px in a 1400 px window), its 9 px text reads at the page's 15 px."""
+
+
 def _charts(data: WorkloadPage) -> list[tuple[str, dict[str, Any]]]:
     g = data.goal
     sign = ">" if g.maximize else "<"
     steps = [(f"{g.metric} {sign} {goal!r}", data.steps.filter(pl.col("goal") == goal))
              for goal in data.goals]
     main_label = f"{g.metric} {sign} {g.goal!r}"
+    # without momentum (plain SGD) the effective learning rate is the learning rate
+    momentum = data.scatter["momentum"] if "momentum" in data.scatter.columns else None
+    with_momentum = momentum is not None and bool(
+        (momentum.cast(pl.Float64).fill_null(0.0) != 0).any())
+    what, y_title = (("Effective Learning Rate", "Learning Rate / (1 - Momentum)")
+                     if with_momentum else ("Learning Rate", "Learning Rate"))
     charts: list[tuple[str, dict[str, Any]]] = [
         ("steps", steps_chart(steps, title="Steps to result", scaling_label=main_label,
                               select="goal", fit=data.regimes, critical=data.critical,
-                              width=380, height=300)),
+                              width=_W, height=_H)),
         ("optimal", metaparameter_chart(
-            [("Optimal Effective Learning Rate", data.optimal)],
-            title=f"Optimal effective learning rate ({main_label})",
-            y_title="Learning Rate / (1 - Momentum)", width=380, height=300)),
+            [(f"Optimal {what}", data.optimal)],
+            title=f"Optimal {what.lower()} ({main_label})", y_title=y_title, width=_W,
+            height=_H)),
     ]
     scatter = data.scatter.filter(pl.col("learning_rate").is_not_null())
     if scatter.height:
         sizes = sorted(set(scatter["batch_size"].to_list()))
         charts.append(("scatter", scatter_chart(
-            scatter, title=f"Trials at {main_label}", select=sizes, width=380, height=300)))
+            scatter, title=f"Trials at {main_label}", select=sizes, width=_W, height=_H)))
     charts.append(("best", best_chart(
         [(data.workload, data.best)], title="Best value per batch size",
         y_title=f"Best {g.metric}", goal_line=g.goal,
-        goal_label=f"goal {g.metric} {sign} {g.goal!r} ({goal_source(g)})", width=380,
-        height=300)))
+        goal_label=f"goal {g.metric} {sign} {g.goal!r} ({goal_source(g)})", width=_W,
+        height=_H)))
     return charts
 
 
@@ -178,12 +221,14 @@ def _workload_page(data: WorkloadPage, note: str | None = None) -> str:
                  specs=[(f"chart-{name}", spec) for name, spec in specs], note=note)
 
 
-def _index(rows: list[tuple[WorkloadPage | None, str, str]], note: str | None = None) -> str:
+def _index(rows: list[tuple[WorkloadPage | None, str, str]], note: str | None = None,
+           synthetic: frozenset[str] = frozenset()) -> str:
     lines = ["<table><tr><th>workload</th><th>batch sizes</th><th>trials</th><th>goal</th>"
              "<th>perfect scaling ends</th><th>max useful batch size</th><th>B_crit</th></tr>"]
     for data, workload, problem in rows:
         link = (f"<a href=\"{escape(href(_page_file(workload)))}\">"
-                f"{escape(workload)}</a>")
+                f"{escape(workload)}</a>"
+                + ("<span class='tag'>synthetic</span>" if workload in synthetic else ""))
         if data is None:
             lines.append(f"<tr><td>{escape(workload)}</td>"
                          f"<td colspan='6' class='note'>{escape(problem)}</td></tr>")
@@ -192,7 +237,7 @@ def _index(rows: list[tuple[WorkloadPage | None, str, str]], note: str | None = 
         lines.append(
             f"<tr><td>{link}</td><td>{len(data.batch_sizes)} ({data.batch_sizes[0]:,}–"
             f"{data.batch_sizes[-1]:,})</td><td>{sum(data.trial_counts.values()):,}</td>"
-            f"<td>{_goal(g)}</td>"
+            f"<td>{_goal_cell(g)}</td>"
             f"<td>{_cell(fit, 'perfect_scaling_end')}</td>"
             f"<td>{_cell(fit, 'max_useful_batch_size')}</td><td>{_cell(fit, 'b_crit')}</td></tr>")
     lines.append("</table><p class='note'>Fits are curvekit's own definitions (see "
@@ -203,6 +248,18 @@ def _index(rows: list[tuple[WorkloadPage | None, str, str]], note: str | None = 
     if notes:  # † in the table: a value past the measured batch sizes
         lines.append("<ul class='note'>" + "".join(
             f"<li>† {escape(w)}: {escape(n)}.</li>" for w, n in notes) + "</ul>")
+    dashes = [(w, _missing(d.fit)) for d, w, _ in rows if d and _missing(d.fit)]
+    if dashes:  # – in the table: the fit gives no such value
+        lines.append("<p class='note'>– : the fit gives no such value for the workload:</p>"
+                     "<ul class='note'>" + "".join(
+                         f"<li>– {escape(w)}: {escape(n)}</li>" for w, n in dashes) + "</ul>")
+    if any(d is not None and d.goal.source == "rule" for d, _, _ in rows):
+        lines.append("<p class='note'>(rule): a goal computed from the workload's best "
+                     "values, which the paper does not give (see docs/fits.md).</p>")
+    if synthetic:
+        lines.append("<p class='note'><span class='tag'>synthetic</span>: data from an "
+                     "archive made by <code>curvekit generate-archive</code>, not the "
+                     "paper's.</p>")
     return _page("Workloads", "".join(lines), depth=0, note=note)
 
 
@@ -211,7 +268,7 @@ def _figures(store: Store, folder: Path, progress: Progress | None) -> None:
     from curvekit.plotting.render import SOURCES, FigureError, figure_spec, file_name
 
     items = []
-    note = synthetic_note(store)
+    drawn: list[str] = []
     for i, number in enumerate(sorted(FIGURES), 1):
         figure = FIGURES[number]
         title = f"Figure {number}: {figure.title}"
@@ -226,16 +283,20 @@ def _figures(store: Store, folder: Path, progress: Progress | None) -> None:
                          f"{escape(str(exc))}</span></li>")
             continue
         name = file_name(figure, "html")
-        # the chart says where it comes from under its own title
-        write_file(folder / name, _page(title, "<div class='chart' id='chart-figure'></div>",
-                                        depth=1, specs=[("chart-figure", spec)], note=note),
-                   _WHAT)
+        workloads = figure.workloads()
+        drawn += workloads
+        # the chart carries the figure's title and its source line: the page repeats neither
+        write_file(folder / name, _page(
+            title, "<div class='chart figure' id='chart-figure'></div>", depth=1,
+            specs=[("chart-figure", spec)], note=synthetic_note(store, workloads),
+            heading=False), _WHAT)
         items.append(f"<li><a href='{name}'>{escape(title)}</a>{said}</li>")
         if progress is not None:
             progress("figures", i, len(FIGURES))
     write_file(folder / "index.html", _page("Figures of the paper",
                                             f"<p>{escape(SOURCES)}</p><ul>" + "".join(items)
-                                            + "</ul>", depth=1, note=note), _WHAT)
+                                            + "</ul>", depth=1,
+                                            note=synthetic_note(store, drawn)), _WHAT)
 
 
 # Names of the folders a run works in, beside the report: the whole site is built in the
@@ -349,7 +410,6 @@ def report(store: Store, out: str | os.PathLike[str], *, bootstrap: int = 200,
     True
     """
     out = Path(os.path.abspath(out))
-    note = synthetic_note(store)
     names = list(workloads) if workloads is not None else store.workloads()
     for name in names:
         store.split_workload(name)  # an unknown name fails before any work
@@ -367,13 +427,13 @@ def report(store: Store, out: str | os.PathLike[str], *, bootstrap: int = 200,
                 path=str(out))
         check_out(store, out)
         _remove_stale(out)
-        _build(store, out, staging, names, bootstrap=bootstrap, figures=figures, note=note,
+        _build(store, out, staging, names, bootstrap=bootstrap, figures=figures,
                progress=progress)
     return out
 
 
 def _build(store: Store, out: Path, staging: Path, names: list[str], *, bootstrap: int,
-           figures: bool, note: str | None, progress: Progress | None) -> None:
+           figures: bool, progress: Progress | None) -> None:
     """Build the site in ``staging`` and swap it in for ``out`` (see :func:`report`)."""
     import vl_convert as vlc
 
@@ -393,7 +453,8 @@ def _build(store: Store, out: Path, staging: Path, names: list[str], *, bootstra
                 data = workload_data(store, workload, bootstrap=bootstrap)
             except CurvekitError as exc:
                 return None, workload, str(exc)
-            write_file(staging / _page_file(workload), _workload_page(data, note), _WHAT)
+            write_file(staging / _page_file(workload),
+                       _workload_page(data, synthetic_note(store, [workload])), _WHAT)
             return data, workload, ""
 
         # Two workloads at a time: DuckDB and the fits' numerics release the GIL.
@@ -402,13 +463,18 @@ def _build(store: Store, out: Path, staging: Path, names: list[str], *, bootstra
                 rows.append(row)
                 if progress is not None:
                     progress("workloads", i, len(names))
-        write_file(staging / "index.html", _index(rows, note), _WHAT)
+        synthetic = frozenset(synthetic_workloads(store)) & frozenset(names)
+        # the header says so when every workload listed is synthetic; else their rows do
+        every = synthetic == frozenset(names)
+        write_file(staging / "index.html",
+                   _index(rows, synthetic_note(store, names) if every else None, synthetic),
+                   _WHAT)
         if figures:
             _figures(store, staging / "figures", progress)
         else:
             write_file(staging / "figures" / "index.html",
                        _page("Figures of the paper", "<p>Not drawn in this report.</p>",
-                             depth=1, note=note), _WHAT)
+                             depth=1), _WHAT)
         _swap(staging, out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +38,7 @@ from curvekit.store.snapshots import FILES_FILE, check_files, repair_hint
 from curvekit.store.store import Store, evaluations, metrics_with_values
 
 __all__ = ["SYNTHETIC_DATASET", "SYNTHETIC_NOTE", "VerifyReport", "info", "synthetic_note",
-           "verify"]
+           "synthetic_workloads", "verify"]
 
 SYNTHETIC_DATASET = "batch_science_synthetic"
 """The manifest dataset of archives made by ``curvekit generate-archive``."""
@@ -48,19 +49,39 @@ def _workload(base_dir: str, model: str, optimizer: str) -> str:
     return f"{base_dir}/{model}/{optimizer}"
 
 
-def synthetic_note(store: Store) -> str | None:
-    """:data:`SYNTHETIC_NOTE` when the store holds data converted from a generated archive
-    (its manifest's dataset is ``batch_science_synthetic``, or a PD1 look-alike's workloads
-    are there), else ``None``.
+def synthetic_workloads(store: Store) -> set[str]:
+    """The workloads of ``store`` whose data are synthetic, judged by where each came from:
+    the release part of a store converted from a generated archive (its manifest's dataset
+    is ``batch_science_synthetic``) is; a workload added since (the demo, imported logs,
+    one's own runs, or one that replaced a release workload) is not; the workloads of a
+    generated PD1 look-alike (their origin says ``synthetic``) are.
 
-    Figures, galleries, the report and ``curvekit info`` show it, so that a chart of
-    generated data is never taken for the paper's.
+    >>> import tempfile, curvekit
+    >>> home = tempfile.mkdtemp()
+    >>> _ = curvekit.demo(home)
+    >>> synthetic_workloads(curvekit.open(home))
+    set()
     """
     source = store.metadata.get("source") or {}
     added = store.metadata.get("added") or {}
-    generated = any(isinstance(i, dict) and (i.get("origin") or {}).get("synthetic") is True
-                    for i in added.values())  # a generated PD1 beside it
-    return SYNTHETIC_NOTE if source.get("dataset") == SYNTHETIC_DATASET or generated else None
+    synthetic = {w for w, i in added.items() if isinstance(i, dict)
+                 and (i.get("origin") or {}).get("synthetic") is True}  # a generated PD1
+    if source.get("dataset") == SYNTHETIC_DATASET:
+        synthetic |= {w for w in store.workloads() if w not in added}
+    return synthetic
+
+
+def synthetic_note(store: Store, workloads: Iterable[str] | None = None) -> str | None:
+    """:data:`SYNTHETIC_NOTE` when any of ``workloads`` (default: every workload of the
+    store) is synthetic (:func:`synthetic_workloads`), else ``None``.
+
+    Figures, plots, the report's pages and ``curvekit info`` show it for the workloads they
+    draw, so that a chart of generated data is never taken for the paper's, and a chart of
+    real data is never marked.
+    """
+    synthetic = synthetic_workloads(store)
+    names = store.workloads() if workloads is None else workloads
+    return SYNTHETIC_NOTE if any(w in synthetic for w in names) else None
 
 
 def info(store: Store) -> pl.DataFrame:
