@@ -29,8 +29,10 @@ docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
+import resource
 import shutil
 import sys
 import time
@@ -43,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.common import WORK, save
 
 METRIC, GOAL, BUDGET = "val/classification_error", 0.05, 105
+RESULTS = Path(__file__).parent / "results"
 
 
 def _sweep() -> dict[str, Any]:
@@ -72,6 +75,26 @@ def _load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
+def _cpu() -> float:
+    """CPU seconds of this process and its finished children (the trainer's workers)."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
+        resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _compute(totals: dict[int, int]) -> dict[str, float]:
+    """The trials' cost: examples processed (the rule's cost) and trial-seconds at the
+    per-trial times the demo's 2-worker regeneration measured on an idle machine."""
+    from curvekit.runner.adaptive import trial_cost
+
+    sweep = _sweep()
+    measured = json.loads((RESULTS / "run-demo-batched-2-workers.json").read_text())
+    seconds = {int(b): v["mean_s"] for b, v in measured["per_batch_size"].items()}
+    return {"examples": sum(n * trial_cost(sweep["steps"][b], b, sweep["eval_every"], 1797)
+                            for b, n in totals.items()),
+            "trial_seconds_idle": sum(n * seconds[b] for b, n in totals.items())}
+
+
 def main() -> None:
     import curvekit
     from curvekit.runner.adaptive import Adaptive
@@ -96,9 +119,11 @@ def main() -> None:
         curvekit.demo(full_home)
         out["full_seconds"] = None
     else:
+        cpu = _cpu()
         start = time.perf_counter()
         result = curvekit.run(**sweep, device="cpu", workers=args.workers, home=full_home)
         out["full_seconds"] = time.perf_counter() - start
+        out["full_cpu_seconds"] = _cpu() - cpu
         out["full_statuses"] = result.statuses
     out["load_after_full"] = _load()
     full = _fit(full_home, workload)
@@ -107,12 +132,14 @@ def main() -> None:
     target = float(full["width"])
     adaptive_home = root / "adaptive"
     out["load_before_adaptive"] = _load()
+    cpu = _cpu()
     start = time.perf_counter()
     result = curvekit.run(**{**sweep, "trials": None}, device="cpu", workers=args.workers,
                           home=adaptive_home,
                           adaptive=Adaptive(METRIC, GOAL, trial_budget=BUDGET,
                                             target_width=target, bootstrap=1000))
     out["adaptive_seconds"] = time.perf_counter() - start
+    out["adaptive_cpu_seconds"] = _cpu() - cpu
     out["load_after_adaptive"] = _load()
     assert result.adaptive is not None
     last = result.adaptive.last
@@ -131,6 +158,10 @@ def main() -> None:
         "trials_at_most_40_percent": last.trials <= BUDGET,
         "interval_no_wider": (last.width is not None and last.width <= full["width"]),
     }
+    out["full_compute"] = _compute({b: 24 for b in last.totals})
+    out["adaptive_compute"] = _compute(last.totals)
+    out["compute_ratio"] = {k: out["adaptive_compute"][k] / out["full_compute"][k]
+                            for k in out["full_compute"]}
     if out["full_seconds"]:
         out["time_ratio"] = out["adaptive_seconds"] / out["full_seconds"]
     print(f"adaptive: {out['adaptive']['trials']} trials, B_crit {last.b_crit} "

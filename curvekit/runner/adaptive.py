@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from curvekit.store.store import Store
 
 __all__ = ["ADAPTIVE_FILE", "Adaptive", "AdaptiveResult", "AdaptiveRun", "Round",
-           "adaptive_record", "allocate", "run_adaptive", "trial_cost"]
+           "adaptive_record", "allocate", "round_rows", "run_adaptive", "trial_cost"]
 
 ADAPTIVE_FILE = "adaptive.json"
 RECORD_FORMAT = 1
@@ -252,18 +252,16 @@ def allocate(hits: Mapping[int, Sequence[float]], costs: Mapping[int, float], co
     added = {b: 0 for b in sorted(arrays)}
     why: dict[int, str] = {}
     points = {b: float(a.min()) for b, a in arrays.items() if len(a) and np.isfinite(a.min())}
-    open_ = [b for b in sorted(arrays) if n[b] < cap]
     if len(points) < 3:
-        order = sorted((b for b in open_ if b not in points), key=lambda b: (n[b], costs[b], b))
-        order = order or sorted(open_, key=lambda b: (n[b], costs[b], b))
-        for i in range(min(count, sum(cap - n[b] for b in order))):
-            while n[order[i % len(order)]] + added[order[i % len(order)]] >= cap:
-                i += 1
-            added[order[i % len(order)]] += 1
-        for b in order:
-            if added[b]:
+        for _ in range(count):
+            room = [b for b in added if n[b] + added[b] < cap]
+            if not room:
+                break
+            added[min(room, key=lambda b: (b in points, n[b] + added[b], costs[b], b))] += 1
+        for b, k in added.items():
+            if k:
                 why[b] = (f"{len(points)} batch sizes reach the goal, a fit needs 3: "
-                          f"{'no' if b not in points else 'a'} point here, {n[b]} trials")
+                          f"{'a' if b in points else 'no'} point here, {n[b]} trials")
         return {b: k for b, k in added.items() if k}, why
     variance = {b: _spread(arrays[b], rng) for b in sorted(arrays)}
     slope = {b: _sensitivity(points, b) for b in sorted(arrays)}
@@ -435,13 +433,21 @@ def fitted_round(pending: Round, hits: Mapping[int, Sequence[float]],
     try:
         result = fit()
     except (FitError, CurvekitError) as exc:
+        # the first clause says what is missing; the rest (per batch size) is for `fit`
+        words = str(exc).split("; ")[0].split(": ", 1)[-1]
         return Round(pending.number, pending.added, pending.why, pending.totals,
-                     note=str(exc), fitted=True,
+                     note=words, fitted=True,
                      points=sum(1 for h in hits.values() if any(math.isfinite(v) for v in h)))
     row = result.summary()
     b_crit, low, high = row.get("b_crit"), row.get("b_crit_low"), row.get("b_crit_high")
-    note = "" if low is not None else str(row.get("b_crit_note") or row.get("note") or
-                                          "the fit reports no interval for B_crit")
+    note = ""
+    if low is None or high is None:
+        note = str(row.get("b_crit_note") or "the fit reports no interval for B_crit")
+        low = high = None
+    elif any(row.get(f"b_crit{end}_beyond") for end in ("", "_low", "_high")):
+        # an extrapolated interval is no measurement of its width: it never meets a target
+        note = "B_crit or its interval lies beyond the measured batch sizes"
+        low = high = None
     return Round(pending.number, pending.added, pending.why, pending.totals,
                  None if b_crit is None else float(b_crit),
                  None if low is None else float(low), None if high is None else float(high),
@@ -552,3 +558,32 @@ def run_adaptive(sweep: Sweep, folder: Path, settings: Adaptive, *, initial: int
     statuses = dict(Counter(meta["status"] for meta, _, _ in finished.values()))
     return AdaptiveRun(result, len(specs), tally["ran"], max(tally["resumed"], 0), statuses,
                        list(added))
+
+
+def round_rows(record: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """An adaptive run's record as rows for reading: one per round and batch size that got
+    trials, with why, and the run's trials and B_crit [interval] after the round.
+
+    >>> rows = round_rows({"rounds": [{"round": 1, "added": {"8": 2}, "why": {"8": "first"},
+    ...                    "trials": 2, "b_crit": None, "low": None, "high": None,
+    ...                    "width": None, "note": "only 1 batch size"}]})
+    >>> rows[0]["B_crit [95% interval]"]
+    '- (only 1 batch size)'
+    """
+    rows = []
+    for entry in record.get("rounds", []):
+        b_crit, low, high = entry.get("b_crit"), entry.get("low"), entry.get("high")
+        if b_crit is None:
+            fitted = f"- ({entry.get('note') or 'not fitted yet'})"
+        elif low is None or high is None:
+            fitted = f"{b_crit:,.1f} (no interval: {entry.get('note') or 'none reported'})"
+        else:
+            fitted = f"{b_crit:,.1f} [{low:,.1f}–{high:,.1f}]"
+        width = entry.get("width")
+        for size, count in sorted(entry["added"].items(), key=lambda kv: int(kv[0])):
+            rows.append({"round": int(entry["round"]), "batch size": int(size),
+                         "trials added": int(count), "why": entry["why"].get(size, ""),
+                         "trials after": int(entry["trials"]),
+                         "B_crit [95% interval]": fitted,
+                         "relative width": "-" if width is None else f"{width:.3f}"})
+    return rows
