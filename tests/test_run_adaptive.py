@@ -274,3 +274,15 @@ def test_cli_adaptive_options_are_checked(tmp_path: Path) -> None:
     assert metric.exit_code == 1 and "'val/accuracy' is not a metric this run records" in (
         metric.output)
     assert not list((tmp_path / "home").glob("runs/x/*/parts/**/*.parquet"))
+
+
+@pytest.mark.slow
+def test_the_report_shows_the_rounds(reference: tuple[Any, Path], tmp_path: Path) -> None:
+    from curvekit.reporting.site import report
+
+    result, home = reference
+    report(curvekit.open(home), tmp_path / "site", bootstrap=20, figures=False)
+    page = next((tmp_path / "site" / "workloads").glob("*.html")).read_text()
+    assert "<h2>Adaptive run</h2>" in page
+    assert f"{len(result.adaptive.rounds)} rounds at val/classification_error &lt; 0.4" in page
+    assert "first round: 2 trials at every batch size" in page
