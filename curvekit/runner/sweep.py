@@ -311,6 +311,13 @@ def run(
         Folders where a ``package.module:function`` data set or model is looked up first
         (``--import-path``), in this process and in every worker; then Python's import
         path. curvekit adds no other folder: not the working folder.
+    adaptive
+        An :class:`~curvekit.runner.adaptive.Adaptive` run (``--adaptive``): one optimizer,
+        trained in rounds whose trials go where they shrink B_crit's interval most per
+        example processed (:mod:`curvekit.runner.adaptive`), until the interval's relative
+        width reaches the target or the trial budget is spent; ``trials`` is then the first
+        round's trials per batch size (default 2). The result's ``adaptive`` holds the
+        rounds and why the run stopped.
 
     Examples
     --------
