@@ -185,7 +185,8 @@ def _rounds(record: dict[str, Any] | None) -> str:
     rows = round_rows(record)
     sign = ">" if record.get("maximize") else "<"
     head = (f"<h2>Adaptive run</h2><p>{len(record.get('rounds', []))} rounds at "
-            f"{escape(str(record.get('metric')))} {sign} {escape(repr(record.get('goal')))}, "
+            f"{escape(str(record.get('metric')))} {escape(sign)} "
+            f"{escape(repr(record.get('goal')))}, "
             f"trial budget {escape(str(record.get('trial_budget')))}, target width "
             f"{escape(str(record.get('target_width') or '–'))}; stopped: "
             f"{escape(str(record.get('stopped') or 'not finished'))}"
