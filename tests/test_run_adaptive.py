@@ -286,3 +286,15 @@ def test_the_report_shows_the_rounds(reference: tuple[Any, Path], tmp_path: Path
     assert "<h2>Adaptive run</h2>" in page
     assert f"{len(result.adaptive.rounds)} rounds at val/classification_error &lt; 0.4" in page
     assert "first round: 2 trials at every batch size" in page
+
+
+def test_an_adaptive_run_needs_the_store_and_the_tuned_protocol(tmp_path: Path) -> None:
+    settings_ = Adaptive("val/classification_error", 0.1, trial_budget=10)
+    with pytest.raises(RunError, match="drop --no-store"):
+        curvekit.run("x", model="fc_8", optimizers=["sgd"], batch_sizes=[8, 32], store=False,
+                     home=tmp_path / "home", device="cpu", adaptive=settings_)
+    with pytest.raises(RunError, match="does not search: drop --adaptive or --protocol"):
+        curvekit.run("x", model="fc_8", optimizers=["sgd"], batch_sizes=[8, 32],
+                     protocol="linear-scaling", base_batch_size=8, base_learning_rate=0.1,
+                     home=tmp_path / "home", device="cpu", adaptive=settings_)
+    assert not (tmp_path / "home" / "runs").exists()  # refused before any folder is made
