@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from curvekit.release.pd1_synthetic import generate_pd1
     from curvekit.release.synthetic import generate_archive
     from curvekit.reporting.site import report
+    from curvekit.runner.adaptive import Adaptive, AdaptiveResult
     from curvekit.runner.demo import demo
     from curvekit.runner.sweep import RunResult, run
     from curvekit.scaling import bootstrap, fit, fit_critical_batch, fit_regimes, fit_workload
@@ -120,6 +121,8 @@ _LAZY = {
     "upgrade": ("curvekit.store.upgrade", "upgrade"),
     "RunResult": ("curvekit.runner.sweep", "RunResult"),
     "run": ("curvekit.runner.sweep", "run"),
+    "Adaptive": ("curvekit.runner.adaptive", "Adaptive"),
+    "AdaptiveResult": ("curvekit.runner.adaptive", "AdaptiveResult"),
     "demo": ("curvekit.runner.demo", "demo"),
     "wait_for_writers": ("curvekit.store.transaction", "wait_for_writers"),
 }
@@ -139,6 +142,8 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "Adaptive",
+    "AdaptiveResult",
     "AddResult",
     "ArchiveError",
     "BatchingFallbackWarning",

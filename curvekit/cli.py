@@ -187,12 +187,20 @@ def emit(frame: pl.DataFrame, fmt: str) -> None:
             for c, t in frame.schema.items() if isinstance(t, pl.List))
         _echo(flat.write_csv(), nl=False)
         return
+    for line in _table_lines(frame):
+        _echo(line)
+
+
+def _table_lines(frame: pl.DataFrame) -> list[str]:
+    """``frame`` as the lines of an aligned table, header and rule first."""
     rows = [frame.columns] + [[_readable(v) for v in r] for r in frame.iter_rows()]
     widths = [max(len(r[i]) for r in rows) for i in range(len(frame.columns))]
+    lines = []
     for n, row in enumerate(rows):
-        _echo("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+        lines.append("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
         if n == 0:
-            _echo("  ".join("-" * w for w in widths))
+            lines.append("  ".join("-" * w for w in widths))
+    return lines
 
 
 _STAGE_LABELS = {"download": "Downloading", "verify": "Checking sha256",
@@ -921,14 +929,16 @@ def fit(selection: Selection | None, chosen: tuple[str, ...], all_: bool,
 
         rows = [fit_table(table, bootstrap=samples, seed=seed, excess=excess,
                           excess_reference=excess_reference).summary()]
+        store = None
     else:
         if all_ and chosen:
             raise click.UsageError(f"--all fits every workload at the paper's goals; drop "
                                    f"{', '.join(chosen)} (--status still selects the trials)")
         if not all_ and selection is None:
             raise click.UsageError("give WORKLOAD, --metric and --goal (or --all, or --table)")
+        store = _open(home)
         with _explained():
-            rows = fit_(_open(home), selection, all=all_, statuses=statuses, model=model,
+            rows = fit_(store, selection, all=all_, statuses=statuses, model=model,
                         bootstrap=samples, seed=seed, excess=excess,
                         excess_reference=excess_reference)
     emit(_compact_fits(rows) if fmt == "table" else pl.DataFrame(rows, infer_schema_length=None),
@@ -942,6 +952,24 @@ def fit(selection: Selection | None, chosen: tuple[str, ...], all_: bool,
             click.echo(f"Note: {row['workload']}: no interval for {names}: {note}.", err=True)
         if fmt == "table" and row.get("range_note"):
             click.echo(f"Note: {row['workload']}: {row['range_note']}.", err=True)
+    if fmt == "table" and store is not None:
+        _adaptive_rounds(store, [str(row["workload"]) for row in rows])
+
+
+def _adaptive_rounds(store: Store, workloads: list[str]) -> None:
+    """Below a table of fits: the rounds of each workload an adaptive run made."""
+    from curvekit.runner.adaptive import adaptive_record
+
+    for workload in workloads:
+        record = adaptive_record(store, workload)
+        if record is None:
+            continue
+        sign = ">" if record.get("maximize") else "<"
+        stopped = record.get("stopped") or "not finished"
+        _echo(f"\n{workload}: an adaptive run at {record['metric']} {sign} {record['goal']!r}, "
+              f"{len(record['rounds'])} rounds (stopped: {stopped}"
+              + (f"; {record['reason']}" if record.get("reason") else "") + "):")
+        _rounds(record["rounds"])
 
 
 def _compact_fits(rows: list[dict[str, Any]]) -> pl.DataFrame:
@@ -1280,6 +1308,25 @@ def _base_parameters(items: tuple[str, ...]) -> dict[str, float]:
               type=click.Path(file_okay=False, exists=True, path_type=Path),
               help="Look a package.module:function --dataset or --model up in DIR first "
                    "(repeatable); the working folder is not searched otherwise.")
+@click.option("--adaptive", is_flag=True,
+              help="Train in rounds, placing each round's trials where they shrink B_crit's "
+                   "interval most per example processed (one optimizer; needs --metric, "
+                   "--goal and --trial-budget; --trials-per-study is then the first round's "
+                   "trials per batch size, default 2).")
+@click.option("--metric", help="With --adaptive: the metric of steps to result.")
+@click.option("--goal", type=float, help="With --adaptive: the value the metric must pass.")
+@click.option("--maximize", is_flag=True,
+              help="With --adaptive: the metric must rise above the goal.")
+@click.option("--trial-budget", type=click.IntRange(min=1, max=MAX_TRIALS),
+              help="With --adaptive: trials of the whole run, all rounds together.")
+@click.option("--target-width", type=click.FloatRange(min=0, min_open=True),
+              help="With --adaptive: stop once B_crit's 95%% interval is at most this wide "
+                   "relative to B_crit [default: spend the budget].")
+@click.option("--round-trials", type=click.IntRange(min=1, max=MAX_TRIALS),
+              help="With --adaptive: trials per round after the first [default: one per "
+                   "batch size].")
+@click.option("--bootstrap", "samples", type=click.IntRange(min=1, max=100_000), default=1000,
+              show_default=True, help="With --adaptive: resamples of each round's interval.")
 @home_option
 @wait_option
 def run(name: str | None, dataset: str, model: str, optimizers: str, batch_sizes: str,
@@ -1289,7 +1336,9 @@ def run(name: str | None, dataset: str, model: str, optimizers: str, batch_sizes
         no_store: bool, quiet: bool, protocol: str, base_batch_size: int | None,
         base_learning_rate: float | None, base_parameters: tuple[str, ...], warmup: str,
         ghost_batch_size: int | None, noise_micro_batches: int,
-        trials_at_once: int | None, import_paths: tuple[Path, ...],
+        trials_at_once: int | None, import_paths: tuple[Path, ...], adaptive: bool,
+        metric: str | None, goal: float | None, maximize: bool, trial_budget: int | None,
+        target_width: float | None, round_trials: int | None, samples: int,
         home: Path | None, wait: float) -> None:
     """Train a sweep with the paper's protocol and add it to the store.
 
@@ -1300,8 +1349,34 @@ def run(name: str | None, dataset: str, model: str, optimizers: str, batch_sizes
     With --protocol linear-scaling or sqrt-scaling, each batch size trains the learning
     rate scaled from --base-batch-size (warmup, then the paper's linear decay),
     --trials-per-study seeds each (default 1), into the workload NAME/MODEL/OPTIMIZER+PROTOCOL.
+
+    With --adaptive --metric M --goal G --trial-budget N, the run trains in rounds: after
+    each, it fits B_crit to steps to result and sends the next trials where they shrink
+    B_crit's interval most per example processed, until the interval's relative width is
+    at most --target-width or N trials are spent (stderr says which, with the rounds).
     """
+    from curvekit.runner.adaptive import Adaptive
     from curvekit.runner.sweep import run as run_
+
+    given = [flag for flag, value in (
+        ("--metric", metric), ("--goal", goal), ("--maximize", maximize or None),
+        ("--trial-budget", trial_budget), ("--target-width", target_width),
+        ("--round-trials", round_trials)) if value is not None]
+    settings = None
+    if not adaptive and given:
+        raise click.UsageError(f"{', '.join(given)} only "
+                               f"{'applies' if len(given) == 1 else 'apply'} to an adaptive "
+                               "run; add --adaptive, or drop "
+                               f"{'it' if len(given) == 1 else 'them'}")
+    if adaptive:
+        missing = [flag for flag, value in (("--metric", metric), ("--goal", goal),
+                                            ("--trial-budget", trial_budget)) if value is None]
+        if missing:
+            raise click.UsageError(f"--adaptive needs {', '.join(missing)} (e.g. --metric "
+                                   "val/classification_error --goal 0.05 --trial-budget 100)")
+        assert metric is not None and goal is not None and trial_budget is not None
+        settings = Adaptive(metric, goal, trial_budget, target_width, round_trials, samples,
+                            maximize)
 
     space_data = None if space is None else structured.load(
         space, kind="json", expect=dict, error=lambda message, _: RunError(
@@ -1316,7 +1391,7 @@ def run(name: str | None, dataset: str, model: str, optimizers: str, batch_sizes
         base_learning_rate=base_learning_rate,
         base_parameters=_base_parameters(base_parameters), warmup=warmup,
         ghost_batch_size=ghost_batch_size, noise_micro_batches=noise_micro_batches,
-        trials_at_once=trials_at_once, import_paths=import_paths)
+        trials_at_once=trials_at_once, import_paths=import_paths, adaptive=settings)
     with _progress(quiet) as progress, _explained(), _waiting(wait):
         result = run_(name, **options, progress=progress)
     counts = ", ".join(f"{n} {s}" for s, n in sorted(result.statuses.items()))
@@ -1324,6 +1399,23 @@ def run(name: str | None, dataset: str, model: str, optimizers: str, batch_sizes
                f"{result.work_dir}) in {result.seconds:.0f} s: {counts}.")
     if result.added:
         _echo("In the store: " + ", ".join(result.workloads))
+    if result.adaptive is not None:
+        _rounds(result.adaptive.rounds, err=True)
+        click.echo(f"Stopped ({result.adaptive.stopped}): {result.adaptive.reason}.", err=True)
+
+
+def _rounds(rounds: Any, *, err: bool = False) -> None:
+    """An adaptive run's rounds as a table (``Round`` objects or a record's dicts)."""
+    import polars as pl
+
+    from curvekit.runner.adaptive import round_rows
+
+    record = {"rounds": [r if isinstance(r, dict) else r.to_json() for r in rounds]}
+    frame = pl.DataFrame(round_rows(record))
+    if err:
+        click.echo("\n".join(["Rounds of the adaptive run:", *_table_lines(frame)]), err=True)
+    else:
+        emit(frame, "table")
 
 
 @main.command()

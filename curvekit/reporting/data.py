@@ -21,6 +21,7 @@ import polars as pl
 from curvekit.errors import CurvekitError
 from curvekit.goals import Goal, default_goal, round_significant
 from curvekit.measure import best, steps_to_result, trial_outcomes
+from curvekit.runner.adaptive import adaptive_record
 from curvekit.scaling import CriticalBatchFit, RegimeFit, fit_workload
 from curvekit.selection import SCATTER_STATUSES
 from curvekit.store.store import Store
@@ -44,6 +45,7 @@ class WorkloadPage:
     fit: dict[str, Any] = field(default_factory=dict)
     regimes: RegimeFit | None = field(default=None, repr=False)  # drawn on the steps chart
     critical: CriticalBatchFit | None = field(default=None, repr=False)
+    adaptive: dict[str, Any] | None = field(default=None, repr=False)  # its rounds, if any
 
 
 def goal_choices(goal: Goal, best_values: list[float], *, limit: int = 5) -> list[float]:
@@ -95,4 +97,4 @@ def workload_data(store: Store, workload: str, *, bootstrap: int = 200,
         batch_sizes=sorted(store.studies(workload)["batch_size"].to_list()),
         trial_counts=counts, steps=pl.concat(frames), optimal=optimal, scatter=scatter,
         best=best_values.select("batch_size", pl.col(metric).alias("value")), fit=fitted,
-        regimes=regimes, critical=critical)
+        regimes=regimes, critical=critical, adaptive=adaptive_record(store, workload))

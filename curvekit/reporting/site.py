@@ -58,6 +58,7 @@ from curvekit.plotting.page import (
 )
 from curvekit.progress import Progress
 from curvekit.reporting.data import WorkloadPage, workload_data
+from curvekit.runner.adaptive import round_rows
 from curvekit.scaling import bounded_value
 from curvekit.store.catalog import synthetic_note, synthetic_workloads
 from curvekit.store.store import Store
@@ -214,11 +215,34 @@ def _workload_page(data: WorkloadPage, note: str | None = None) -> str:
         f"<tr><td>B_crit</td><td>{_cell(fit, 'b_crit')}</td></tr>"
         f"<tr><td>model</td><td>{escape(str(fit.get('model', '–')))}</td></tr></table>"
         + "".join(f"<p class='note'>{escape(str(fit[k]))}</p>"
-                  for k in ("note", "range_note") if fit.get(k)))
+                  for k in ("note", "range_note") if fit.get(k))
+        + _rounds(data.adaptive))
     specs = _charts(data)
     divs = "".join(f"<div class='chart' id='chart-{name}'></div>" for name, _ in specs)
     return _page(data.workload, facts + f"<div class='charts'>{divs}</div>", depth=1,
                  specs=[(f"chart-{name}", spec) for name, spec in specs], note=note)
+
+
+def _rounds(record: dict[str, Any] | None) -> str:
+    """An adaptive run's rounds: where each round's trials went, why, and B_crit after it."""
+    if record is None:
+        return ""
+    rows = round_rows(record)
+    sign = ">" if record.get("maximize") else "<"
+    head = (f"<h2>Adaptive run</h2><p>{len(record.get('rounds', []))} rounds at "
+            f"{escape(str(record.get('metric')))} {escape(sign)} "
+            f"{escape(repr(record.get('goal')))}, "
+            f"trial budget {escape(str(record.get('trial_budget')))}, target width "
+            f"{escape(str(record.get('target_width') or '–'))}; stopped: "
+            f"{escape(str(record.get('stopped') or 'not finished'))}"
+            + (f" ({escape(str(record['reason']))})" if record.get("reason") else "") + ".</p>")
+    if not rows:
+        return head
+    columns = list(rows[0])
+    table = ("<table><tr>" + "".join(f"<th>{escape(c)}</th>" for c in columns) + "</tr>"
+             + "".join("<tr>" + "".join(f"<td>{escape(str(row[c]))}</td>" for c in columns)
+                       + "</tr>" for row in rows) + "</table>")
+    return head + table
 
 
 def _index(rows: list[tuple[WorkloadPage | None, str, str]], note: str | None = None,

@@ -17,6 +17,7 @@ shipped demo data set is stored in):
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,9 +45,14 @@ def _json(value: Any) -> str:
 
 
 def sweep_tables(sweep: Sweep, specs: Sequence[TrialSpec],
-                 finished: Mapping[int, FinishedTrial], work_dir: Path
-                 ) -> dict[str, pa.Table]:
-    """The three tables of a sweep whose trials have all finished."""
+                 finished: Mapping[int, FinishedTrial], work_dir: Path, *,
+                 adaptive: Mapping[str, Any] | None = None) -> dict[str, pa.Table]:
+    """The three tables of a sweep whose trials (``specs``) have all finished.
+
+    Only the batch sizes of ``specs`` become studies, each with as many trials as it has
+    there; ``adaptive`` is an adaptive run's record, kept in every study's
+    ``extra.runner.adaptive``.
+    """
     model = model_directory(sweep.model)
     devices: dict[tuple[str, int], set[str]] = {}
     trials: list[dict[str, Any]] = []
@@ -71,13 +77,19 @@ def sweep_tables(sweep: Sweep, specs: Sequence[TrialSpec],
                               "model": sweep.model}
     if sweep.protocol is not None:  # how the single point of each study was chosen
         runner["protocol"] = sweep.protocol.to_json()
+    if adaptive is not None:
+        runner["adaptive"] = dict(adaptive)
+    counts = Counter((spec.optimizer, spec.batch_size) for spec in specs)
     studies = [{"base_dir": sweep.base_dir, "model": model, "optimizer": sweep.directory(opt),
                 "batch_size": b, "dataset": sweep.dataset, "train_steps": sweep.steps[b],
                 "parameter_configs": _json(sweep.spaces[opt][b]),
                 "extra": _json({"runner": {
-                    **runner, "devices": sorted(devices.get((sweep.directory(opt), b), ()))}}),
+                    **runner, "devices": sorted(devices.get((sweep.directory(opt), b), ())),
+                    **({} if adaptive is None else
+                       {"trials": counts[(sweep.directory(opt), b)]})}}),
                 "member": str(work_dir / PLAN_FILE)}
-               for opt in sweep.optimizers for b in sweep.batch_sizes]
+               for opt in sweep.optimizers for b in sweep.batch_sizes
+               if counts[(sweep.directory(opt), b)]]
     return {"studies": pa.Table.from_pylist(studies), "trials": pa.Table.from_pylist(trials),
             "measurements": pa.concat_tables(parts, promote_options="default")}
 

@@ -252,14 +252,23 @@ class Sweep:
         workload = f"{self.base_dir}/{model_directory(self.model)}/{self.directory(optimizer)}"
         return [self.seed, _stable(workload), batch_size]
 
-    def trial_specs(self, *, device: str = "cpu", threads: int = 1) -> list[TrialSpec]:
-        """Every trial of the sweep, by optimizer, batch size and trial id."""
+    def trial_specs(self, *, device: str = "cpu", threads: int = 1,
+                    counts: Mapping[int, int] | None = None) -> list[TrialSpec]:
+        """Every trial of the sweep, by optimizer, batch size and trial id.
+
+        ``counts`` (batch size → trials) takes only the first ``counts[b]`` trials of each
+        study, the same trials a sweep of that many trials has (an adaptive run's rounds);
+        a batch size it leaves out gets none.
+        """
         specs = []
         for opt in self.optimizers:
             for b in self.batch_sizes:
+                count = self.trials if counts is None else min(self.trials, counts.get(b, 0))
+                if not count:
+                    continue
                 space = SearchSpace.from_configs(self.spaces[opt][b])
                 entropy = self.study_seed(opt, b)
-                points = space.sample(self.trials, seed=entropy,
+                points = space.sample(count, seed=entropy,
                                       method=self.sampler)  # type: ignore[arg-type]
                 for trial_id, params in enumerate(points, start=1):
                     seed = int(np.random.SeedSequence([*entropy, trial_id])

@@ -28,6 +28,7 @@ from curvekit.errors import RunError
 from curvekit.home import confined, resolve_home
 from curvekit.progress import Progress
 from curvekit.records import release_workloads
+from curvekit.runner.adaptive import Adaptive, AdaptiveResult
 from curvekit.runner.executors import EXECUTORS, execute
 from curvekit.runner.limits import MAX_BATCH_SIZE, MAX_TRIALS, MAX_WORKERS, check_count
 from curvekit.runner.names import (
@@ -37,11 +38,11 @@ from curvekit.runner.names import (
     model_directory,
 )
 from curvekit.runner.parts import finished_trials, open_work_dir, write_part
-from curvekit.runner.plan import Sweep
+from curvekit.runner.plan import Sweep, TrialSpec
 from curvekit.runner.protocols import PROTOCOLS, TUNED, Protocol, Warmup, parse_warmup
 from curvekit.values import exact_integer
 
-__all__ = ["BASE_METRIC", "Progress", "RunResult", "base_setting", "run"]
+__all__ = ["BASE_METRIC", "Adaptive", "Progress", "RunResult", "base_setting", "run"]
 
 FULL = "full"
 
@@ -58,6 +59,27 @@ class RunResult:
     statuses: dict[str, int]
     seconds: float
     added: list[Any] = field(default_factory=list)
+    adaptive: AdaptiveResult | None = None
+
+
+ADAPTIVE_FIRST_TRIALS = 2
+"""An adaptive run's first round: this many trials at every batch size, unless
+``trials`` says otherwise."""
+
+
+def _check_adaptive(adaptive: Adaptive, protocol: Protocol | None,
+                    optimizers: Sequence[str], *, store: bool) -> Adaptive:
+    if protocol is not None:
+        raise RunError(f"--adaptive chooses where the search's trials go; the {protocol.name} "
+                       "protocol does not search: drop --adaptive or --protocol")
+    opts = list(dict.fromkeys(optimizers))
+    if len(opts) != 1:
+        raise RunError(f"an adaptive run measures one workload's B_crit: give one optimizer, "
+                       f"not {', '.join(opts)} (run one command per optimizer)")
+    if not store:
+        raise RunError("an adaptive run reads each round's steps to result from the store: "
+                       "drop --no-store")
+    return adaptive
 
 
 def _require_torch() -> Any:
@@ -227,6 +249,7 @@ def run(
     noise_micro_batches: int = 0,
     trials_at_once: int | None = None,
     import_paths: Sequence[str | os.PathLike[str]] = (),
+    adaptive: Adaptive | None = None,
 ) -> RunResult:
     """Run a sweep (or resume it) and add its workloads to the store.
 
@@ -288,6 +311,13 @@ def run(
         Folders where a ``package.module:function`` data set or model is looked up first
         (``--import-path``), in this process and in every worker; then Python's import
         path. curvekit adds no other folder: not the working folder.
+    adaptive
+        An :class:`~curvekit.runner.adaptive.Adaptive` run (``--adaptive``): one optimizer,
+        trained in rounds whose trials go where they shrink B_crit's interval most per
+        example processed (:mod:`curvekit.runner.adaptive`), until the interval's relative
+        width reaches the target or the trial budget is spent; ``trials`` is then the first
+        round's trials per batch size (default 2). The result's ``adaptive`` holds the
+        rounds and why the run stopped.
 
     Examples
     --------
@@ -313,6 +343,13 @@ def run(
                            warmup=warmup, ghost_batch_size=ghost_batch_size)
         if trials is None:  # a search needs points; a scaling protocol trains one setting
             trials = 8 if chosen is None else 1
+            if adaptive is not None:
+                trials = ADAPTIVE_FIRST_TRIALS
+        initial = trials
+        if adaptive is not None:
+            adaptive = _check_adaptive(adaptive.check(), chosen, optimizers, store=store)
+            check_count(trials, "trials", 1, MAX_TRIALS)
+            trials = max(adaptive.trial_budget, trials)  # no study outgrows the budget
         n_train = None
         if chosen is not None and chosen.warmup.unit == "epochs":
             from curvekit.runner.workloads import load_dataset
@@ -342,24 +379,38 @@ def run(
         if trials_at_once is not None:
             check_count(trials_at_once, "trials at once", 1, MAX_TRIALS)
         open_work_dir(folder, sweep)
+
+        def train(specs: list[TrialSpec], total: int) -> tuple[int, int]:
+            """Train the specs without a saved part; (ran, found saved)."""
+            done = finished_trials(folder, specs)
+            todo = [s for i, s in enumerate(specs) if i not in done]
+            ran = 0
+            results = execute(todo, executor=executor, workers=workers, gpus=gpus,
+                              ray_address=ray_address, trials_at_once=trials_at_once,
+                              import_paths=folders)
+            try:
+                for result in results:
+                    write_part(folder, result)
+                    ran += 1
+                    if progress is not None:
+                        progress("trials", total - len(todo) + ran, total)
+            finally:
+                # Stops the workers of an interrupted sweep; the saved parts stay.
+                close = getattr(results, "close", None)
+                if close is not None:
+                    close()
+            return ran, len(done)
+
+        if adaptive is not None:
+            from curvekit.runner.adaptive import run_adaptive
+
+            done_run = run_adaptive(sweep, folder, adaptive, initial=initial, home=home_path,
+                                    device=resolved, train=train)
+            return RunResult(sweep.workloads(), folder, done_run.trials, done_run.ran,
+                             done_run.resumed, done_run.statuses, time.perf_counter() - start,
+                             done_run.added, done_run.result)
         specs = sweep.trial_specs(device=resolved)
-        done = finished_trials(folder, specs)
-        todo = [s for i, s in enumerate(specs) if i not in done]
-        ran = 0
-        results = execute(todo, executor=executor, workers=workers, gpus=gpus,
-                          ray_address=ray_address, trials_at_once=trials_at_once,
-                          import_paths=folders)
-        try:
-            for result in results:
-                write_part(folder, result)
-                ran += 1
-                if progress is not None:
-                    progress("trials", len(done) + ran, len(specs))
-        finally:
-            # Stops the workers of an interrupted sweep; the saved parts stay.
-            close = getattr(results, "close", None)
-            if close is not None:
-                close()
+        ran, resumed = train(specs, len(specs))
         finished = finished_trials(folder, specs)
         missing = len(specs) - len(finished)
         if missing:
@@ -376,5 +427,5 @@ def run(
                       "plan": sweep.to_json()}
             for data in workload_data(tables, origin):
                 added.append(add_workload(home_path, data, replace=True))
-        return RunResult(sweep.workloads(), folder, len(specs), ran, len(done), statuses,
+        return RunResult(sweep.workloads(), folder, len(specs), ran, resumed, statuses,
                          time.perf_counter() - start, added)

@@ -1,0 +1,300 @@
+"""Adaptive runs (``curvekit run --adaptive``): where the rounds put their trials, that they
+stop at the budget or the target, resume after a crash mid-round without redoing a trial,
+give the same rounds for the same seed, and leave ordinary studies in the store."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from curvekit.errors import RunError
+from curvekit.runner.adaptive import (
+    ADAPTIVE_FILE,
+    Adaptive,
+    Round,
+    allocate,
+    round_rows,
+    stop_reason,
+    trial_cost,
+)
+
+INF = math.inf
+
+
+# -- the rule, on generated studies -----------------------------------------------------------
+
+def _study(draw: Any, sizes: list[int]) -> dict[int, list[float]]:
+    out = {}
+    for b in sizes:
+        n = draw(st.integers(0, 8))
+        out[b] = draw(st.lists(st.one_of(st.just(INF), st.integers(1, 5000).map(float)),
+                               min_size=n, max_size=n))
+    return out
+
+
+@st.composite
+def studies(draw: Any) -> tuple[dict[int, list[float]], dict[int, float], int, int]:
+    sizes = sorted(draw(st.sets(st.sampled_from([2 ** k for k in range(12)]), min_size=1,
+                                max_size=6)))
+    hits = _study(draw, sizes)
+    costs = {b: float(draw(st.integers(1, 10 ** 6))) for b in sizes}
+    cap = draw(st.integers(1, 12))
+    hits = {b: h[:cap] for b, h in hits.items()}
+    return hits, costs, draw(st.integers(1, 30)), cap
+
+
+@settings(max_examples=25, deadline=None)
+@given(studies())
+def test_allocation_places_every_trial_it_can_within_the_cap(
+        case: tuple[dict[int, list[float]], dict[int, float], int, int]) -> None:
+    hits, costs, count, cap = case
+    added, why = allocate(hits, costs, count, cap=cap, seed=1)
+    room = sum(cap - len(h) for h in hits.values())
+    assert sum(added.values()) == min(count, room)
+    assert all(k > 0 for k in added.values()) and set(why) == set(added)
+    assert all(len(hits[b]) + k <= cap for b, k in added.items())
+    assert (added, why) == allocate(hits, costs, count, cap=cap, seed=1)  # deterministic
+
+
+def test_without_three_points_the_trials_go_where_no_trial_reached_the_goal() -> None:
+    hits = {4: [300.0, INF], 16: [INF, INF], 64: [40.0], 256: [INF]}
+    added, why = allocate(hits, {4: 1.0, 16: 1.0, 64: 1.0, 256: 1.0}, 3, cap=10)
+    assert set(added) == {16, 256} and sum(added.values()) == 3
+    assert "a fit needs 3" in why[16]
+
+
+def test_trials_go_where_b_crit_is_sensitive_and_uncertain_per_cost() -> None:
+    # A curve S = 100 (1 + 32 / B): every point well measured (many trials agree) except
+    # the smallest batch size, whose single hit may move B_crit a lot.
+    sizes = [2, 8, 32, 128, 512]
+    exact = {b: 100 * (1 + 32 / b) for b in sizes}
+    hits = {b: [exact[b]] * 8 + [exact[b] * 1.01] * 8 for b in sizes}
+    hits[2] = [exact[2] * 1.5, INF, INF, exact[2]]
+    even = {b: 1.0 for b in sizes}
+    added, _ = allocate(hits, even, 4, cap=50)
+    assert max(added, key=lambda b: added[b]) == 2
+    # the same batch size priced out: the trials go elsewhere
+    added, _ = allocate(hits, {**even, 2: 1e9}, 4, cap=50)
+    assert 2 not in added
+
+
+def test_trial_cost_counts_training_and_evaluation_examples() -> None:
+    assert trial_cost(5000, 2, 10, 1797) == 3 * 5000 * 2 + 501 * 1797
+    assert trial_cost(25, 4, 10, 100) == 3 * 25 * 4 + 4 * 100  # 0, 10, 20 and the last step
+
+
+def test_stop_reasons() -> None:
+    settings_ = Adaptive("val/classification_error", 0.05, trial_budget=20, target_width=0.3)
+    fitted = Round(2, {8: 2}, {8: ""}, {8: 4, 32: 4}, 20.0, 17.0, 22.0, 2, "", True)
+    assert stop_reason(settings_, fitted, 8, True)[0] == "target"  # 5 / 20 = 0.25
+    wide = Round(2, {8: 2}, {8: ""}, {8: 4, 32: 4}, 20.0, 10.0, 30.0, 2, "", True)
+    assert stop_reason(settings_, wide, 8, True) == ("", "")
+    assert stop_reason(settings_, wide, 20, True)[0] == "budget"
+    unfit = Round(2, {8: 2}, {8: ""}, {8: 4, 32: 4}, fitted=True, note="no fit")
+    assert stop_reason(settings_, unfit, 20, True)[0] == "budget"
+    assert "0.3 not reached" in stop_reason(settings_, unfit, 20, True)[1]
+
+
+def test_settings_are_checked() -> None:
+    with pytest.raises(RunError, match="target width"):
+        Adaptive("val/classification_error", 0.05, 10, target_width=-1).check()
+    with pytest.raises(RunError, match="goal"):
+        Adaptive("val/classification_error", math.nan, 10).check()
+    with pytest.raises(RunError, match="trial budget"):
+        Adaptive("val/classification_error", 0.05, 0).check()
+
+
+def test_round_rows_show_why_and_the_interval() -> None:
+    rounds = [Round(1, {4: 2, 16: 2}, {4: "first", 16: "first"}, {4: 2, 16: 2}, fitted=True,
+                    note="only 2 batch sizes reach the goal"),
+              Round(2, {4: 1}, {4: "sensitivity +1.00"}, {4: 3, 16: 2}, 20.0, 15.0, 25.0, 3,
+                    "", True)]
+    rows = round_rows({"rounds": [r.to_json() for r in rounds]})
+    assert [(r["round"], r["batch size"], r["trials added"]) for r in rows] == [
+        (1, 4, 2), (1, 16, 2), (2, 4, 1)]
+    assert rows[2]["B_crit [95% interval]"] == "20.0 [15.0–25.0]"
+    assert rows[2]["relative width"] == "0.500" and rows[2]["why"] == "sensitivity +1.00"
+
+
+# -- whole runs, tiny ---------------------------------------------------------------------------
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("sklearn")
+
+import curvekit  # noqa: E402
+from curvekit.cli import main  # noqa: E402
+
+WORKLOAD = "tiny/fc_16/sgd"
+TINY: dict[str, Any] = dict(dataset="digits", model="fc_16", optimizers=["sgd"],
+                            batch_sizes=[4, 16, 64, 256], eval_every=10, device="cpu", seed=5,
+                            steps={4: 150, 16: 100, 64: 60, 256: 40})
+SETTINGS = Adaptive("val/classification_error", 0.4, trial_budget=14, round_trials=3,
+                    bootstrap=50)
+
+
+def _rounds(result: Any) -> list[dict[str, Any]]:
+    return [r.to_json() for r in result.adaptive.rounds]
+
+
+def _parts(work: Path) -> dict[str, int]:
+    return {str(p.relative_to(work)): p.stat().st_mtime_ns
+            for p in sorted(work.glob("parts/**/*.parquet"))}
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Path]:
+    home = tmp_path_factory.mktemp("adaptive") / "home"
+    return curvekit.run("tiny", **TINY, home=home, adaptive=SETTINGS), home
+
+
+@pytest.mark.slow
+def test_the_budget_is_respected_and_the_studies_are_ordinary_prefixes(
+        reference: tuple[Any, Path]) -> None:
+    result, home = reference
+    last = result.adaptive.last
+    assert result.adaptive.stopped == "budget" and "14 of 14" in result.adaptive.reason
+    assert result.trials == last.trials == 14 == sum(last.totals.values())
+    assert len(result.adaptive.rounds) >= 3  # 8 first, then rounds of 3 (3, 3)
+    assert result.adaptive.rounds[0].totals == {4: 2, 16: 2, 64: 2, 256: 2}
+    store = curvekit.open(home)
+    trials = store.trials(WORKLOAD)
+    for b, n in last.totals.items():
+        ids = sorted(trials.filter(trials["batch_size"] == b)["trial_id"].to_list())
+        assert ids == list(range(1, n + 1))  # a study is the sequence's first n trials
+    # each trial is the trial of an ordinary sweep of that many trials: same metaparameters
+    plain = curvekit.runner.plan.Sweep.create(
+        "tiny", dataset="digits", model="fc_16", optimizers=["sgd"], batch_sizes=[4, 16, 64, 256],
+        trials=max(last.totals.values()), steps=TINY["steps"], eval_every=10, seed=5)
+    specs = {(s.batch_size, s.trial_id): s.parameters for s in plain.trial_specs()}
+    for row in trials.iter_rows(named=True):
+        assert row["learning_rate"] == pytest.approx(
+            specs[(row["batch_size"], row["trial_id"])]["learning_rate"], rel=1e-12)
+    # the record: in the work folder and in every study of the store
+    record = json.loads((result.work_dir / ADAPTIVE_FILE).read_text())
+    assert record["stopped"] == "budget" and len(record["rounds"]) == len(
+        result.adaptive.rounds)
+    extra = json.loads(store.studies(WORKLOAD)["extra"][0])["runner"]
+    assert extra["adaptive"]["rounds"] == record["rounds"]
+    # the last round's fit is the one `fit` gives
+    fitted = curvekit.scaling.fit_workload(
+        store, curvekit.Selection(WORKLOAD, "val/classification_error", 0.4),
+        bootstrap_samples=50, seed=5, explain=False)
+    if last.b_crit is not None:
+        assert fitted.critical is not None
+        assert last.b_crit == pytest.approx(fitted.critical.b_crit)
+
+
+@pytest.mark.slow
+def test_rounds_are_deterministic_per_seed(reference: tuple[Any, Path],
+                                           tmp_path: Path) -> None:
+    again = curvekit.run("tiny", **TINY, home=tmp_path / "home", adaptive=SETTINGS)
+    assert _rounds(again) == _rounds(reference[0])
+
+
+@pytest.mark.slow
+def test_a_run_killed_mid_round_resumes_without_redoing_a_finished_trial(
+        reference: tuple[Any, Path], tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    first_round = sum(reference[0].adaptive.rounds[0].totals.values())
+    calls = {"n": 0}
+
+    def crash(stage: str, done: int, total: int | None) -> None:
+        calls["n"] += 1
+        if calls["n"] == first_round + 1:  # one trial into the second round
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        curvekit.run("tiny", **TINY, home=home, adaptive=SETTINGS, progress=crash)
+    work = home / "runs" / "tiny" / "fc_16"
+    record = json.loads((work / ADAPTIVE_FILE).read_text())
+    assert len(record["rounds"]) == 2 and not record["rounds"][1]["fitted"]
+    before = _parts(work)
+    assert len(before) == first_round + 1
+    result = curvekit.run("tiny", **TINY, home=home, adaptive=SETTINGS)
+    after = _parts(work)
+    assert {k: after[k] for k in before} == before  # no finished trial trained again
+    assert result.ran == 14 - len(before) and result.resumed == len(before)
+    assert _rounds(result) == _rounds(reference[0])
+    # once finished, the same command trains nothing and gives the same rounds
+    done = curvekit.run("tiny", **TINY, home=home, adaptive=SETTINGS)
+    assert done.ran == 0 and _rounds(done) == _rounds(reference[0]) and _parts(work) == after
+    # other settings on this folder are refused, naming them
+    with pytest.raises(RunError, match="goal"):
+        curvekit.run("tiny", **TINY, home=home,
+                     adaptive=Adaptive("val/classification_error", 0.3, 14, round_trials=3,
+                                       bootstrap=50))
+
+
+@pytest.mark.slow
+def test_cli_adaptive_stops_at_the_target_and_fit_shows_the_rounds(tmp_path: Path) -> None:
+    home = str(tmp_path / "home")
+    args = ["run", "tiny", "--model", "fc_16", "--optimizer", "sgd",
+            "--batch-sizes", "4,16,64,256", "--steps", "4:150,16:100,64:60,256:40",
+            "--eval-every", "10", "--seed", "5", "--device", "cpu", "--quiet", "--home", home,
+            "--adaptive", "--metric", "val/classification_error", "--goal", "0.4",
+            "--trial-budget", "30", "--target-width", "1000", "--round-trials", "3",
+            "--bootstrap", "50"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert "Stopped (target): B_crit's interval is" in result.stderr
+    assert "Rounds of the adaptive run:" in result.stderr
+    trials = int(result.stdout.split(" trials")[0])
+    assert trials < 30
+    shown = CliRunner().invoke(main, ["fit", WORKLOAD, "--metric", "val/classification_error",
+                                      "--goal", "0.4", "--home", home])
+    assert shown.exit_code == 0, shown.output
+    assert f"{WORKLOAD}: an adaptive run at val/classification_error < 0.4" in shown.stdout
+    assert "first round: 2 trials at every batch size" in shown.stdout
+
+
+def test_cli_adaptive_options_are_checked(tmp_path: Path) -> None:
+    home = str(tmp_path / "home")
+    runner = CliRunner()
+    alone = runner.invoke(main, ["run", "x", "--metric", "val/classification_error",
+                                 "--home", home])
+    assert alone.exit_code == 2
+    assert "--metric only applies to an adaptive run" in alone.output
+    missing = runner.invoke(main, ["run", "x", "--adaptive", "--metric",
+                                   "val/classification_error", "--home", home])
+    assert missing.exit_code == 2 and "--adaptive needs --goal, --trial-budget" in missing.output
+    two = runner.invoke(main, ["run", "x", "--optimizer", "sgd,adam", "--adaptive", "--metric",
+                               "val/classification_error", "--goal", "0.1", "--trial-budget",
+                               "10", "--home", home])
+    assert two.exit_code == 1 and "give one optimizer" in two.output
+    metric = runner.invoke(main, ["run", "x", "--optimizer", "sgd", "--adaptive", "--metric",
+                                  "val/accuracy", "--goal", "0.1", "--trial-budget", "10",
+                                  "--model", "fc_8", "--batch-sizes", "8,32", "--home", home])
+    assert metric.exit_code == 1 and "'val/accuracy' is not a metric this run records" in (
+        metric.output)
+    assert not list((tmp_path / "home").glob("runs/x/*/parts/**/*.parquet"))
+
+
+@pytest.mark.slow
+def test_the_report_shows_the_rounds(reference: tuple[Any, Path], tmp_path: Path) -> None:
+    from curvekit.reporting.site import report
+
+    result, home = reference
+    report(curvekit.open(home), tmp_path / "site", bootstrap=20, figures=False)
+    page = next((tmp_path / "site" / "workloads").glob("*.html")).read_text()
+    assert "<h2>Adaptive run</h2>" in page
+    assert f"{len(result.adaptive.rounds)} rounds at val/classification_error &lt; 0.4" in page
+    assert "first round: 2 trials at every batch size" in page
+
+
+def test_an_adaptive_run_needs_the_store_and_the_tuned_protocol(tmp_path: Path) -> None:
+    settings_ = Adaptive("val/classification_error", 0.1, trial_budget=10)
+    with pytest.raises(RunError, match="drop --no-store"):
+        curvekit.run("x", model="fc_8", optimizers=["sgd"], batch_sizes=[8, 32], store=False,
+                     home=tmp_path / "home", device="cpu", adaptive=settings_)
+    with pytest.raises(RunError, match="does not search: drop --adaptive or --protocol"):
+        curvekit.run("x", model="fc_8", optimizers=["sgd"], batch_sizes=[8, 32],
+                     protocol="linear-scaling", base_batch_size=8, base_learning_rate=0.1,
+                     home=tmp_path / "home", device="cpu", adaptive=settings_)
+    assert not (tmp_path / "home" / "runs").exists()  # refused before any folder is made
