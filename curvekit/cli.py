@@ -960,7 +960,8 @@ def _adaptive_rounds(store: Store, workloads: list[str]) -> None:
     """Below a table of fits: the rounds of each workload an adaptive run made."""
     from curvekit.runner.adaptive import adaptive_record
 
-    for workload in workloads:
+    known = set(store.workloads())
+    for workload in (w for w in workloads if w in known):
         record = adaptive_record(store, workload)
         if record is None:
             continue
