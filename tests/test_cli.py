@@ -319,7 +319,8 @@ def test_figure_out_of_range_names_the_range(tmp_path: Path, number: str) -> Non
     result = CliRunner().invoke(main, ["figure", number, "--home", str(tmp_path)])
     assert result.exit_code == 1
     assert result.stderr == (f"Error: there is no figure {number}; "
-                             "the paper's figures are 1–24\n")
+                             "the paper's figures are 1–24, and 9a and 9b draw one part "
+                             "of Figure 9 each\n")
 
 
 def test_install_hints_match_the_readme() -> None:

@@ -212,18 +212,20 @@ def test_ten_thousand_metrics_in_one_workload(tmp_path: Path) -> None:
 
 
 def test_nan_and_infinities_keep_their_meaning(tmp_path: Path) -> None:
-    """NaN never qualifies and is visible to isnan(); +-inf are values, in the long rows."""
+    """NaN and +-inf are kept as values in the long rows (isnan() and isinf() see them);
+    none of them is ever a result: best answers with the finite value only."""
     home = tmp_path / "home"
     data = workload({"val/err": 0.0}, {})
     key = next(iter(data.measurements))
     data.measurements[key] = pa.table(  # type: ignore[index]
-        {"step": [0, 100, 200], "metric": ["val/err"] * 3,
-         "value": [math.nan, -math.inf, math.inf]})
+        {"step": [0, 100, 200, 300], "metric": ["val/err"] * 4,
+         "value": [math.nan, -math.inf, math.inf, 0.05]})
     add_workload(home, data)
     store = Store.open(home)
     assert store.query("select count(*) from measurements where isnan(value)").item() == 1
+    assert store.query("select count(*) from measurements where isinf(value)").item() == 2
     best = curvekit.best(store, curvekit.Selection(NAME, "val/err"), explain=False)
-    assert best.filter(pl.col("batch_size") == key[0].batch_size)["val/err"].item() == -math.inf
+    assert best.filter(pl.col("batch_size") == key[0].batch_size)["val/err"].item() == 0.05
 
 
 def test_no_name_reaches_the_text_of_curvekits_sql(tmp_path: Path,

@@ -204,5 +204,5 @@ def test_fit_function_and_command_agree(home: Path) -> None:
     assert refused.exit_code == 2
     assert "--all fits every workload at the paper's goals; drop --trials, --step-budget " \
         "(--status still selects the trials)" in refused.output
-    assert "give WORKLOAD, --metric and --goal (or --all)" in cli(
+    assert "give WORKLOAD, --metric and --goal (or --all, or --table)" in cli(
         home, "fit", LSTM, "--metric", CE).output
