@@ -69,18 +69,28 @@ _TAR = re.compile(r"\.(tar(\.(bz2|gz|xz))?|tgz|tbz2?|txz)$", re.IGNORECASE)
 Reader = Callable[[Path, ReadOptions], list[RunLog]]
 
 
-def _readers() -> dict[str, Reader]:
-    from curvekit.ingest import algoperf, hf, mlflow, tensorboard, wandb
-
-    return {
-        "hf": lambda s, o: hf.read_hf_runs(s, select=o.select, files=o.files),
-        "csv": csvlogs.read_csv_runs,
-        "wandb": wandb.read_wandb_runs,
-        "algoperf": algoperf.read_algoperf_runs,
-        "tensorboard": lambda s, o: tensorboard.read_tensorboard_runs(s, select=o.select,
-                                                                      files=o.files),
-        "mlflow": lambda s, o: mlflow.read_mlflow_runs(s, select=o.select, files=o.files),
-    }
+def _reader(fmt: str) -> Reader:
+    """The reader of one format; only its module is imported (a CSV import need not load
+    the TensorBoard, MLflow, W&B, AlgoPerf and Hugging Face readers)."""
+    if fmt == "csv":
+        return csvlogs.read_csv_runs
+    if fmt == "hf":
+        from curvekit.ingest import hf
+        return lambda s, o: hf.read_hf_runs(s, select=o.select, files=o.files)
+    if fmt == "wandb":
+        from curvekit.ingest import wandb
+        return wandb.read_wandb_runs
+    if fmt == "algoperf":
+        from curvekit.ingest import algoperf
+        return algoperf.read_algoperf_runs
+    if fmt == "tensorboard":
+        from curvekit.ingest import tensorboard
+        return lambda s, o: tensorboard.read_tensorboard_runs(s, select=o.select,
+                                                              files=o.files)
+    if fmt == "mlflow":
+        from curvekit.ingest import mlflow
+        return lambda s, o: mlflow.read_mlflow_runs(s, select=o.select, files=o.files)
+    raise KeyError(fmt)
 
 
 # ---------------------------------------------------------------------- format detection
@@ -522,7 +532,7 @@ def build(source: str | os.PathLike[str] | None = None, *, name: str | None = No
     wl_name = _check_name(name or man.name, src)
     renames = tuple(old for old, new in overrides.items() if new == "step")
     drop = frozenset(old for old, new in overrides.items() if not new)
-    runs = _readers()[fmt](src, ReadOptions(renames, drop, select, files))
+    runs = _reader(fmt)(src, ReadOptions(renames, drop, select, files))
     if not runs:
         left_out = " (or --include/--exclude left every file out)" if select else ""
         raise IngestError(f"no {fmt} runs found here{left_out}; check the path, or pass "
