@@ -194,6 +194,13 @@ def _write_by_metric(table: pa.Table, path: Path) -> None:
         writer.close()
 
 
+def test_row_groups_of_several_metrics_hold_whole_metrics() -> None:
+    """Metrics share a row group only while it holds fewer than GROUP_ROWS rows, and a
+    group is split only beyond MAX_GROUP_ROWS: so a shared group is never split, and the
+    footer check may count ``n`` rows for each metric a group spans."""
+    assert writer.MAX_GROUP_ROWS >= 2 * writer.GROUP_ROWS
+
+
 def test_rows_moved_from_one_metric_to_another_are_caught_from_the_footer(home: Path) -> None:
     """A row of the last metric relabelled as another (total rows, evaluations and the
     counted metric unchanged; the checksum recorded again) makes two metrics' totals
@@ -267,7 +274,9 @@ def test_every_file_the_writer_writes_has_its_rows_per_metric(
     path = tmp_path_factory.mktemp("layout") / "part-0.parquet"
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(writer, "GROUP_ROWS", group)
-        patch.setattr(writer, "MAX_GROUP_ROWS", max(group, data.draw(st.integers(1, 128))))
+        # the writer's row groups of several metrics hold whole metrics because a group
+        # splits at MAX_GROUP_ROWS only, at least twice GROUP_ROWS (checked below)
+        patch.setattr(writer, "MAX_GROUP_ROWS", 2 * group + data.draw(st.integers(0, 64)))
         n = writer.write_measurements(rows, path)
     meta = pq.ParquetFile(path).metadata
     assert metric_layout(meta, path) is None

@@ -26,7 +26,6 @@ import duckdb
 import numpy as np
 import polars as pl
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from curvekit.errors import CurvekitError, StoreError
@@ -192,14 +191,14 @@ class _Read:
     """One Parquet file of the store, read once: its size and digest, its footer (None
     with ``error`` when it does not read) and, for a measurements file, the problem its
     footer shows with its rows per metric (``layout``, :func:`metric_layout`) and the rows
-    per trial id of its counted metric (``trials``: ``trial_id``, ``n``, one row per run of
-    a trial id; None with ``rows_error`` when those rows do not read)."""
+    per trial id of its counted metric (``trials``: trial ids and row counts, one per run
+    of a trial id; None with ``rows_error`` when those rows do not read)."""
 
     size: int
     digest: str
     meta: pq.FileMetaData | None
     error: str | None
-    trials: pa.Table | None
+    trials: tuple[np.ndarray, np.ndarray] | None
     rows_error: str | None = None
     layout: str | None = None
 
@@ -210,7 +209,9 @@ def metric_layout(meta: pq.FileMetaData, path: Path | None = None) -> str | None
     The writer gives every metric of a file one row per evaluation (null where it has no
     value) and sorts the rows by metric, so a file of ``n`` evaluations and ``k`` metrics
     holds ``n × k`` rows, metric after metric, in the order of its footer's list; a row
-    group holds several whole metrics or a part of one. Checked from the footer alone (no
+    group holds several whole metrics or a part of one (metrics share a group only while
+    it holds fewer than ``GROUP_ROWS`` rows, and a group is split only beyond
+    ``MAX_GROUP_ROWS``, at least twice that). Checked from the footer alone (no
     page is decoded): the evaluations it records, its rows, and each row group's ``metric``
     statistics (the first and last metric it holds), which give every metric's total: a
     group of one metric adds its rows to it; a group that spans several metrics must hold
@@ -275,25 +276,33 @@ def metric_layout(meta: pq.FileMetaData, path: Path | None = None) -> str | None
     return None
 
 
-def _counted(reader: pq.ParquetFile, n: int) -> pa.Table:
+def _counted(reader: pq.ParquetFile, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Rows per trial id of a measurements file's first ``n`` rows (its counted metric,
-    whose rows are the study's evaluations), one row per run of a trial id: the rows are
-    sorted by trial, so a trial is one run unless the file is damaged (:func:`verify` sums
-    the runs of a trial)."""
+    whose rows are the study's evaluations): the trial ids and lengths of the runs of equal
+    ids. The rows are sorted by trial, so a trial is one run unless the file is damaged
+    (:func:`verify` sums the runs of a trial).
+
+    The ids are read from the Arrow buffer as NumPy integers: pyarrow's own conversions
+    import pandas, a third of a second that verify does not need.
+    """
     meta, groups, rows = reader.metadata, [], 0
     for g in range(meta.num_row_groups):
         if rows >= n:
             break
         groups.append(g)
         rows += meta.row_group(g).num_rows
-    if not groups:
-        return pa.table({"trial_id": pa.array([], pa.int64()), "n": pa.array([], pa.int64())})
+    if not groups or not n:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
     ids = (reader.read_row_groups(groups, columns=["trial_id"], use_threads=False)
            .column(0).slice(0, n).combine_chunks())
-    runs = pc.run_end_encode(ids)
-    ends = runs.run_ends.to_numpy()
-    lengths = np.diff(ends, prepend=0).astype(np.int64)
-    return pa.table({"trial_id": runs.values.cast(pa.int64()), "n": pa.array(lengths)})
+    if ids.null_count or ids.type != pa.int64():
+        raise ValueError(f"its trial ids are {ids.type} with {ids.null_count} nulls, not "
+                         "int64 without nulls")
+    values = np.frombuffer(ids.buffers()[1], np.int64, count=len(ids),
+                           offset=ids.offset * 8)
+    starts = np.flatnonzero(np.diff(values)) + 1
+    starts = np.concatenate(([0], starts))
+    return values[starts], np.diff(np.concatenate((starts, [len(values)])))
 
 
 def _read_file(path: Path, count: bool) -> _Read:
@@ -425,20 +434,23 @@ def _check_trials(con: duckdb.DuckDBPyConnection, good: dict[str, list[Path]], b
     # come back.
     paths = good["measurements"]
     studies = [_partition_key(p.relative_to(p.parents[5]).as_posix()) for p in paths]
-    con.register("_files", pa.table({
-        "file_index": pa.array(range(len(paths)), pa.int64()),
-        "workload": pa.array([w for w, _ in studies], pa.string()),
-        "batch_size": pa.array([b for _, b in studies], pa.int64())}))
-    parts = []
+    con.execute("create temp table _files (file_index bigint, workload varchar, "
+                "batch_size bigint)")
+    if paths:
+        con.executemany("insert into _files values (?, ?, ?)",
+                        [(i, w, b) for i, (w, b) in enumerate(studies)])
+    none = np.empty(0, np.int64)
+    ids, lengths, index = [none], [none], [none]
     for i, path in enumerate(paths):
         runs = read[path.relative_to(path.parents[5]).as_posix()].trials
         if runs is None:  # a file whose rows do not read is in ``bad``
             continue
-        parts.append(runs.append_column(
-            "file_index", pa.array([i] * runs.num_rows, pa.int64())))
-    con.register("_counts", pa.concat_tables(parts) if parts else pa.table({
-        "trial_id": pa.array([], pa.int64()), "n": pa.array([], pa.int64()),
-        "file_index": pa.array([], pa.int64())}))
+        ids.append(runs[0])
+        lengths.append(runs[1])
+        index.append(np.full(len(runs[0]), i, np.int64))
+    con.register("_counts", pa.Table.from_arrays(
+        [_int64(np.concatenate(ids)), _int64(np.concatenate(lengths)),
+         _int64(np.concatenate(index))], names=["trial_id", "n", "file_index"]))
     counts = ("(select f.workload, f.batch_size, c.trial_id, sum(c.n)::bigint as n "
               "from _counts c join _files f using (file_index) group by all)")
     rows = con.execute(
@@ -460,6 +472,12 @@ def _check_trials(con: duckdb.DuckDBPyConnection, good: dict[str, list[Path]], b
     if len(wrong) > _LISTED_TRIALS:
         problems.append(f"... and {len(wrong) - _LISTED_TRIALS} more trials whose measurement "
                         "rows disagree with their trial record")
+
+
+def _int64(values: np.ndarray) -> pa.Array:
+    """An int64 NumPy array as Arrow, from its buffer (no conversion that imports pandas)."""
+    values = np.ascontiguousarray(values, np.int64)
+    return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(values)])
 
 
 def _partition_key(rel: str) -> tuple[str, int | None]:
