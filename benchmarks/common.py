@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import subprocess
 import time
 from dataclasses import asdict, dataclass
@@ -22,6 +23,8 @@ class Run:
     seconds: float
     peak_rss_mb: float
     returncode: int
+    cpu_seconds: float = 0.0
+    """User and system CPU time of the command's process tree (its waited-for children)."""
 
 
 def _tree(pid: int) -> list[int]:
@@ -54,6 +57,7 @@ def timed(label: str, argv: list[str] | str, *, shell: bool = False,
           cwd: str | Path | None = None) -> Run:
     """Run a command, timing it and sampling the RSS of its whole process tree."""
     start = time.perf_counter()
+    cpu = _children_cpu()
     proc = subprocess.Popen(argv, shell=shell, env={**os.environ, **(env or {})},
                             stdout=stdout, stderr=subprocess.PIPE, cwd=cwd)
     peak = 0
@@ -64,7 +68,13 @@ def timed(label: str, argv: list[str] | str, *, shell: bool = False,
     err = proc.stderr.read().decode() if proc.stderr else ""
     if proc.returncode:
         raise SystemExit(f"{label} failed ({proc.returncode}): {err[-2000:]}")
-    return Run(label, seconds, peak / 1024, proc.returncode)
+    return Run(label, seconds, peak / 1024, proc.returncode, _children_cpu() - cpu)
+
+
+def _children_cpu() -> float:
+    """CPU seconds (user and system) of this process's finished children so far."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
 
 
 def du(path: Path) -> int:

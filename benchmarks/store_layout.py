@@ -16,14 +16,16 @@ sampled. For each layout:
 * **queries**: ``steps_to_result`` and ``best`` on the largest workload (warm, in one
   process per layout), a store-wide ``curvekit query`` over one metric (each layout's own
   SQL for the same answer: per workload, the rows of ``val/classification_error`` below 0.3
-  and their first step), and ``curvekit verify``.
+  and their first step), and ``curvekit verify``; and again the add of the 3-row workload
+  with new names and its removal (each round leaves the store as it was).
 
 The machine may be shared, so the queries are measured **interleaved**: old, new, new, old,
 old, new, ... (``--repeat`` rounds), each layout's median and the ratio of the medians
 reported, with the load average sampled at every round; the CPU time (user and system, all
 threads) of every call is recorded beside its wall time, since on a loaded machine the wall
 time mostly measures waiting for a core. Conversions run once each, back to
-back. ``--reuse`` measures the queries again on the homes a ``--keep`` run left.
+back, with their CPU time too. ``--reuse`` measures the queries again on the homes a
+``--keep`` run left.
 
 Usage::
 
@@ -174,6 +176,10 @@ def _seconds(run: Any) -> float:
     return float(run.seconds if isinstance(run, Run) else run["seconds"])
 
 
+def _cpu(run: Any) -> float:
+    return float(run.cpu_seconds if isinstance(run, Run) else run.get("cpu_seconds", 0.0))
+
+
 def _peak(run: Any) -> float:
     return float(run.peak_rss_mb if isinstance(run, Run) else run["peak_rss_mb"])
 
@@ -189,6 +195,18 @@ def _order(rounds: int) -> list[tuple[str, str]]:
     return [("old", "new") if i % 2 == 0 else ("new", "old") for i in range(rounds)]
 
 
+def _add_and_remove(label: str, code: Path, home: Path, work: Path) -> list[tuple[str, Run]]:
+    """``curvekit add`` of the 3-row workload with new names, then its removal: the store
+    is left as it was."""
+    logs = _logs(work / "logs-add_new_names", "val/brand_new_metric", "brand_new_parameter")
+    add = _cli(f"{label}: curvekit add", code, [
+        "add", str(logs), "--name", ADDED, "--manifest", str(logs / "runs.toml"),
+        "--home", str(home)])
+    remove = timed(f"{label}: remove_workload", [sys.executable, "-c", REMOVE, str(home), ADDED],
+                   env=_env(code), cwd=tempfile.gettempdir())
+    return [("add_new_names", add), ("remove", remove)]
+
+
 def interleaved(codes: dict[str, Path], work: Path, rounds: int,
                 workload: str | None) -> dict[str, Any]:
     """The queries of both layouts, measured in alternation (see the module docstring)."""
@@ -199,7 +217,7 @@ def interleaved(codes: dict[str, Path], work: Path, rounds: int,
         env={**os.environ, **_env(code)}, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         text=True, cwd=tempfile.gettempdir()) for label, code in codes.items()}
     answers = {label: json.loads(w.stdout.readline()) for label, w in workers.items()}  # type: ignore[union-attr]
-    kinds = ("steps_to_result", "best", "query", "verify")
+    kinds = ("steps_to_result", "best", "query", "verify", "add_new_names", "remove")
     times: dict[str, dict[str, list[float]]] = {k: {"old": [], "new": []} for k in kinds}
     cpu: dict[str, dict[str, list[float]]] = {k: {"old": [], "new": []} for k in kinds}
     loads = []
@@ -227,6 +245,10 @@ def interleaved(codes: dict[str, Path], work: Path, rounds: int,
             times["verify"][label].append(_cli(f"{label}: curvekit verify", codes[label], [
                 "verify", "--home", str(homes[label])]).seconds)
             cpu["verify"][label].append(_children_cpu() - before)
+        for label in (first, second):  # the add of new names, then its removal
+            for kind, done in _add_and_remove(label, codes[label], homes[label], work):
+                times[kind][label].append(done.seconds)
+                cpu[kind][label].append(done.cpu_seconds)
     for worker in workers.values():
         worker.stdin.close()  # type: ignore[union-attr]
         worker.wait()
@@ -287,6 +309,7 @@ def main() -> None:
     o, n, q = results["old"], results["new"], results["interleaved"]
     results["ratios_new_over_old"] = {
         "convert_time": _seconds(n["convert"]) / _seconds(o["convert"]),
+        "convert_cpu_time": _cpu(n["convert"]) / max(1e-9, _cpu(o["convert"])),
         "convert_peak_memory": _peak(n["convert"]) / _peak(o["convert"]),
         "store_bytes": n["store_bytes"] / o["store_bytes"],
         "add_new_names_time": _seconds(n["add_new_names"]["run"])
@@ -296,7 +319,8 @@ def main() -> None:
     for label in ("old", "new"):
         r = results[label]
         m = q["median_s"]
-        print(f"{label}: convert {_seconds(r['convert']):.1f} s {_peak(r['convert']):.0f} MB"
+        print(f"{label}: convert {_seconds(r['convert']):.1f} s (CPU {_cpu(r['convert']):.1f} s)"
+              f" {_peak(r['convert']):.0f} MB"
               f" | store {r['store_bytes'] / 1e6:.1f} MB"
               f" | add (new names) {_seconds(r['add_new_names']['run']):.2f} s "
               f"{_peak(r['add_new_names']['run']):.0f} MB, "
@@ -306,7 +330,9 @@ def main() -> None:
               f" | remove {_seconds(r['remove']['run']):.2f} s"
               f" | steps {m['steps_to_result'][label] * 1e3:.0f} ms"
               f" best {m['best'][label] * 1e3:.0f} ms"
-              f" | query {m['query'][label]:.2f} s | verify {m['verify'][label]:.2f} s")
+              f" | query {m['query'][label]:.2f} s | verify {m['verify'][label]:.2f} s"
+              f" | add, interleaved {m['add_new_names'][label]:.2f} s"
+              f" remove {m['remove'][label]:.2f} s")
     print("new / old: " + ", ".join(f"{k} {v:.2f}"
                                     for k, v in results["ratios_new_over_old"].items()))
     print("new / old, CPU time: " + ", ".join(f"{k} {v:.2f}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import signal
 import subprocess
@@ -23,17 +24,21 @@ from hypothesis import strategies as st
 import curvekit
 from curvekit.cli import main
 from curvekit.errors import CurvekitError, StoreError
+from curvekit.store import writer
 from curvekit.store.build import convert
-from curvekit.store.catalog import info, verify
+from curvekit.store.catalog import info, metric_layout, verify
 from curvekit.store.snapshots import FILES_FILE, LEASE_FILE, file_digest
 from curvekit.store.store import Store
 from curvekit.store.update import add_workload
+from curvekit.store.writer import Evaluations
 from tests.conftest import small_members, snapshot, write_archive
 from tests.patience import PATIENCE
 from tests.test_update import workload
 
 WORKLOAD = "cifar_10/resnet_8/sgd"
 METRIC = "val/classification_error"
+METRICS = ["train/classification_error", "train/cross_entropy_error",
+           "val/classification_error", "val/cross_entropy_error"]
 MEAS = "measurements/base_dir=cifar_10/model=resnet_8/optimizer=sgd/batch_size=2/part-0.parquet"
 TRIALS = "trials/base_dir=cifar_10/model=resnet_8/optimizer=sgd/part-0.parquet"
 
@@ -160,7 +165,8 @@ def test_a_row_moved_between_trials_is_caught_by_the_per_trial_counts(home: Path
     problems = verify(Store.open(home)).problems
     assert len(problems) == 2, problems
     assert all(p.startswith(f"{WORKLOAD} batch size 2 trial ") for p in problems)
-    assert "measurement rows, its trial record says" in problems[0]
+    assert f"measurement rows of {METRICS[0]!r} (the metric counted), its trial record says" \
+        in problems[0]
 
 
 def _record(snap: Path, rel: str) -> None:
@@ -171,26 +177,124 @@ def _record(snap: Path, rel: str) -> None:
     (snap / FILES_FILE).write_text(json.dumps(record))
 
 
-def test_a_row_moved_in_the_last_metric_is_caught_too(home: Path) -> None:
-    """Every row of every metric is counted, not only the first metric's (the rows of the
-    last metric are the file's last rows: the file is sorted by metric)."""
+def _write_by_metric(table: pa.Table, path: Path) -> None:
+    """Write ``table`` (sorted by metric) with one row group per metric, its footer's
+    key-value metadata kept, as curvekit's writer groups a large study."""
+    names = table.column("metric").to_pylist()
+    writer = pq.ParquetWriter(path, table.schema, compression="zstd")
+    try:
+        at = 0
+        for name in dict.fromkeys(names):
+            rows = names.count(name)
+            writer.write_table(table.slice(at, rows))
+            at += rows
+        writer.add_key_value_metadata({k.decode(): v.decode() for k, v in
+                                       (table.schema.metadata or {}).items()})
+    finally:
+        writer.close()
+
+
+def test_row_groups_of_several_metrics_hold_whole_metrics() -> None:
+    """Metrics share a row group only while it holds fewer than GROUP_ROWS rows, and a
+    group is split only beyond MAX_GROUP_ROWS: so a shared group is never split, and the
+    footer check may count ``n`` rows for each metric a group spans."""
+    assert writer.MAX_GROUP_ROWS >= 2 * writer.GROUP_ROWS
+
+
+def test_rows_moved_from_one_metric_to_another_are_caught_from_the_footer(home: Path) -> None:
+    """A row of the last metric relabelled as another (total rows, evaluations and the
+    counted metric unchanged; the checksum recorded again) makes two metrics' totals
+    disagree with the file's evaluations: caught from the row groups' statistics."""
     snap = current(home)
     path = snap / MEAS
     table = pq.read_table(path)
     metrics = table.column("metric").to_pylist()
-    assert len(set(metrics)) > 1
+    names = list(dict.fromkeys(metrics))
+    assert len(names) >= 3 and names == METRICS
+    last = metrics.index(names[-1])  # the last metric's first row: becomes the one before
+    relabelled = [names[-2] if i == last else m for i, m in enumerate(metrics)]
+    table = table.set_column(table.schema.get_field_index("metric"), "metric",
+                             pa.array(relabelled, pa.string()))
+    _write_by_metric(table, path)
+    _record(snap, MEAS)
+    problems = verify(Store.open(home)).problems
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(f"{MEAS}: its metrics' rows disagree with its ")
+    assert f"{names[-2]!r} " in problems[0] and f"{names[-1]!r} " in problems[0]
+    assert "curvekit fetch --force" in problems[0]
+
+
+def test_a_row_moved_in_another_metric_is_caught_by_the_digest(home: Path) -> None:
+    """verify counts one metric per study; any byte of another metric's rows is vouched for
+    by the file's digest (here not recorded again)."""
+    snap = current(home)
+    path = snap / MEAS
+    table = pq.read_table(path)
+    metrics = table.column("metric").to_pylist()
     ids = table.column("trial_id").to_pylist()
     last = metrics.index(metrics[-1])  # the last metric's first row
     assert ids[last] + 1 in ids[last:]
     moved = [i + 1 if n == last else i for n, i in enumerate(ids)]
     table = table.set_column(table.schema.get_field_index("trial_id"), "trial_id",
                              pa.array(moved, table.column("trial_id").type))
-    pq.write_table(table.replace_schema_metadata(table.schema.metadata), path,
-                   compression="zstd")
-    _record(snap, MEAS)
+    _write_by_metric(table, path)
     problems = verify(Store.open(home)).problems
-    assert len(problems) == 2, problems
-    assert all(p.startswith(f"{WORKLOAD} batch size 2 trial ") for p in problems)
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(f"{MEAS}: damaged: its content differs from the checksum")
+
+
+_METRIC_NAMES = st.lists(st.sampled_from(["a", "B", "step", "val/err", "VAL/ERR", "é", "z" * 9]),
+                         unique=True, max_size=5)
+
+
+@st.composite
+def _evaluations(draw: st.DrawFn) -> Evaluations:
+    """A study's evaluations as imports give them: trials of any length, repeated steps,
+    and metrics logged at different steps (null elsewhere, NaN kept)."""
+    names = draw(_METRIC_NAMES)
+    lengths = draw(st.lists(st.integers(0, 40), min_size=1, max_size=6))
+    ids = [t for t, k in enumerate(lengths) for _ in range(k)]
+    steps = [s for k in lengths for s in sorted(draw(st.lists(st.integers(0, 50), min_size=k,
+                                                              max_size=k)))]
+    value = st.one_of(st.none(), st.just(math.nan), st.floats(0, 1))
+    values = tuple(pa.array(draw(st.lists(value, min_size=len(ids), max_size=len(ids))),
+                            pa.float64()) for _ in names)
+    return Evaluations(pa.array(ids, pa.int64()), pa.array(steps, pa.int64()), tuple(names),
+                       values)
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=_evaluations(), group=st.integers(1, 64), data=st.data())
+def test_every_file_the_writer_writes_has_its_rows_per_metric(
+        tmp_path_factory: pytest.TempPathFactory, rows: Evaluations, group: int,
+        data: st.DataObject) -> None:
+    """The footer check accepts whatever the writer writes, whatever its row groups (small
+    limits here stand for 65,536 and 1,048,576 rows), and its counted rows are the first
+    metric's; one row moved to another metric, in groups of one metric each, is caught."""
+    path = tmp_path_factory.mktemp("layout") / "part-0.parquet"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(writer, "GROUP_ROWS", group)
+        # the writer's row groups of several metrics hold whole metrics because a group
+        # splits at MAX_GROUP_ROWS only, at least twice GROUP_ROWS (checked below)
+        patch.setattr(writer, "MAX_GROUP_ROWS", 2 * group + data.draw(st.integers(0, 64)))
+        n = writer.write_measurements(rows, path)
+    meta = pq.ParquetFile(path).metadata
+    assert metric_layout(meta, path) is None
+    table = pq.read_table(path)
+    kept = list(dict.fromkeys(table.column("metric").to_pylist()))
+    assert table.num_rows == n * max(1, len([m for m in kept if m is not None]))
+    assert table.column("trial_id").to_pylist()[:n] == rows.trial_id.to_pylist()
+    if len(kept) >= 2 and n:
+        source, target = data.draw(st.sampled_from(
+            [(a, b) for a in kept for b in kept if a != b]))
+        names = table.column("metric").to_pylist()
+        at = names.index(source)
+        names[at] = target
+        order = sorted(range(len(names)), key=lambda i: (names[i], i))
+        _write_by_metric(table.set_column(table.schema.get_field_index("metric"), "metric",
+                                          pa.array(names, pa.string())).take(order), path)
+        problem = metric_layout(pq.ParquetFile(path).metadata, path)
+        assert problem is not None and f"{source!r} {n - 1}" in problem
 
 
 def test_rows_that_do_not_decode_are_named_unreadable(home: Path) -> None:

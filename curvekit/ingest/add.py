@@ -75,23 +75,34 @@ _TAR = re.compile(r"\.(tar(\.(bz2|gz|xz))?|tgz|tbz2?|txz)$", re.IGNORECASE)
 Reader = Callable[[Path, ReadOptions], list[RunLog]]
 
 
-def _readers() -> dict[str, Reader]:
-    from curvekit.ingest import algoperf, hf, jsonlines, mlflow_sqlite, tensorboard
-
-    return {
-        "hf": lambda s, o: hf.read_hf_runs(s, select=o.select, files=o.files),
+def _reader(fmt: str) -> Reader:
+    """The reader of one format; a format read by a module of its own imports only that
+    module (a CSV import need not load the TensorBoard, MLflow or Hugging Face readers)."""
+    if fmt == "hf":
+        from curvekit.ingest import hf
+        return lambda s, o: hf.read_hf_runs(s, select=o.select, files=o.files)
+    if fmt == "tensorboard":
+        from curvekit.ingest import tensorboard
+        return lambda s, o: tensorboard.read_tensorboard_runs(s, select=o.select,
+                                                              files=o.files)
+    if fmt == "mlflow":
+        from curvekit.ingest import mlflow_sqlite
+        return mlflow_sqlite.read_mlflow_any
+    if fmt == "jsonl":
+        from curvekit.ingest import jsonlines
+        return jsonlines.read_jsonl_runs
+    if fmt == "algoperf":
+        from curvekit.ingest import algoperf
+        return algoperf.read_algoperf_runs
+    readers: dict[str, Reader] = {
         "csv": csvlogs.read_csv_runs,
         "wandb": wandb_local.read_wandb_any,
         "sacred": sacred.read_sacred_runs,
         "dvclive": dvclive.read_dvclive_runs,
         "timm": timm.read_timm_runs,
         "ultralytics": ultralytics.read_ultralytics_runs,
-        "jsonl": jsonlines.read_jsonl_runs,
-        "algoperf": algoperf.read_algoperf_runs,
-        "tensorboard": lambda s, o: tensorboard.read_tensorboard_runs(s, select=o.select,
-                                                                      files=o.files),
-        "mlflow": mlflow_sqlite.read_mlflow_any,
     }
+    return readers[fmt]
 
 
 # ---------------------------------------------------------------------- format detection
@@ -628,7 +639,7 @@ def build(source: str | os.PathLike[str] | None = None, *, name: str | None = No
     renames = tuple(old for old, new in overrides.items() if new == "step")
     drop = frozenset(old for old, new in overrides.items() if not new)
     with conflict_rule(on_conflict):  # every reader merges rows through merge_rows
-        runs = _readers()[fmt](src, ReadOptions(renames, drop, select, files))
+        runs = _reader(fmt)(src, ReadOptions(renames, drop, select, files))
     if not runs:
         left_out = " (or --include/--exclude left every file out)" if select else ""
         raise IngestError(f"no {fmt} runs found here{left_out}; check the path, or pass "
