@@ -40,7 +40,8 @@ first, then cheapest.
 :mod:`curvekit.intervals`, which declines where it cannot be calibrated and says why. A
 round without an interval places its trials where they can make one possible
 (:func:`allocate` with ``interval=False``): while fewer than 4 batch sizes reach the goal,
-the batch sizes without a point, nearest the fitted B_crit (in octaves) first; while fewer
+the batch sizes without a point, fewest trials first, then nearest the fitted B_crit (in
+octaves), then cheapest; while fewer
 than 4 batch sizes have 3 trials at the goal, the batch sizes short of 3, nearest B_crit
 first, then cheapest, each trial counted as reaching the goal at its batch size's rate so
 far (at least 1 in n + 1); otherwise (B_crit beyond the second-smallest or second-largest
@@ -321,14 +322,14 @@ def _enable_interval(arrays: Mapping[int, np.ndarray], points: Mapping[int, floa
     n = {b: len(a) for b, a in arrays.items()}
     added = {b: 0 for b in sorted(arrays)}
     if len(points) < MIN_BATCH_SIZES:
-        short = [b for b in added if b not in points]
         why = (f"{len(points)} batch sizes reach the goal, a calibrated interval needs "
-               f"{MIN_BATCH_SIZES}: no point here")
+               f"{MIN_BATCH_SIZES}")
         for _ in range(count):
-            room = [b for b in short if n[b] + added[b] < cap]
+            room = [b for b in added if n[b] + added[b] < cap]
             if not room:
                 break
-            added[min(room, key=lambda b: (n[b] + added[b], distance(b), costs[b], b))] += 1
+            added[min(room, key=lambda b: (b in points, n[b] + added[b], distance(b),
+                                           costs[b], b))] += 1
     elif full < MIN_SPACINGS:
         # each trial reaches the goal at its batch size's rate so far (at least 1 in n + 1)
         rate = {b: max(at_goal[b] / n[b] if n[b] else 0.0, 1 / (n[b] + 1)) for b in added}
