@@ -105,9 +105,12 @@ def test_short_batch_sizes_nearest_b_crit_get_the_trials_first() -> None:
     hits[2] = [exact[2]] * 4  # one batch size with 3 trials at the goal
     even = {b: 1.0 for b in sizes}
     added, why = allocate(hits, even, 3, cap=50, interval=False, b_crit=32.0)
-    # 2 of 3 trials reach the goal at 32: two more expect its third; then the nearer of the
-    # tied 8 and 128 (the smaller on a tie of cost)
-    assert added == {32: 2, 8: 1}
+    # one trial each, nearest B_crit first: 32, then 8 and 128 (tied at 2 octaves)
+    assert added == {32: 1, 8: 1, 128: 1}
+    # a larger round: 32 expects its third at the goal after 2 (2 of 3 reach it), and every
+    # short batch size gets one before any gets another
+    added, _ = allocate(hits, even, 6, cap=50, interval=False, b_crit=32.0)
+    assert added == {32: 2, 8: 2, 128: 1, 512: 1}
     assert "1 batch sizes have 3 trials at the goal" in why[32]
     assert "0.0 octaves from B_crit" in why[32]
 
@@ -342,20 +345,27 @@ def test_a_run_killed_mid_round_resumes_without_redoing_a_finished_trial(
 
 
 @pytest.mark.slow
-def test_cli_adaptive_stops_at_the_target_and_fit_shows_the_rounds(tmp_path: Path) -> None:
+def test_cli_adaptive_without_an_interval_stops_at_the_budget_with_the_fits_reason(
+        tmp_path: Path) -> None:
+    # So few trials never give the calibrated interval (4 batch sizes with 3 trials at the
+    # goal): even a huge target is not met, and the stop says why there is no interval.
+    # The target stop with a real interval is tested on run_rounds above.
     home = str(tmp_path / "home")
     args = ["run", "tiny", "--model", "fc_16", "--optimizer", "sgd",
             "--batch-sizes", "4,16,64,256", "--steps", "4:150,16:100,64:60,256:40",
             "--eval-every", "10", "--seed", "5", "--device", "cpu", "--quiet", "--home", home,
             "--adaptive", "--metric", "val/classification_error", "--goal", "0.4",
-            "--trial-budget", "30", "--target-width", "1000", "--round-trials", "3",
+            "--trial-budget", "20", "--target-width", "1000", "--round-trials", "3",
             "--bootstrap", "50"]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
-    assert "Stopped (target): B_crit's interval is" in result.stderr
+    assert "Stopped (budget): the trial budget is spent (20 of 20 trials); B_crit has no " \
+           "interval (only " in result.stderr
+    assert "the target 1000 not reached" in result.stderr
+    assert "no interval wide" not in result.stderr
     assert "Rounds of the adaptive run:" in result.stderr
-    trials = int(result.stdout.split(" trials")[0])
-    assert trials < 30
+    assert "a calibrated interval needs 4" in result.stderr  # the rounds' rule says why
+    assert int(result.stdout.split(" trials")[0]) == 20
     shown = CliRunner().invoke(main, ["fit", WORKLOAD, "--metric", "val/classification_error",
                                       "--goal", "0.4", "--home", home])
     assert shown.exit_code == 0, shown.output

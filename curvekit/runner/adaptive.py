@@ -41,10 +41,11 @@ first, then cheapest.
 round without an interval places its trials where they can make one possible
 (:func:`allocate` with ``interval=False``): while fewer than 4 batch sizes reach the goal,
 the batch sizes without a point, fewest trials first, then nearest the fitted B_crit (in
-octaves), then cheapest; while fewer
-than 4 batch sizes have 3 trials at the goal, the batch sizes short of 3, nearest B_crit
-first, then cheapest, each trial counted as reaching the goal at its batch size's rate so
-far (at least 1 in n + 1); otherwise (B_crit beyond the second-smallest or second-largest
+octaves), then cheapest; while fewer than 4 batch sizes have 3 trials at the goal, the
+batch sizes short of 3, one trial each before any gets a second in the round, nearest
+B_crit first, then cheapest, each trial counted as reaching the goal at its batch size's
+rate so far (at least 1 in n + 1), so that a batch size expected to have 3 leaves the
+list; otherwise (B_crit beyond the second-smallest or second-largest
 batch size, or a curve that does not follow the law) the delta-method rule above, which
 sends trials to the batch sizes that move B_crit. Such a round's note is the fit's reason,
 and the run only stops at the budget: the target is met by a real interval alone.
@@ -340,7 +341,10 @@ def _enable_interval(arrays: Mapping[int, np.ndarray], points: Mapping[int, floa
             room = [b for b in added if n[b] + added[b] < cap]
             if not room:
                 break
-            best = min(room, key=lambda b: (expected[b] >= 3, distance(b), costs[b], b))
+            # one trial each before any gets another: a batch size that rarely reaches the
+            # goal does not take the whole round
+            best = min(room, key=lambda b: (expected[b] >= 3, added[b], distance(b),
+                                            costs[b], b))
             added[best] += 1
             expected[best] += rate[best]
     else:
