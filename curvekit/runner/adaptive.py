@@ -10,7 +10,7 @@ store is an ordinary study of N trials, read by every command like any other.
 **A round.** After its trials are saved, the workload goes into the store and the round
 reads it back through the one door into the measurements: each trial's first step at the
 goal (:func:`curvekit.measure.trial_hits`, the paper's definition, as ``steps-to-result``)
-and the fit with its bootstrap interval (:func:`curvekit.scaling.fit_workload`). The
+and the fit with its calibrated interval (:func:`curvekit.scaling.fit_workload`). The
 interval's **relative width** is (high − low) / B_crit. The run stops when it is at most
 the target width, or when the trial budget is spent.
 
@@ -98,7 +98,7 @@ class Adaptive:
     the run's trials, all rounds together; ``target_width`` stops it once B_crit's
     interval is at most that wide relative to B_crit (None: spend the budget);
     ``round_trials`` trials go into each round after the first (None: as many as there
-    are batch sizes); ``bootstrap`` resamples give each round's interval.
+    are batch sizes); ``bootstrap`` simulations give each round's calibrated interval.
 
     >>> Adaptive("val/classification_error", 0.05, trial_budget=105).round_trials is None
     True
