@@ -1327,7 +1327,8 @@ def _base_parameters(items: tuple[str, ...]) -> dict[str, float]:
               help="With --adaptive: trials per round after the first [default: one per "
                    "batch size].")
 @click.option("--bootstrap", "samples", type=click.IntRange(min=1, max=100_000), default=1000,
-              show_default=True, help="With --adaptive: resamples of each round's interval.")
+              show_default=True,
+              help="With --adaptive: simulations of each round's interval.")
 @home_option
 @wait_option
 def run(name: str | None, dataset: str, model: str, optimizers: str, batch_sizes: str,
@@ -1353,7 +1354,8 @@ def run(name: str | None, dataset: str, model: str, optimizers: str, batch_sizes
 
     With --adaptive --metric M --goal G --trial-budget N, the run trains in rounds: after
     each, it fits B_crit to steps to result and sends the next trials where they shrink
-    B_crit's interval most per example processed, until the interval's relative width is
+    B_crit's calibrated interval most per example processed (while the fit gives no
+    interval, where they can make one possible), until the interval's relative width is
     at most --target-width or N trials are spent (stderr says which, with the rounds).
     """
     from curvekit.runner.adaptive import Adaptive

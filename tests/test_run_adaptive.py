@@ -20,7 +20,9 @@ from curvekit.runner.adaptive import (
     Adaptive,
     Round,
     allocate,
+    fitted_round,
     round_rows,
+    run_rounds,
     stop_reason,
     trial_cost,
 )
@@ -50,17 +52,67 @@ def studies(draw: Any) -> tuple[dict[int, list[float]], dict[int, float], int, i
     return hits, costs, draw(st.integers(1, 30)), cap
 
 
-@settings(max_examples=25, deadline=None)
-@given(studies())
+@settings(max_examples=40, deadline=None)
+@given(studies(), st.booleans(), st.one_of(st.none(), st.floats(0.5, 5000.0)))
 def test_allocation_places_every_trial_it_can_within_the_cap(
-        case: tuple[dict[int, list[float]], dict[int, float], int, int]) -> None:
+        case: tuple[dict[int, list[float]], dict[int, float], int, int], interval: bool,
+        b_crit: float | None) -> None:
     hits, costs, count, cap = case
-    added, why = allocate(hits, costs, count, cap=cap, seed=1)
+    added, why = allocate(hits, costs, count, cap=cap, seed=1, interval=interval,
+                          b_crit=b_crit)
     room = sum(cap - len(h) for h in hits.values())
     assert sum(added.values()) == min(count, room)
     assert all(k > 0 for k in added.values()) and set(why) == set(added)
     assert all(len(hits[b]) + k <= cap for b, k in added.items())
-    assert (added, why) == allocate(hits, costs, count, cap=cap, seed=1)  # deterministic
+    assert (added, why) == allocate(hits, costs, count, cap=cap, seed=1, interval=interval,
+                                    b_crit=b_crit)  # deterministic
+
+
+def _at_goal(h: list[float]) -> int:
+    return sum(1 for v in h if math.isfinite(v))
+
+
+@settings(max_examples=60, deadline=None)
+@given(studies(), st.one_of(st.none(), st.floats(0.5, 5000.0)))
+def test_without_an_interval_the_trials_go_where_one_becomes_possible(
+        case: tuple[dict[int, list[float]], dict[int, float], int, int],
+        b_crit: float | None) -> None:
+    # The calibrated interval needs 4 batch sizes reaching the goal and 4 with 3 trials at
+    # it: a round without an interval serves the first count it lacks, where there is room.
+    hits, costs, count, cap = case
+    added, why = allocate(hits, costs, count, cap=cap, seed=1, interval=False, b_crit=b_crit)
+    reached = [b for b, h in hits.items() if _at_goal(h)]
+    full = [b for b, h in hits.items() if _at_goal(h) >= 3]
+    if len(reached) < 3 or not added:
+        return
+    if len(reached) < 4:
+        wanted = {b for b in hits if b not in reached and len(hits[b]) < cap}
+        assert "a calibrated interval needs 4" in next(iter(why.values()))
+    elif len(full) < 4:
+        wanted = {b for b in hits if _at_goal(hits[b]) < 3 and len(hits[b]) < cap}
+        assert "have 3 trials at the goal, a calibrated interval needs 4" in (
+            next(iter(why.values())))
+    else:
+        return
+    if wanted:
+        assert set(added) & wanted
+
+
+def test_short_batch_sizes_nearest_b_crit_get_the_trials_first() -> None:
+    sizes = [2, 8, 32, 128, 512]
+    exact = {b: 100 * (1 + 32 / b) for b in sizes}
+    hits = {b: [exact[b]] * 2 + [INF] for b in sizes}
+    hits[2] = [exact[2]] * 4  # one batch size with 3 trials at the goal
+    even = {b: 1.0 for b in sizes}
+    added, why = allocate(hits, even, 3, cap=50, interval=False, b_crit=32.0)
+    # one trial each, nearest B_crit first: 32, then 8 and 128 (tied at 2 octaves)
+    assert added == {32: 1, 8: 1, 128: 1}
+    # a larger round: 32 expects its third at the goal after 2 (2 of 3 reach it), and every
+    # short batch size gets one before any gets another
+    added, _ = allocate(hits, even, 6, cap=50, interval=False, b_crit=32.0)
+    assert added == {32: 2, 8: 2, 128: 1, 512: 1}
+    assert "1 batch sizes have 3 trials at the goal" in why[32]
+    assert "0.0 octaves from B_crit" in why[32]
 
 
 def test_without_three_points_the_trials_go_where_no_trial_reached_the_goal() -> None:
@@ -100,6 +152,66 @@ def test_stop_reasons() -> None:
     unfit = Round(2, {8: 2}, {8: ""}, {8: 4, 32: 4}, fitted=True, note="no fit")
     assert stop_reason(settings_, unfit, 20, True)[0] == "budget"
     assert "0.3 not reached" in stop_reason(settings_, unfit, 20, True)[1]
+    # a point without an interval never meets the target, and the stop gives the fit's reason
+    bare = Round(2, {8: 2}, {8: ""}, {8: 4, 32: 4}, 20.0, None, None, 4,
+                 "only 2 batch sizes have 3 trials at the goal", True)
+    assert stop_reason(settings_, bare, 8, True) == ("", "")
+    stopped, words = stop_reason(settings_, bare, 20, True)
+    assert stopped == "budget" and "no interval wide" not in words
+    assert "B_crit has no interval (only 2 batch sizes have 3 trials at the goal)" in words
+
+
+class _Fit:
+    def __init__(self, row: dict[str, Any]) -> None:
+        self.row = row
+
+    def summary(self) -> dict[str, Any]:
+        return self.row
+
+
+def test_a_round_without_an_interval_keeps_the_fits_reason() -> None:
+    why = "only 3 batch sizes have 3 trials at the goal; estimating ... needs at least 4"
+    row = {"b_crit": 20.0, "b_crit_low": None, "b_crit_high": None, "points": 5,
+           "b_crit_interval_note": why}
+    pending = Round(2, {8: 1}, {8: ""}, {8: 3, 32: 3})
+    done = fitted_round(pending, {8: [10.0]}, lambda: _Fit(row))
+    assert done.note == why and done.width is None and done.b_crit == 20.0
+
+
+def _fake_run(tmp_path: Path, intervals: list[tuple[float, float] | None],
+              target: float) -> Any:
+    """run_rounds with a fit that gives round i the i-th interval (None: declined)."""
+    sizes = [4, 16, 64, 256]
+    settings_ = Adaptive("val/classification_error", 0.1, trial_budget=20, target_width=target,
+                         round_trials=2)
+
+    def fit_round(counts: dict[int, int], rounds: list[Round]
+                  ) -> tuple[dict[int, list[float]], Round]:
+        hits = {b: [100.0 * (1 + 16 / b)] * counts[b] for b in sizes}
+        span = intervals[min(len(rounds), len(intervals)) - 1]
+        row: dict[str, Any] = {"b_crit": 16.0, "points": 4, "b_crit_low": None,
+                               "b_crit_high": None,
+                               "b_crit_interval_note": "declined for the test"}
+        if span is not None:
+            row.update(b_crit_low=span[0], b_crit_high=span[1])
+        return hits, fitted_round(rounds[-1], hits, lambda: _Fit(row))
+
+    return run_rounds(tmp_path, settings_, batch_sizes=sizes, initial=2,
+                      costs={b: 1.0 for b in sizes}, seed=0, train=lambda counts: None,
+                      fit_round=fit_round, publish=lambda *args: None)
+
+
+def test_the_target_stops_a_run_only_with_a_real_interval(tmp_path: Path) -> None:
+    # rounds 1-2 get no interval (a huge target is still not met), round 3 one of width 0.5
+    result = _fake_run(tmp_path / "a", [None, None, (12.0, 20.0)], target=1000.0)
+    assert result.stopped == "target" and len(result.rounds) == 3
+    assert [r.note for r in result.rounds[:2]] == ["declined for the test"] * 2
+    assert "0.500 of B_crit wide, within the target 1000" in result.reason
+    # never an interval: the budget stops it, naming the fit's reason
+    result = _fake_run(tmp_path / "b", [None], target=1000.0)
+    assert result.stopped == "budget" and result.last.trials == 20
+    assert result.reason.endswith("B_crit has no interval (declined for the test), the target "
+                                  "1000 not reached")
 
 
 def test_settings_are_checked() -> None:
@@ -233,20 +345,27 @@ def test_a_run_killed_mid_round_resumes_without_redoing_a_finished_trial(
 
 
 @pytest.mark.slow
-def test_cli_adaptive_stops_at_the_target_and_fit_shows_the_rounds(tmp_path: Path) -> None:
+def test_cli_adaptive_without_an_interval_stops_at_the_budget_with_the_fits_reason(
+        tmp_path: Path) -> None:
+    # So few trials never give the calibrated interval (4 batch sizes with 3 trials at the
+    # goal): even a huge target is not met, and the stop says why there is no interval.
+    # The target stop with a real interval is tested on run_rounds above.
     home = str(tmp_path / "home")
     args = ["run", "tiny", "--model", "fc_16", "--optimizer", "sgd",
             "--batch-sizes", "4,16,64,256", "--steps", "4:150,16:100,64:60,256:40",
             "--eval-every", "10", "--seed", "5", "--device", "cpu", "--quiet", "--home", home,
             "--adaptive", "--metric", "val/classification_error", "--goal", "0.4",
-            "--trial-budget", "30", "--target-width", "1000", "--round-trials", "3",
+            "--trial-budget", "20", "--target-width", "1000", "--round-trials", "3",
             "--bootstrap", "50"]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
-    assert "Stopped (target): B_crit's interval is" in result.stderr
+    assert "Stopped (budget): the trial budget is spent (20 of 20 trials); B_crit has no " \
+           "interval (only " in result.stderr
+    assert "the target 1000 not reached" in result.stderr
+    assert "no interval wide" not in result.stderr
     assert "Rounds of the adaptive run:" in result.stderr
-    trials = int(result.stdout.split(" trials")[0])
-    assert trials < 30
+    assert "a calibrated interval needs 4" in result.stderr  # the rounds' rule says why
+    assert int(result.stdout.split(" trials")[0]) == 20
     shown = CliRunner().invoke(main, ["fit", WORKLOAD, "--metric", "val/classification_error",
                                       "--goal", "0.4", "--home", home])
     assert shown.exit_code == 0, shown.output

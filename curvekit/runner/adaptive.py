@@ -10,7 +10,7 @@ store is an ordinary study of N trials, read by every command like any other.
 **A round.** After its trials are saved, the workload goes into the store and the round
 reads it back through the one door into the measurements: each trial's first step at the
 goal (:func:`curvekit.measure.trial_hits`, the paper's definition, as ``steps-to-result``)
-and the fit with its bootstrap interval (:func:`curvekit.scaling.fit_workload`). The
+and the fit with its calibrated interval (:func:`curvekit.scaling.fit_workload`). The
 interval's **relative width** is (high − low) / B_crit. The run stops when it is at most
 the target width, or when the trial budget is spent.
 
@@ -35,6 +35,20 @@ examples it processes, with a training step counted as three forward passes:
 N_eval examples per evaluation (every split). With fewer than three batch sizes reaching
 the goal there is no fit: the round goes to the batch sizes without a point, fewest trials
 first, then cheapest.
+
+**When the fit gives B_crit no interval.** The interval is the calibrated one of
+:mod:`curvekit.intervals`, which declines where it cannot be calibrated and says why. A
+round without an interval places its trials where they can make one possible
+(:func:`allocate` with ``interval=False``): while fewer than 4 batch sizes reach the goal,
+the batch sizes without a point, fewest trials first, then nearest the fitted B_crit (in
+octaves), then cheapest; while fewer than 4 batch sizes have 3 trials at the goal, the
+batch sizes short of 3, one trial each before any gets a second in the round, nearest
+B_crit first, then cheapest, each trial counted as reaching the goal at its batch size's
+rate so far (at least 1 in n + 1), so that a batch size expected to have 3 leaves the
+list; otherwise (B_crit beyond the second-smallest or second-largest
+batch size, or a curve that does not follow the law) the delta-method rule above, which
+sends trials to the batch sizes that move B_crit. Such a round's note is the fit's reason,
+and the run only stops at the budget: the target is met by a real interval alone.
 
 Each round's choices (trials per batch size and why), and the fit after it, are recorded
 in ``adaptive.json`` in the work folder before and after its trials run, and in every
@@ -84,7 +98,7 @@ class Adaptive:
     the run's trials, all rounds together; ``target_width`` stops it once B_crit's
     interval is at most that wide relative to B_crit (None: spend the budget);
     ``round_trials`` trials go into each round after the first (None: as many as there
-    are batch sizes); ``bootstrap`` resamples give each round's interval.
+    are batch sizes); ``bootstrap`` simulations give each round's calibrated interval.
 
     >>> Adaptive("val/classification_error", 0.05, trial_budget=105).round_trials is None
     True
@@ -229,14 +243,17 @@ def _sensitivity(points: Mapping[int, float], batch_size: int) -> float:
 
 
 def allocate(hits: Mapping[int, Sequence[float]], costs: Mapping[int, float], count: int,
-             *, cap: int, seed: int = 0) -> tuple[dict[int, int], dict[int, str]]:
+             *, cap: int, seed: int = 0, interval: bool = True,
+             b_crit: float | None = None) -> tuple[dict[int, int], dict[int, str]]:
     """Where the next ``count`` trials go: trials per batch size, and why.
 
     ``hits[b]`` holds every trial run at batch size b, each as its first step at the goal
     (``inf`` when it never reaches it, or was not loaded); ``costs[b]`` is a trial's cost
-    there (:func:`trial_cost`); no study grows past ``cap`` trials. The rule is the
-    module's docstring's; seeded, so the same call gives the same answer. Fewer than
-    ``count`` trials are placed only when every study is at ``cap``.
+    there (:func:`trial_cost`); no study grows past ``cap`` trials. ``interval=False``
+    says the last fit gave B_crit no interval (``b_crit``: its point, if any): the trials
+    then go where they can make one possible. The rule is the module's docstring's;
+    seeded, so the same call gives the same answer. Fewer than ``count`` trials are placed
+    only when every study is at ``cap``.
 
     >>> inf = float("inf")
     >>> hits = {2: [900, inf, 1200], 8: [300, 260, inf], 32: [120, inf, inf],
@@ -263,6 +280,10 @@ def allocate(hits: Mapping[int, Sequence[float]], costs: Mapping[int, float], co
                 why[b] = (f"{len(points)} batch sizes reach the goal, a fit needs 3: "
                           f"{'a' if b in points else 'no'} point here, {n[b]} trials")
         return {b: k for b, k in added.items() if k}, why
+    if not interval:
+        enabled = _enable_interval(arrays, points, costs, count, cap, b_crit)
+        if enabled is not None:
+            return enabled
     variance = {b: _spread(arrays[b], rng) for b in sorted(arrays)}
     slope = {b: _sensitivity(points, b) for b in sorted(arrays)}
     start = dict(variance)
@@ -282,6 +303,56 @@ def allocate(hits: Mapping[int, Sequence[float]], costs: Mapping[int, float], co
             why[b] = (f"sensitivity {slope[b]:+.2f}, spread {math.sqrt(start[b]):.2f} octaves, "
                       f"{reached} of {n[b]} trials reach the goal, cost {costs[b]:,.0f}")
     return {b: k for b, k in added.items() if k}, why
+
+
+def _enable_interval(arrays: Mapping[int, np.ndarray], points: Mapping[int, float],
+                     costs: Mapping[int, float], count: int, cap: int,
+                     b_crit: float | None) -> tuple[dict[int, int], dict[int, str]] | None:
+    """Trials placed to make a calibrated interval possible, or None when the data already
+    meet its counts (then the delta-method rule places them)."""
+    from curvekit.intervals import MIN_BATCH_SIZES, MIN_SPACINGS
+
+    at_goal = {b: int(np.isfinite(a).sum()) for b, a in arrays.items()}
+    full = sum(1 for k in at_goal.values() if k >= 3)
+    centre = math.log2(b_crit) if b_crit is not None and b_crit > 0 else float(
+        np.median(np.log2(sorted(points))))
+
+    def distance(b: int) -> float:
+        return abs(math.log2(b) - centre)
+
+    n = {b: len(a) for b, a in arrays.items()}
+    added = {b: 0 for b in sorted(arrays)}
+    if len(points) < MIN_BATCH_SIZES:
+        why = (f"{len(points)} batch sizes reach the goal, a calibrated interval needs "
+               f"{MIN_BATCH_SIZES}")
+        for _ in range(count):
+            room = [b for b in added if n[b] + added[b] < cap]
+            if not room:
+                break
+            added[min(room, key=lambda b: (b in points, n[b] + added[b], distance(b),
+                                           costs[b], b))] += 1
+    elif full < MIN_SPACINGS:
+        # each trial reaches the goal at its batch size's rate so far (at least 1 in n + 1)
+        rate = {b: max(at_goal[b] / n[b] if n[b] else 0.0, 1 / (n[b] + 1)) for b in added}
+        expected = {b: float(at_goal[b]) for b in added}
+        why = (f"{full} batch sizes have 3 trials at the goal, a calibrated interval needs "
+               f"{MIN_SPACINGS}")
+        for _ in range(count):
+            room = [b for b in added if n[b] + added[b] < cap]
+            if not room:
+                break
+            # one trial each before any gets another: a batch size that rarely reaches the
+            # goal does not take the whole round
+            best = min(room, key=lambda b: (expected[b] >= 3, added[b], distance(b),
+                                            costs[b], b))
+            added[best] += 1
+            expected[best] += rate[best]
+    else:
+        return None
+    reasons = {b: (f"{why}; {at_goal[b]} of {n[b]} trials reach the goal here, "
+                   f"{distance(b):.1f} octaves from B_crit")
+               for b, k in added.items() if k}
+    return {b: k for b, k in added.items() if k}, reasons
 
 
 def _record(settings: Adaptive, rounds: Sequence[Round], stopped: str = "",
@@ -364,9 +435,12 @@ def stop_reason(settings: Adaptive, last: Round, used: int, room: bool) -> tuple
     if used >= settings.trial_budget or not room:
         target = ("" if settings.target_width is None else
                   f", the target {settings.target_width:g} not reached")
-        shown = "no interval" if width is None else f"{width:.3f} of B_crit"
+        if width is None:
+            why = last.note or "the fit gives no interval"
+            return "budget", (f"the trial budget is spent ({used} of {settings.trial_budget} "
+                              f"trials); B_crit has no interval ({why}){target}")
         return "budget", (f"the trial budget is spent ({used} of {settings.trial_budget} "
-                          f"trials); B_crit's interval is {shown} wide{target}")
+                          f"trials); B_crit's interval is {width:.3f} of B_crit wide{target}")
     return "", ""
 
 
@@ -413,7 +487,8 @@ def run_rounds(work_dir: Path, settings: Adaptive, *, batch_sizes: Sequence[int]
                       *[math.inf] * max(0, counts.get(b, 0) - len(hits.get(b, [])))]
                   for b in sizes}
         added, why = allocate(padded, costs, count, cap=settings.trial_budget,
-                              seed=seed + last.number)
+                              seed=seed + last.number, interval=last.width is not None,
+                              b_crit=last.b_crit)
         if not added:
             stopped, reason = stop_reason(settings, last, used, False)
             break
@@ -442,7 +517,7 @@ def fitted_round(pending: Round, hits: Mapping[int, Sequence[float]],
     b_crit, low, high = row.get("b_crit"), row.get("b_crit_low"), row.get("b_crit_high")
     note = ""
     if low is None or high is None:
-        note = str(row.get("b_crit_note") or "the fit reports no interval for B_crit")
+        note = str(row.get("b_crit_interval_note") or "the fit reports no interval for B_crit")
         low = high = None
     elif any(row.get(f"b_crit{end}_beyond") for end in ("", "_low", "_high")):
         # an extrapolated interval is no measurement of its width: it never meets a target
