@@ -24,7 +24,6 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar, copy_context
 from dataclasses import dataclass, field, replace
-from decimal import Decimal, InvalidOperation
 from typing import Any, TypeVar
 
 import numpy as np
@@ -35,6 +34,7 @@ import pyarrow.compute as pc
 from curvekit.errors import IngestError, IngestWarning
 from curvekit.ingest.files import SourceFiles
 from curvekit.ingest.select import ALL, FileFilter
+from curvekit.values import INT64_MAX, exact_integer
 
 __all__ = [
     "CONFLICT_RULES",
@@ -63,10 +63,6 @@ ResNet-50's ~160 layers, a few statistics each) stays well below 10,000. Beyond 
 input is far more likely a wrong file (or a hostile one) than a training curve, and ``add``
 refuses it after reading the header alone. A workload holds any number of metrics (its runs
 together may bring more): names are values in the store, not columns."""
-
-INT64_MAX = 2**63 - 1
-"""The largest step (and integer metaparameter) the store holds: steps are int64 end to end."""
-
 
 @dataclass(frozen=True)
 class ReadOptions:
@@ -158,31 +154,6 @@ def data_line(data: bytes) -> LineOf:
     return line_of
 
 
-def _exact_integer(text: str) -> int | None:
-    """The integer ``text`` spells exactly (``100``, ``100.0``, ``1e3``), else None.
-
-    Decimal arithmetic, never a float: ``9007199254740993`` stays itself. The exponent is
-    checked before converting, so ``1e999999999`` costs nothing.
-    """
-    stripped = text.strip()
-    if len(stripped) <= 20:
-        try:
-            return int(stripped)
-        except ValueError:
-            pass
-    try:
-        number = Decimal(stripped)
-    except InvalidOperation:
-        return None
-    if not number.is_finite():
-        return None
-    if number.adjusted() >= 19:  # |number| >= 10**19 > 2**63: beyond int64 whatever it is
-        return INT64_MAX + 1 if number > 0 else -INT64_MAX - 2
-    if number != number.to_integral_value():
-        return None
-    return int(number)
-
-
 def exact_integers(column: pa.Array | pa.ChunkedArray, axis: str, path: str,
                    line_of: LineOf, missing: Iterable[str] = ("",)) -> pa.Array:
     """A step (or epoch) column read as text, as exact int64; nulls (and ``missing``
@@ -212,7 +183,7 @@ def exact_integers(column: pa.Array | pa.ChunkedArray, axis: str, path: str,
         if text is None or text.strip() in skip:
             values.append(None)
             continue
-        value = _exact_integer(str(text))
+        value = exact_integer(str(text))
         shown = _shown(str(text))
         if value is None:
             raise IngestError(f"{axis} {shown} is not a non-negative integer",
