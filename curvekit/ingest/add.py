@@ -422,8 +422,9 @@ def _parameters(run: RunLog, specs: Iterable[manifest_.RunSpec], manifest: str,
         at = _error_at(where, f"run {run.key!r}: ")
         if given in BATCH_SIZE_PARAMS:
             if where != run.path and value != batch_size:  # given in the manifest
-                raise at(f"parameter {given!r} = {value!r} disagrees with the run's batch size "
-                         f"{batch_size}: the batch size is the study's, not a metaparameter; "
+                raise at(f"the parameter named {given!r} = {value!r} disagrees with the run's "
+                         f"batch size {batch_size}: the batch size is the study's, not a "
+                         "metaparameter; "
                          "give it once, as the entry's batch_size")
             continue
         check_name(given, "metaparameter", fix="rename it where it is given", error=at)
