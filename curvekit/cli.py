@@ -571,7 +571,8 @@ def _plan_table(plan: Any) -> str:
         for metric in run.metrics:
             stored = metric.stored or "(left out)"
             how = "" if metric.transform == "value" else f"  [{metric.transform}]"
-            lines.append(f"  metric:  {metric.logged} -> {stored}{how}")
+            why = f": {metric.why}" if metric.why else ""
+            lines.append(f"  metric:  {metric.logged} -> {stored}{how}{why}")
         if run.parameters:
             shown = ", ".join(f"{k}={v!r}" for k, v in run.parameters.items())
             lines.append(f"  params:  {shown}")

@@ -180,7 +180,7 @@ def pd1_goal(store: Store, workload: str) -> Goal:
 
 # Metrics tried, in order, for a workload the paper gives no goal (imported, new runs).
 _PREFERRED = ("val/classification_error", "val/cross_entropy_error", "val/average_precision",
-              "valid/classification_error", "valid/cross_entropy_error")
+              "val/loss", "valid/classification_error", "valid/cross_entropy_error")
 _HIGHER_IS_BETTER = ("accuracy", "average_precision", "auc", "precision", "recall", "f1")
 
 
@@ -202,7 +202,8 @@ def default_goal(store: Store, workload: str) -> Goal:
     does), else the rule on a default metric.
 
     The default metric is the first of ``val/classification_error``,
-    ``val/cross_entropy_error``, ``val/average_precision`` the workload has, else its first
+    ``val/cross_entropy_error``, ``val/average_precision``, ``val/loss`` (an imported loss
+    not known to be the cross-entropy) the workload has, else its first
     validation metric, else its first metric, among the metrics with a curve (two values or
     more in some trial): a one-value summary (``avg_test_acc``, logged once at the end) is
     never the default while a curve exists. Names containing accuracy, precision, AUC,

@@ -83,8 +83,8 @@ def test_add_then_query_fit_plot_info(logs: Path, tmp_path: Path) -> None:
     info = json.loads(_run("info", "--format", "json", "--home", home))
     row = next(r for r in info if r["workload"] == NAME)
     assert (row["studies"], row["trials"], row["complete"], row["infeasible"]) == (6, 12, 11, 1)
-    assert row["metrics"] == ["train/cross_entropy_error", "val/classification_error",
-                              "val/cross_entropy_error"]
+    assert row["metrics"] == ["train/loss", "val/classification_error",
+                              "val/loss"]
 
 
 def test_cli_errors_and_template(logs: Path, tmp_path: Path) -> None:

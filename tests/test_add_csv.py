@@ -66,8 +66,8 @@ def test_lightning_logs_become_a_workload(lightning: Path, home: Path) -> None:
     assert sum(t[2] == "COMPLETE" for t in trials) == 11
     rows = store.measurements(NAME, batch_size=64).filter(  # type: ignore[union-attr]
         pl.col("trial_id") == 1).select("step", "val/classification_error",
-                                        "val/cross_entropy_error",
-                                        "train/cross_entropy_error").rows()
+                                        "val/loss",
+                                        "train/loss").rows()
     steps = eval_steps(64)
     assert [r[0] for r in rows] == steps  # the sparse train/val rows merged, one per step
     for (_, err, val, tr), want in zip(rows, error_curve(64, 0, steps), strict=True):
@@ -95,7 +95,7 @@ def test_adding_again_changes_nothing_and_replace_overwrites(lightning: Path,
     assert add(lightning, name=NAME, home=home, replace=True).changed
     value = Store.open(home).query(
         "select value from measurements where model = 'cnn' and metric = ? and "
-        "batch_size = 16 and trial_id = 1 and step = 0", ["val/cross_entropy_error"]).item()
+        "batch_size = 16 and trial_id = 1 and step = 0", ["val/loss"]).item()
     assert value == 2.25
 
 
@@ -113,8 +113,8 @@ def test_keras_epochs_become_steps(tmp_path: Path) -> None:
     assert table.column("val/classification_error").to_pylist()[:2] == \
         [None, pytest.approx(error_curve(32, 0, [100])[0])]
     assert sorted(table.column_names) == ["step", "train/classification_error",
-                                          "train/cross_entropy_error",
-                                          "val/classification_error", "val/cross_entropy_error"]
+                                          "train/loss",
+                                          "val/classification_error", "val/loss"]
     # 64 runs 1600 / 64 = 25 steps per epoch
     assert data.measurements[(data.studies[1].key, 1)].column("step").to_pylist()[0] == 25
 
@@ -231,8 +231,8 @@ def _edit(path: Path, line: int, text: str) -> None:
      r"r1\.csv, line 3: 2 fields where the header has 3 columns"),
     (lambda p: p.write_text(""),
      r"r1\.csv, line 1: empty file"),
-    (lambda p: _edit(p, 1, "step,val_loss,val/cross_entropy_error"),
-     r"r1\.csv: metrics 'val_loss' and 'val/cross_entropy_error' would both become the "
+    (lambda p: _edit(p, 1, "step,val_xent,val/cross_entropy_error"),
+     r"r1\.csv: metrics 'val_xent' and 'val/cross_entropy_error' would both become the "
      r"column 'val/cross_entropy_error'; keep one"),
 ])
 def test_bad_csv_is_refused_and_store_unchanged(tmp_path: Path, home: Path, damage: object,

@@ -291,7 +291,7 @@ def test_a_metric_overflowing_to_infinity_warns_once_per_file(tmp_path: Path) ->
         "run.csv: values too large for a 64-bit float were stored as infinity: 3 in column "
         "'val_loss' (e.g. '1e400'); check the log")
     (table,) = data.measurements.values()
-    assert table.column("val/cross_entropy_error").to_pylist() == [
+    assert table.column("val/loss").to_pylist() == [
         float("inf"), float("inf"), float("-inf")]
     result = CliRunner().invoke(main, ["add", str(logs), "--name", NAME, "--manifest",
                                        str(logs / "runs.toml"), "--home",
@@ -353,7 +353,7 @@ def test_a_byte_order_mark_starts_a_header_but_nowhere_else(tmp_path: Path, home
     data = _build(logs)
     assert _steps(data) == [0, 10]
     (table,) = data.measurements.values()
-    assert table.column_names == ["step", "val/cross_entropy_error"]
+    assert table.column_names == ["step", "val/loss"]
     logs = _logs(tmp_path / "bom", "step,\ufeffval/top5\n0,2.0\n")
     _refused(logs, home, r"run\.csv: metric '\\ufeffval/top5' has a byte-order mark \(U\+FEFF\) "
              r"in its name")

@@ -73,7 +73,7 @@ def test_mlflow_epoch_series_equal_to_the_step_is_an_epoch_axis(tmp_path: Path) 
     manifest.write_text("[workload]\nsteps_per_epoch = 100\n")
     data = build(source, name=NAME, manifest=manifest)
     assert _steps(data) == {1: [100, 200, 300, 400]}
-    assert _columns(data) == ["step", "val/cross_entropy_error"]  # epoch is no metric
+    assert _columns(data) == ["step", "val/loss"]  # epoch is no metric
 
 
 def test_mlflow_autolog_epochs_parameter_and_its_own_steps_per_epoch(tmp_path: Path) -> None:
@@ -144,7 +144,7 @@ def test_mlflow_final_value_beside_a_curve_and_the_fix(tmp_path: Path) -> None:
                        r"after the run's curves.*--map 'test_loss='"):
         build(source, name=NAME)
     data = build(source, name=NAME, metric_map=["test_loss="])
-    assert _columns(data) == ["step", "val/acc0", "val/cross_entropy_error"]
+    assert _columns(data) == ["step", "val/acc0", "val/loss"]
 
 
 # ---------------------------------------------------------------------- TensorBoard
@@ -179,7 +179,7 @@ def test_keras_tensorboard_epoch_tags_are_epochs(tmp_path: Path) -> None:
                         "batch_size = 32\n")
     data = build(tmp_path / "logs", name=NAME, manifest=manifest)
     assert _steps(data) == {1: [10, 20, 30]}
-    assert _columns(data) == ["step", "train/classification_error", "train/cross_entropy_error"]
+    assert _columns(data) == ["step", "train/classification_error", "train/loss"]
 
 
 def test_keras_mixed_epoch_and_batch_tags_are_refused_with_a_fix(tmp_path: Path) -> None:
@@ -205,8 +205,8 @@ def test_lightning_epoch_scalar_says_steps_and_is_no_metric(tmp_path: Path) -> N
                  {"batch_size": 512, "lr": 0.1, "optimizer": "<class 'torch.optim.adam.Adam'>"})
     data = build(tmp_path / "logs", name=NAME)
     assert _steps(data) == {1: [0, 49, 99]}
-    assert _columns(data) == ["step", "train/cross_entropy_error",
-                              "train/cross_entropy_error_step"]
+    assert _columns(data) == ["step", "train/loss",
+                              "train/loss_step"]
     trial = data.trials[0]
     assert trial.key.batch_size == 512
     assert trial.parameters == {"learning_rate": 0.1, "optimizer": "torch.optim.adam.Adam"}
@@ -242,13 +242,13 @@ def test_one_typing_rule_for_metaparameters(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------------- names
 @pytest.mark.parametrize(("logged", "column"), [
-    ("train_loss_epoch", ("train/cross_entropy_error", False)),
-    ("train_loss_step", ("train/cross_entropy_error_step", False)),
+    ("train_loss_epoch", ("train/loss", False)),
+    ("train_loss_step", ("train/loss_step", False)),
     ("acc_epoch", ("train/classification_error", True)),
     ("valid_acc_step", ("val/classification_error_step", True)),
-    ("epoch_loss", ("train/cross_entropy_error", False)),
+    ("epoch_loss", ("train/loss", False)),
     ("epoch_val_accuracy", ("val/classification_error", True)),
-    ("batch_loss", ("train/cross_entropy_error_step", False)),
+    ("batch_loss", ("train/loss_step", False)),
     ("val_mean_absolute_error", ("val/mean_absolute_error", False)),
     ("eval_runtime_x", ("val/runtime_x", False)),
     ("grad_norm_epoch", ("grad_norm_epoch", False)),
@@ -352,8 +352,8 @@ def test_hf_trainer_checkpoints_make_one_trial_each_run(tmp_path: Path) -> None:
     bs16 = data.trials[0]
     assert data.measurements[(bs16.key, 1)].column("step").to_pylist() == list(range(10, 121,
                                                                                   10))
-    assert _columns(data) == ["grad_norm", "learning_rate", "step", "train/cross_entropy_error",
-                              "val/classification_error", "val/cross_entropy_error"]
+    assert _columns(data) == ["grad_norm", "learning_rate", "step", "train/loss",
+                              "val/classification_error", "val/loss"]
     bs32 = next(t for t in data.trials if t.key.batch_size == 32)
     table = data.measurements[(bs32.key, bs32.trial_id)]
     assert table.column("step").to_pylist() == list(range(10, 61, 10))  # checkpoint-60
@@ -424,9 +424,9 @@ def test_hf_trainer_log_written_by_transformers(tmp_path: Path) -> None:
     rows = {r["step"]: r for r in table.to_pylist()}
     for entry in history:
         if "loss" in entry:
-            assert rows[entry["step"]]["train/cross_entropy_error"] == entry["loss"]
+            assert rows[entry["step"]]["train/loss"] == entry["loss"]
         if "eval_loss" in entry:
-            assert rows[entry["step"]]["val/cross_entropy_error"] == entry["eval_loss"]
+            assert rows[entry["step"]]["val/loss"] == entry["eval_loss"]
             assert rows[entry["step"]]["val/classification_error"] == 1 - entry["eval_accuracy"]
     assert sorted(rows) == [2, 3, 4, 6]
     assert "eval_runtime" not in table.column_names and "train_loss" not in table.column_names

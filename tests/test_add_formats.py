@@ -52,7 +52,7 @@ def test_tensorboard_writer_runs(tmp_path: Path) -> None:
     assert (result.studies, result.trials, result.measurements) == (3, 3, 75)
     store = Store.open(tmp_path / "home")
     rows = store.measurements(NAME, batch_size=64).select(  # type: ignore[union-attr]
-        "step", "val/classification_error", "train/cross_entropy_error").rows()
+        "step", "val/classification_error", "train/loss").rows()
     steps = eval_steps(64)
     assert [r[0] for r in rows] == steps
     for (_, err, loss), want in zip(rows, error_curve(64, 0, steps), strict=True):
@@ -276,7 +276,7 @@ def test_wandb_history_csv_and_parquet(tmp_path: Path) -> None:
     lightning.unlink()
     for study in data.studies:
         table = data.measurements[(study.key, 1)]
-        assert sorted(table.column_names) == ["step", "train/cross_entropy_error",
+        assert sorted(table.column_names) == ["step", "train/loss",
                                               "val/classification_error"]
         assert table.column("step").to_pylist() == eval_steps(study.key.batch_size)
         assert table.column("val/classification_error").to_pylist() == pytest.approx(

@@ -90,16 +90,16 @@ def test_keras_train_and_validation_folders_are_one_trial(tmp_path: Path) -> Non
     data = build(tmp_path / "logs", name=NAME)
     assert sorted(t.key.batch_size for t in data.trials) == [32, 64]
     assert _columns(data) == ["epoch_learning_rate", "step", "train/classification_error",
-                              "train/cross_entropy_error", "val/classification_error",
-                              "val/cross_entropy_error"]
+                              "train/loss", "val/classification_error",
+                              "val/loss"]
     trial = next(t for t in data.trials if t.key.batch_size == 32)
     table = data.measurements[(trial.key, trial.trial_id)]
     assert table.column("step").to_pylist() == [50, 100, 150, 200]
-    assert table.column("val/cross_entropy_error").to_pylist() == pytest.approx(
+    assert table.column("val/loss").to_pylist() == pytest.approx(
         [2.5, 2.4, 2.3, 2.2], rel=1e-6)
     assert table.column("val/classification_error").to_pylist() == pytest.approx(
         [0.6, 0.55, 0.5, 0.45], rel=1e-6)
-    assert table.column("train/cross_entropy_error").to_pylist() == pytest.approx(
+    assert table.column("train/loss").to_pylist() == pytest.approx(
         [2.0, 1.9, 1.8, 1.7], rel=1e-6)
 
 
@@ -125,7 +125,7 @@ def test_keras_without_evaluations_needs_steps_per_epoch(tmp_path: Path) -> None
     data = build(tmp_path / "logs", name=NAME, manifest=manifest)
     (table,) = data.measurements.values()
     assert table.column("step").to_pylist() == [10, 20, 30, 40]
-    assert "val/cross_entropy_error" in table.column_names
+    assert "val/loss" in table.column_names
 
 
 def test_keras_resumed_run_gives_no_steps_per_epoch(tmp_path: Path) -> None:
@@ -209,7 +209,7 @@ def test_lightning_hp_metric_placeholder_is_left_out(tmp_path: Path) -> None:
     assert "hp_metric" not in log.frame.columns
     assert log.frame.get_column("step").to_list() == [9, 19, 29]  # no row at step 0 left
     data = build(run.parent, name=NAME)
-    assert _columns(data) == ["step", "val/cross_entropy_error"]
+    assert _columns(data) == ["step", "val/loss"]
 
 
 def test_lightning_hp_metric_of_the_user_is_kept(tmp_path: Path) -> None:
@@ -235,7 +235,7 @@ def test_lightning_per_epoch_batch_series_are_left_out_with_a_warning(tmp_path: 
     with pytest.warns(IngestWarning, match=r"left out 2 per-epoch series of per-batch values "
                       r"\(valid_loss_step/epoch_0, valid_loss_step/epoch_1\)"):
         data = build(tmp_path / "lightning_logs", name=NAME)
-    assert _columns(data) == ["step", "train/cross_entropy_error_step",
-                              "val/cross_entropy_error"]
+    assert _columns(data) == ["step", "train/loss_step",
+                              "val/loss"]
     (table,) = data.measurements.values()
     assert table.column("step").to_pylist() == [49, 99, 149]

@@ -106,10 +106,10 @@ def test_train_and_validation_rows_of_one_step_are_one_row(tmp_path: Path) -> No
                 [1, 499, None, 0.8]])
     data = build(log, name=NAME, manifest=_manifest(tmp_path))
     table = next(iter(data.measurements.values())).to_pylist()
-    assert table == [{"step": 249, "train/cross_entropy_error": 0.9,
-                      "val/cross_entropy_error": 1.1},
-                     {"step": 499, "train/cross_entropy_error": 0.7,
-                      "val/cross_entropy_error": 0.8}]
+    assert table == [{"step": 249, "train/loss": 0.9,
+                      "val/loss": 1.1},
+                     {"step": 499, "train/loss": 0.7,
+                      "val/loss": 0.8}]
 
 
 @settings(max_examples=40, deadline=None)
@@ -154,7 +154,7 @@ def test_on_conflict_reaches_every_reader_through_add(tmp_path: Path) -> None:
         with pytest.warns(IngestWarning, match=f"kept the value logged {rule}"):
             data = build(log, name=NAME, manifest=_manifest(tmp_path), on_conflict=rule)
         table = next(iter(data.measurements.values()))
-        assert table.column("train/cross_entropy_error").to_pylist() == [2.0, value]
+        assert table.column("train/loss").to_pylist() == [2.0, value]
 
 
 # ---------------------------------------------------------------------- the dry-run
@@ -184,7 +184,7 @@ def test_the_plan_says_what_would_be_imported_and_why(tmp_path: Path) -> None:
     metrics = {m.logged: (m.stored, m.transform) for m in bs64.metrics}
     assert metrics == {"val_acc": ("val/classification_error",
                                    "1 - value/100 (accuracy in percent)"),
-                       "loss": ("train/cross_entropy_error", "value")}
+                       "loss": ("train/loss", "value")}
     assert bs64.parameters == {"learning_rate": 0.1}
     assert [(s.batch_size, s.budget, s.budget_from) for s in plan.studies] == [
         (64, 500, "the manifest's train_steps"), (128, 500, "the manifest's train_steps")]
@@ -252,11 +252,11 @@ def test_an_estimators_eval_folder_is_the_validation_of_its_run(tmp_path: Path) 
     assert len(data.trials) == 1 and data.trials[0].member.endswith("output")
     table = pl.from_arrow(next(iter(data.measurements.values())))
     assert isinstance(table, pl.DataFrame)
-    assert {"train/cross_entropy_error", "val/cross_entropy_error",
+    assert {"train/loss", "val/loss",
             "val/classification_error"} <= set(table.columns)
     last = table.filter(pl.col("step") == 2000).row(0, named=True)
     assert last["val/classification_error"] == pytest.approx(0.09)
-    assert last["val/cross_entropy_error"] == pytest.approx(0.4)
+    assert last["val/loss"] == pytest.approx(0.4)
 
 
 def _testtube_version(folder: Path, batch_size: int, epochs: int) -> None:
@@ -287,7 +287,7 @@ def test_a_testtube_log_reads_its_tags_and_leaves_its_tensorboard_copy(tmp_path:
     assert trial.parameters["learning_rate"] == 0.02
     assert trial.parameters["train_dataset"].startswith("<my.Dataset")
     table = data.measurements[(trial.key, trial.trial_id)]
-    assert table.column_names == ["step", "train/cross_entropy_error"]
+    assert table.column_names == ["step", "train/loss"]
     assert table.column("step").to_pylist() == [10, 20, 30, 40]
     # without steps per epoch it is refused, naming the fix
     with pytest.raises(IngestError, match=r"counts epochs.*steps_per_epoch"), \
@@ -452,8 +452,8 @@ def test_add_scalars_folders_are_metrics_of_their_run(tmp_path: Path) -> None:
     data = build(tmp_path / "runs", name=NAME, manifest=_manifest(tmp_path))
     assert [t.member.rsplit("/", 1)[-1] for t in data.trials] == ["exp1"]
     table = next(iter(data.measurements.values()))
-    assert table.column("train/cross_entropy_error").to_pylist() == pytest.approx([1.0, 0.8])
-    assert table.column("val/cross_entropy_error").to_pylist() == pytest.approx([1.2, 0.9])
+    assert table.column("train/loss").to_pylist() == pytest.approx([1.0, 0.8])
+    assert table.column("val/loss").to_pylist() == pytest.approx([1.2, 0.9])
 
 
 def test_event_files_that_restart_are_read_in_order_and_named(tmp_path: Path) -> None:
@@ -472,7 +472,7 @@ def test_event_files_that_restart_are_read_in_order_and_named(tmp_path: Path) ->
         data = build(tmp_path / "logs", name=NAME, manifest=_manifest(tmp_path))
     table = next(iter(data.measurements.values()))
     assert table.column("step").to_pylist() == [0, 100, 200]
-    assert table.column("train/cross_entropy_error").to_pylist() == [1.0, 1.0, 1.0]
+    assert table.column("train/loss").to_pylist() == [1.0, 1.0, 1.0]
 
 
 # ---------------------------------------------------------------------- names
@@ -494,7 +494,7 @@ def test_an_imported_workloads_default_metric_has_curves(tmp_path: Path) -> None
     add(logs, name=NAME, manifest=logs / "runs.toml", home=home)
     store = Store.open(home)
     assert "avg_test_acc" in store.metrics(NAME)
-    assert default_goal(store, NAME).metric == "train/cross_entropy_error"
+    assert default_goal(store, NAME).metric == "train/loss"
 
 
 # ---------------------------------------------------------------------- CSV dialects

@@ -78,7 +78,7 @@ def test_sacred_runs_import_with_their_status_and_config(tmp_path: Path) -> None
     assert {k: t.status for k, t in by_member.items()} == {
         "1": "COMPLETE", "2": "INCOMPLETE", "3": "INCOMPLETE", "4": "INCOMPLETE"}
     assert by_member["1"].parameters == {"depth": 3, "learning_rate": 0.1, "width": 64}
-    assert _column(data, "val/cross_entropy_error")[:4] == [
+    assert _column(data, "val/loss")[:4] == [
         (100, 2.0), (100, 2.0), (100, 2.0), (100, 2.0)]
 
 
@@ -169,7 +169,7 @@ def test_dvclive_steps_counting_calls_need_steps_per_epoch(tmp_path: Path) -> No
         build(tmp_path, name=NAME)
     data = build(tmp_path, name=NAME,
                  manifest=_manifest(tmp_path, "[workload]\nsteps_per_epoch = 100\n"))
-    assert _column(data, "train/cross_entropy_error") == [(100, 2.0), (200, 1.0), (300, 0.5)]
+    assert _column(data, "train/loss") == [(100, 2.0), (200, 1.0), (300, 0.5)]
 
 
 def test_dvclive_hugging_face_callback_is_refused(tmp_path: Path) -> None:
@@ -188,7 +188,7 @@ def test_dvclive_fractional_epochs_in_proportion_are_training_steps(tmp_path: Pa
                                          "epoch": (steps, [0.25, 0.5, 0.75, 1.0])},
                   params={"batch_size": 8})
     data = build(tmp_path, name=NAME)
-    assert [s for s, _ in _column(data, "train/cross_entropy_error")] == steps
+    assert [s for s, _ in _column(data, "train/loss")] == steps
 
 
 # ---------------------------------------------------------------------- timm
@@ -249,7 +249,7 @@ def test_jsonl_log_epochs_parameters_and_left_out_lists(tmp_path: Path) -> None:
     with pytest.warns(IngestWarning, match="left out 1 key.*test_coco_eval_bbox"):
         data = build(tmp_path / "out", name=NAME, manifest=manifest)
     assert data.trials[0].parameters == {"n_parameters": 41302368}
-    assert _column(data, "test/cross_entropy_error") == [
+    assert _column(data, "test/loss") == [
         (7, 2.1), (14, pytest.approx(2.0)), (21, pytest.approx(1.9))]
 
 
@@ -289,7 +289,7 @@ def test_mlflow_sqlite_store_runs_statuses_and_values(tmp_path: Path) -> None:
         data = build(tmp_path, name=NAME)
     statuses = {t.key.batch_size: t.status for t in data.trials}
     assert statuses == {32: "COMPLETE", 64: "INFEASIBLE"}  # diverged beats KILLED
-    rows = _column(data, "val/cross_entropy_error")
+    rows = _column(data, "val/loss")
     assert rows[:4] == [(100, 2.0), (100, rows[1][1]), (200, 1.0), (200, math.inf)]
     assert math.isnan(rows[1][1])
     assert {t.parameters["learning_rate"] for t in data.trials} == {0.1, 0.2}
@@ -354,7 +354,7 @@ def test_wandb08_run_folder(tmp_path: Path) -> None:
     data = build(tmp_path, name=NAME)
     assert [t.status for t in data.trials] == ["INCOMPLETE"]  # the log's own "running"
     assert data.trials[0].parameters == {"learning_rate": 0.003}
-    assert _column(data, "train/cross_entropy_error") == [
+    assert _column(data, "train/loss") == [
         (0, 2.0), (2, 1.9), (4, 1.8), (6, pytest.approx(1.7))]
 
 

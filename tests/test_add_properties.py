@@ -36,9 +36,14 @@ def test_mapping_is_idempotent(split: str, kind: tuple[str, ...], sep: str, pref
     new, complement = target(name)
     assert new.split("/")[0] in ("train", "val", "test")
     assert new.split("/")[1] in ("cross_entropy_error", "classification_error",
-                                 "average_precision")
+                                 "average_precision", "loss")
     assert complement == (KINDS[kind][1])
     assert target(new) == (new, False)  # a mapped name maps to itself
+    # a loss is the cross-entropy only where the run says so; a name that says so is one
+    said = target(name, cross_entropy=True)[0]
+    assert said.split("/")[1] == ("cross_entropy_error" if new.endswith("/loss")
+                                  else new.split("/")[1])
+    assert target(said, cross_entropy=True) == (said, False)
 
 
 @settings(max_examples=50)

@@ -82,7 +82,7 @@ def test_map_drops_a_text_column_before_it_is_parsed(tmp_path: Path, home: Path)
     manifest.write_text(manifest.read_text() + '[metrics]\nnote = ""\n')
     data = build(logs, name=NAME, manifest=manifest)
     table = next(iter(data.measurements.values()))
-    assert table.column_names == ["step", "train/cross_entropy_error"]
+    assert table.column_names == ["step", "train/loss"]
 
 
 # ---------------------------------------------------------------------- 2. quoted cells
@@ -93,8 +93,8 @@ def test_quoted_empty_cells_are_missing_values(tmp_path: Path) -> None:
     data = build(path, name=NAME, manifest=_manifest(tmp_path, 16))
     table = next(iter(data.measurements.values()))
     assert table.to_pylist() == [
-        {"step": 0, "train/cross_entropy_error": 2.5, "val/cross_entropy_error": None},
-        {"step": 10, "train/cross_entropy_error": 2.0, "val/cross_entropy_error": 2.2}]
+        {"step": 0, "train/loss": 2.5, "val/loss": None},
+        {"step": 10, "train/loss": 2.0, "val/loss": 2.2}]
 
 
 @pytest.mark.parametrize(("text", "fragments"), [
@@ -143,9 +143,9 @@ def test_wandb_chart_export_is_one_trial_per_run(tmp_path: Path) -> None:
     assert sorted(data.origin["runs"].values()) == sorted(runs)  # run names from the prefix
     tables = {data.origin["runs"][f"12/{k[1]}"]: t for k, t in data.measurements.items()}
     for run, points in runs.items():
-        assert tables[run].column_names == ["step", "train/cross_entropy_error"]  # no MIN/MAX
+        assert tables[run].column_names == ["step", "train/loss"]  # no MIN/MAX
         assert dict(zip(tables[run].column("step").to_pylist(),
-                        tables[run].column("train/cross_entropy_error").to_pylist(),
+                        tables[run].column("train/loss").to_pylist(),
                         strict=True)) == points
     statuses = {data.origin["runs"][f"12/{t.trial_id}"]: t.status for t in data.trials}
     assert statuses == {"gpt2 - char level 1729642919.4": "COMPLETE",
@@ -162,8 +162,8 @@ def test_chart_exports_of_one_project_are_joined_by_run(tmp_path: Path) -> None:
     assert len(data.trials) == 2
     by_run = {data.origin["runs"][f"4/{k[1]}"]: t.to_pylist()
               for k, t in data.measurements.items()}
-    assert by_run["b"] == [{"step": 0, "train/cross_entropy_error": 2.2, "val/accuracy": None},
-                           {"step": 10, "train/cross_entropy_error": 1.4, "val/accuracy": 0.5}]
+    assert by_run["b"] == [{"step": 0, "train/loss": 2.2, "val/accuracy": None},
+                           {"step": 10, "train/loss": 1.4, "val/accuracy": 0.5}]
     # one run with two different values at one step across the files is refused
     _chart(logs / "loss2.csv", {"a": {10: 9.0}})
     with pytest.raises(IngestError, match=r"step 10 appears twice with different"):
@@ -201,8 +201,8 @@ def test_pandas_index_column_is_ignored(tmp_path: Path) -> None:
     for fmt in ("wandb", "csv"):
         data = build(path, name=NAME, format=fmt, manifest=_manifest(tmp_path, 4))
         table = next(iter(data.measurements.values()))
-        assert table.column_names == ["step", "train/cross_entropy_error",
-                                      "val/cross_entropy_error"]
+        assert table.column_names == ["step", "train/loss",
+                                      "val/loss"]
         assert table.column("step").to_pylist() == [1, 2]
 
 
@@ -305,8 +305,8 @@ def test_algoperf_trials_read_their_curve(tmp_path: Path, home: Path) -> None:
     assert sorted(data.origin["runs"].values()) == ["trial_1", "trial_10", "trial_2"]
     assert [t.trial_id for t in data.trials] == [1, 2, 3]  # natural order: 1, 2, 10
     table = data.measurements[(data.trials[0].key, 1)]
-    assert table.column_names == ["step", "train/cross_entropy_error",
-                                  "val/cross_entropy_error", "val/ssim"]
+    assert table.column_names == ["step", "train/loss",
+                                  "val/loss", "val/ssim"]
     assert table.column("step").to_pylist() == [1, 334, 575]
     assert data.trials[1].parameters == {"beta1": 0.9, "l2": 0.024,
                                          "optimizer": "amos"}

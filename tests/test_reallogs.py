@@ -67,13 +67,13 @@ def _m(*names: str) -> frozenset[str]:
     return frozenset(names)
 
 
-AI4MARS = ("train/classification_error", "train/cross_entropy_error",
-           "train/mean_absolute_error", "val/classification_error", "val/cross_entropy_error",
+AI4MARS = ("train/classification_error", "train/loss",
+           "train/mean_absolute_error", "val/classification_error", "val/loss",
            "val/mean_absolute_error")
 ALGOPERF_EVAL = ("accumulated_eval_time", "accumulated_logging_time",
                  "accumulated_submission_time", "preemption_count", "score",
-                 "test/cross_entropy_error", "test/num_examples", "test/ssim", "total_duration",
-                 "train/cross_entropy_error", "train/ssim", "val/cross_entropy_error",
+                 "test/loss", "test/num_examples", "test/ssim", "total_duration",
+                 "train/loss", "train/ssim", "val/loss",
                  "val/num_examples", "val/ssim")
 
 def _bs(batch_size: int, **workload: int) -> str:
@@ -94,22 +94,22 @@ SOURCES: list[Source] = [
     Source("lightning/awritrojit-mnist/lightning_logs", "l1.toml", trials=8, rows=636,
            steps=(3, 9379),
            metrics=_m("avg_test_acc", "avg_test_loss", "test/classification_error",
-                      "test/cross_entropy_error", "train/classification_error",
-                      "train/classification_error_step", "train/cross_entropy_error",
-                      "train/cross_entropy_error_step"),
+                      "test/loss", "train/classification_error",
+                      "train/classification_error_step", "train/loss",
+                      "train/loss_step"),
            statuses={"COMPLETE": 2, "INCOMPLETE": 6}),
     Source("lightning/eve-opal-v2/lightning_logs", "l2.toml", trials=2, rows=203,
            steps=(49, 5431), metrics=_m("lr-Adam", "train/nll_loss", "val/rmse_loss"),
            statuses={"COMPLETE": 1, "INCOMPLETE": 1}),
     Source("lightning/goreg-probing/lightning_logs", "l3.toml", trials=5, rows=140,
            steps=(49, 1399),
-           metrics=_m("train/classification_error", "train/cross_entropy_error"),
+           metrics=_m("train/classification_error", "train/loss"),
            statuses={"COMPLETE": 5}),
     Source("lightning/sajan-discharge/lightning_logs_discharge", "l4.toml", trials=5, rows=61,
-           steps=(227, 3909), metrics=_m("train/cross_entropy_error", "val/cross_entropy_error"),
+           steps=(227, 3909), metrics=_m("train/loss", "val/loss"),
            statuses={"COMPLETE": 1, "INCOMPLETE": 4}),
     Source("lightning/felix-waste/lightning_logs", "l5.toml", trials=1, rows=1, steps=(0, 0),
-           metrics=_m("test/classification_error", "test/cross_entropy_error"),
+           metrics=_m("test/classification_error", "test/loss"),
            statuses={"COMPLETE": 1}),
     # Keras's CSVLogger
     Source("keras/rkn2-cnnbricks", "k1.toml",
@@ -127,15 +127,15 @@ SOURCES: list[Source] = [
                     "--exclude 'model_history_log2.csv'")),
     Source("keras/hsdnn", "k1.toml", exclude=("model_history_log2.csv",), trials=1, rows=9,
            steps=(100, 900),
-           metrics=_m("train/classification_error", "train/cross_entropy_error"),
+           metrics=_m("train/classification_error", "train/loss"),
            statuses={"COMPLETE": 1}),
     Source("keras/infinity052-driver", "k2.toml", trials=1, rows=10, steps=(500, 5000),
-           metrics=_m("train/classification_error", "train/cross_entropy_error",
-                      "val/classification_error", "val/cross_entropy_error"),
+           metrics=_m("train/classification_error", "train/loss",
+                      "val/classification_error", "val/loss"),
            statuses={"COMPLETE": 1}),
     # Weights & Biases exports from the web UI
     Source("wandb/druidowm-nanogpt", "w1.toml", trials=8, rows=1184, steps=(0, 385),
-           metrics=_m("train/cross_entropy_error"), statuses={"COMPLETE": 1, "INCOMPLETE": 7}),
+           metrics=_m("train/loss"), statuses={"COMPLETE": 1, "INCOMPLETE": 7}),
     Source("wandb/junyoung-snet", "w1.toml", metric_map=("epoch_id=step",), trials=14,
            rows=4214, steps=(0, 3000), metrics=_m("dataset_stats.S100_N30_m3_full.gap_mean"),
            statuses={"COMPLETE": 14}),
@@ -153,36 +153,39 @@ SOURCES: list[Source] = [
            steps=(0, 41),
            metrics=_m("rewards/cer_std", "rewards/raw_cer_mean", "rewards/raw_sim_mean",
                       "rewards/sim_std", "rewards/total_mean", "rewards/total_std",
-                      "train/avg_epoch_loss", "train/cross_entropy_error", "train/lr",
+                      "train/avg_epoch_loss", "train/loss", "train/lr",
                       "train/skipped_batches", "train/step", "trainable_parameters",
-                      "val/best_loss", "val/cross_entropy_error"),
+                      "val/best_loss", "val/loss"),
            statuses={"COMPLETE": 1}),
     # TensorBoard (Lightning's TensorBoardLogger): its hp_metric placeholder (-1 at step 0)
-    # is left out, so a run that logged nothing else is a trial without measurements
+    # is left out, so a run that logged nothing else is a trial without measurements; its
+    # hparams.yaml names criterion: torch.nn.modules.loss.BCEWithLogitsLoss, so its losses
+    # are the cross-entropy (every other source's config names no loss: train/loss, val/loss)
     Source("tensorboard/deep-lineary-gated/lightning_logs", trials=9, rows=2084,
            steps=(9, 2599),
            metrics=_m("train/classification_error", "train/cross_entropy_error",
                       "val/classification_error", "val/cross_entropy_error"),
            statuses={"COMPLETE": 4, "INCOMPLETE": 5}),
     Source("tensorboard/abdul-lstm/lightning_logs", "t2.toml", trials=1, rows=7719,
-           steps=(49, 384597), metrics=_m("train/cross_entropy_error", "val/cross_entropy_error"),
+           steps=(49, 384597), metrics=_m("train/loss", "val/loss"),
            statuses={"COMPLETE": 1}),
     Source("tensorboard/elluito-resnet50/lightning_logs", "t5.toml", trials=7, rows=9,
            steps=(49, 351),
-           metrics=_m("FLOPS", "val/classification_error", "val/cross_entropy_error"),
+           metrics=_m("FLOPS", "val/classification_error", "val/loss"),
            statuses={"COMPLETE": 1, "INCOMPLETE": 6}),
     # Lightning 1.x: valid_loss_step/epoch_N counts validation batches, not steps: left out
     Source("tensorboard/atomscott-fractaldb/lightning_logs", "t5.toml", trials=1, rows=80,
            steps=(49, 3899),
-           metrics=_m("train/cross_entropy_error", "train/cross_entropy_error_step",
-                      "val/cross_entropy_error"),
+           metrics=_m("train/loss", "train/loss_step",
+                      "val/loss"),
            statuses={"COMPLETE": 1},
            warns=("left out 2 per-epoch series of per-batch values",)),
-    # AlgoPerf: the trial folders hold the curve, a per-step log and TensorBoard files
+    # AlgoPerf: the trial folders hold the curve, a per-step log and TensorBoard files;
+    # fastMRI's loss is an L1 (SSIM-scored) reconstruction loss, no cross-entropy: */loss
     Source("other/algoperf-amos-fastmri/fastmri_jax", "o1b.toml", trials=5, rows=377,
            steps=(1, 36189),
-           metrics=_m("test/cross_entropy_error", "test/ssim", "train/cross_entropy_error",
-                      "train/ssim", "val/cross_entropy_error", "val/ssim"),
+           metrics=_m("test/loss", "test/ssim", "train/loss",
+                      "train/ssim", "val/loss", "val/ssim"),
            statuses={"COMPLETE": 2, "INCOMPLETE": 3},
            warns=("read as algoperf; not read: TensorBoard event files, measurements.csv",)),
     Source("other/algoperf-amos-fastmri/fastmri_jax", "o1.toml", format="csv", trials=5,
@@ -201,19 +204,19 @@ SOURCES: list[Source] = [
            metric_map=("avg_test_acc=", "avg_test_loss=", "test_acc=", "test_loss="),
            trials=4, rows=35, steps=(938, 9380),
            metrics=_m("train/classification_error", "train/classification_error_step",
-                      "train/cross_entropy_error", "train/cross_entropy_error_step"),
+                      "train/loss", "train/loss_step"),
            statuses={"COMPLETE": 3, "INCOMPLETE": 1}),
     Source("mlflow/imageclass-1010sb/mlruns", "m1.toml",
            refused=("final values only", "test_accuracy")),
     Source("mlflow/swahili-stt/mlruns/1", "m1.toml", format="mlflow",
            refused=("counts epochs",)),
     Source("mlflow/swahili-stt/mlruns/1", "m1b.toml", format="mlflow", trials=1, rows=10,
-           steps=(938, 9380), metrics=_m("train/cross_entropy_error"),
+           steps=(938, 9380), metrics=_m("train/loss"),
            statuses={"COMPLETE": 1}),
     # TF2/Keras TensorBoard: per-epoch tags (epoch_loss, ...) on the epoch axis
     Source("tensorboard/swahili-keras", "t3.toml", refused=("epoch_",)),
     Source("tensorboard/swahili-keras", "m1b.toml", trials=1, rows=10, steps=(938, 9380),
-           metrics=_m("train/cross_entropy_error"), statuses={"COMPLETE": 1}),
+           metrics=_m("train/loss"), statuses={"COMPLETE": 1}),
     # Sacred's FileStorageObserver: run 1 is a search's parent (one value per metric); the
     # others log train metrics twice per epoch and valid/test once, by Sacred's own counters
     Source("sacred/catniplab-jsb/models",
@@ -236,8 +239,8 @@ SOURCES: list[Source] = [
                     "--log-format csv", "--exclude '1'")),
     # DVCLive: Lightning's logger (the global step, an epoch series beside it) ...
     Source("dvclive/michaelvay-lightning", trials=1, rows=10, steps=(429, 4299),
-           metrics=_m("train/classification_error", "train/cross_entropy_error",
-                      "val/acc_best", "val/classification_error", "val/cross_entropy_error"),
+           metrics=_m("train/classification_error", "train/loss",
+                      "val/acc_best", "val/classification_error", "val/loss"),
            statuses={"COMPLETE": 1}),
     # ... and the Hugging Face callback, whose step counts its log calls
     Source("dvclive/alex000kim-hf",
@@ -248,8 +251,8 @@ SOURCES: list[Source] = [
                                        "steps_per_epoch")),
     Source("timm/za101-volo", runs="[workload]\nsteps_per_epoch = 250\n", trials=1,
            rows=272, steps=(1509 * 250, 1780 * 250),
-           metrics=_m("train/cross_entropy_error", "val/classification_error",
-                      "val/cross_entropy_error", "val/top5"),
+           metrics=_m("train/loss", "val/classification_error",
+                      "val/loss", "val/top5"),
            statuses={"COMPLETE": 1}),
     # Ultralytics: the datasets' sizes are not in the repositories; coco128 is 8 steps
     Source("other/abonia-yolov8", refused=("runs/detect/train/results.csv", "counts epochs",
@@ -292,18 +295,18 @@ SOURCES: list[Source] = [
     # Hugging Face Trainer: checkpoint-N/ copies of one history (each a prefix of the next)
     # are one run, read from its most complete copy; the callback's runs/ are not read
     Source("hf/hannibal-qlora", runs=_bs(8), trials=1, rows=1500, steps=(1, 1500),
-           metrics=_m("learning_rate", "train/cross_entropy_error"), statuses={"COMPLETE": 1},
+           metrics=_m("learning_rate", "train/loss"), statuses={"COMPLETE": 1},
            warns=("read as hf; not read: TensorBoard event files",)),
     Source("hf/hannibal-qlora",
            refused=("checkpoint-1500/trainer_state.json", "has no batch size",
                     "batch_size = N")),
     Source("hf/subro-lora-agnews", trials=1, rows=24, steps=(100, 2400),
-           metrics=_m("grad_norm", "learning_rate", "train/cross_entropy_error",
-                      "val/classification_error", "val/cross_entropy_error"),
+           metrics=_m("grad_norm", "learning_rate", "train/loss",
+                      "val/classification_error", "val/loss"),
            statuses={"COMPLETE": 1}),  # global_step == max_steps
     Source("tensorboard/aguleon-hf-runs", runs=_bs(32), trials=1, rows=12, steps=(100, 1200),
-           metrics=_m("grad_norm", "learning_rate", "train/cross_entropy_error",
-                      "val/classification_error", "val/cross_entropy_error"),
+           metrics=_m("grad_norm", "learning_rate", "train/loss",
+                      "val/classification_error", "val/loss"),
            statuses={"COMPLETE": 1}, warns=("read as hf; not read: TensorBoard event files",)),
     Source("tensorboard/aguleon-hf-runs", runs=_bs(32), format="tensorboard", trials=5,
            rows=60, steps=(100, 1200), statuses={"COMPLETE": 5}),
@@ -311,8 +314,8 @@ SOURCES: list[Source] = [
     Source("keras/deepender-mnist", runs=_bs(128, steps_per_epoch=296), trials=1, rows=30,
            steps=(296, 8880),
            metrics=_m("learning_rate", "train/classification_error",
-                      "train/cross_entropy_error", "val/classification_error",
-                      "val/cross_entropy_error"), statuses={"COMPLETE": 1}),
+                      "train/loss", "val/classification_error",
+                      "val/loss"), statuses={"COMPLETE": 1}),
     Source("keras/deepender-mnist", runs=_bs(128),
            refused=("training_log.csv", "counts epochs", "steps_per_epoch")),
     # CSVLogger(append=True) into training.log files: appended runs are named, all at once
@@ -323,15 +326,15 @@ SOURCES: list[Source] = [
     Source("keras/irfanet-py2",
            runs=_bs(8, steps_per_epoch=50) + '[[runs]]\nrun = "training_logs191017(4)*"\n'
            'batch_size = 32\n', exclude=IRFANET_APPENDED, trials=4, rows=104, steps=(50, 2750),
-           metrics=_m("train/classification_error", "train/cross_entropy_error",
-                      "val/classification_error", "val/cross_entropy_error"),
+           metrics=_m("train/classification_error", "train/loss",
+                      "val/classification_error", "val/loss"),
            statuses={"COMPLETE": 2, "INCOMPLETE": 2}),
     # Lightning's CSVLogger: train and validation rows of one step merged
     Source("lightning/amitbatikoff-quantile", runs=_bs(128), trials=9, rows=446,
-           steps=(0, 309), metrics=_m("train/cross_entropy_error", "val/cross_entropy_error"),
+           steps=(0, 309), metrics=_m("train/loss", "val/loss"),
            statuses={"COMPLETE": 2, "INCOMPLETE": 7}),
     Source("lightning/insitro-kindel", runs=_bs(32), trials=40, rows=1700, steps=(49, 2499),
-           metrics=_m("train/cross_entropy_error", "val/cross_entropy_error"),
+           metrics=_m("train/loss", "val/loss"),
            statuses={"COMPLETE": 25, "INCOMPLETE": 15}),
     # Lightning 0.6's TestTubeLogger: meta_tags.csv gives batch sizes; tf/ is a copy
     Source("lightning/jhko725-testtube",
@@ -342,7 +345,7 @@ SOURCES: list[Source] = [
            refused=("metrics.csv", "counts epochs", "steps_per_epoch")),
     Source("lightning/jhko725-testtube", runs="[workload]\nsteps_per_epoch = 5\n",
            exclude=TESTTUBE_EMPTY, trials=5, rows=4366, steps=(5, 7405),
-           metrics=_m("train/cross_entropy_error"), statuses={"COMPLETE": 3, "INCOMPLETE": 2},
+           metrics=_m("train/loss"), statuses={"COMPLETE": 3, "INCOMPLETE": 2},
            warns=("read as csv; not read: TestTube's TensorBoard copy",)),
     # MLflow 1.x file store: every point at step 0, ordered by time only
     Source("mlflow/toma-wheat/mlruns", runs=_bs(8),
@@ -355,12 +358,12 @@ SOURCES: list[Source] = [
                       "dnn/dnn/hiddenlayer_1_fraction_of_zero_values",
                       "dnn/dnn/hiddenlayer_2_fraction_of_zero_values",
                       "dnn/dnn/logits_fraction_of_zero_values", "global_step/sec",
-                      "train/cross_entropy_error", "val/classification_error",
-                      "val/cross_entropy_error"), statuses={"COMPLETE": 1}),
+                      "train/loss", "val/classification_error",
+                      "val/loss"), statuses={"COMPLETE": 1}),
     # Lightning's TensorBoardLogger with hparams (no batch size among them)
     Source("tensorboard/ender-satd-pl", runs=_bs(8), trials=1, rows=480, steps=(0, 264959),
-           metrics=_m("lr-SGD", "train/cross_entropy_error", "val/ExpRate",
-                      "val/cross_entropy_error"), statuses={"COMPLETE": 1}),
+           metrics=_m("lr-SGD", "train/loss", "val/ExpRate",
+                      "val/loss"), statuses={"COMPLETE": 1}),
     Source("tensorboard/ender-satd-pl",
            refused=("lightning_logs/version_0", "has no batch size", "batch_size = N")),
     # TF2 Keras train/ + validation/, and the HParams plugin's sessions (one value each)
@@ -368,8 +371,8 @@ SOURCES: list[Source] = [
            refused=("stevesCode/logs", "epoch_", "steps_per_epoch")),
     Source("tensorboard/mrdbourke-tf2-keras", runs=_bs(250, steps_per_epoch=160),
            exclude=("hparam_tuning",), trials=1, rows=2, steps=(160, 320),
-           metrics=_m("train/classification_error", "train/cross_entropy_error",
-                      "val/classification_error", "val/cross_entropy_error"),
+           metrics=_m("train/classification_error", "train/loss",
+                      "val/classification_error", "val/loss"),
            statuses={"COMPLETE": 1}),
     Source("tensorboard/mrdbourke-tf2-keras", runs=_bs(16), include=("hparam_tuning",),
            trials=4, rows=4, steps=(1, 1), metrics=_m("train/classification_error"),
@@ -492,5 +495,5 @@ def test_new_formats_store_the_files_values(tmp_path: Path) -> None:
     data = _built("dvclive/michaelvay-lightning", tmp_path)
     tsv = (CORPUS / "dvclive/michaelvay-lightning/dvclive/plots/metrics/val/loss.tsv"
            ).read_text().splitlines()[1:]
-    assert _stored(data, "val/cross_entropy_error") == [
+    assert _stored(data, "val/loss") == [
         (int(s), float(v)) for s, v in (line.split("\t") for line in tsv)]

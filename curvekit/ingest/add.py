@@ -668,6 +668,7 @@ def _assemble(runs: list[RunLog], name: tuple[str, str, str], fmt: str, src: Pat
     per_epoch_used = False
     axes: dict[str, tuple[str, str, str]] = {}  # run -> axis, its evidence, batch size from
     transforms: dict[str, dict[str, str]] = {}
+    named: dict[str, dict[str, str]] = {}  # run -> loss column -> why that name
     dropped: dict[str, list[str]] = {}
     problems: list[IngestError] = []  # every run is checked; all problems reported at once
     for run in runs:
@@ -691,8 +692,12 @@ def _assemble(runs: list[RunLog], name: tuple[str, str, str], fmt: str, src: Pat
                 # per epoch given, that point is epoch 0, not a final value)
                 _check_final_only(run)
             frame, used, axis, evidence = _on_steps(run, mine, man, batch_size or 1)
+            given = dict(run.params)  # the log's parameters, then the manifest's
+            for spec in mine:
+                given.update(spec.parameters)
             mapped = apply_map(frame, "step", run.path,
-                               {k: v for k, v in overrides.items() if k not in renames})
+                               {k: v for k, v in overrides.items() if k not in renames},
+                               params=given)
         except IngestError as exc:
             problems.append(exc)
             continue
@@ -707,6 +712,7 @@ def _assemble(runs: list[RunLog], name: tuple[str, str, str], fmt: str, src: Pat
             out = out.filter(pl.any_horizontal(pl.col(c).is_not_null() for c in metrics))
         prepared.setdefault(batch_size, []).append((run, mine, out, mapped.sources))
         transforms[run.key] = mapped.transforms
+        named[run.key] = mapped.why
         dropped[run.key] = [c for c in frame.columns if c != "step"
                             and c not in mapped.sources.values()]
         metric_names.extend((new, old, run.path) for new, old in mapped.sources.items())
@@ -757,7 +763,7 @@ def _assemble(runs: list[RunLog], name: tuple[str, str, str], fmt: str, src: Pat
                                                    finished=run.finished,
                                                    finished_why=run.finished_why),
                                            axes[run.key], transforms[run.key],
-                                           dropped[run.key], values))
+                                           dropped[run.key], values, named[run.key]))
             study_trials.append(TrialRecord(key, tid, status, last, values, run.path))
             measurements[(key, tid)] = frame.to_arrow()
             origin_runs[f"{batch_size}/{tid}"] = run.key
@@ -780,10 +786,11 @@ def _assemble(runs: list[RunLog], name: tuple[str, str, str], fmt: str, src: Pat
 def _run_plan(run: RunLog, batch_size: int, trial_id: int, frame: pl.DataFrame,
               sources: Mapping[str, str], status: str, why: str,
               axis: tuple[str, str, str], transforms: Mapping[str, str],
-              dropped: Sequence[str], parameters: Mapping[str, Any]) -> RunPlan:
+              dropped: Sequence[str], parameters: Mapping[str, Any],
+              named: Mapping[str, str]) -> RunPlan:
     steps = frame.get_column("step")
     span = (int(steps.min()), int(steps.max())) if frame.height else None  # type: ignore[arg-type]
-    metrics = [MetricPlan(old, new, transforms.get(new, "value"))
+    metrics = [MetricPlan(old, new, transforms.get(new, "value"), named.get(new, ""))
                for new, old in sorted(sources.items(), key=lambda item: item[1])]
     metrics += [MetricPlan(old, "", "dropped (--map)") for old in dropped]
     return RunPlan(run.key, run.path, batch_size, trial_id, axis[0], axis[1], frame.height,

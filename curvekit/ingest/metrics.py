@@ -10,12 +10,24 @@ no split word is a training metric; the remaining words name the metric:
 =====================================================  ======================================
 words                                                  column
 =====================================================  ======================================
-``loss``, ``ce``, ``xent``, ``nll``, ``cross entropy``  ``<split>/cross_entropy_error``
+``ce``, ``xent``, ``nll``, ``cross entropy``,           ``<split>/cross_entropy_error``
+``crossentropy``, ``log loss``, ``bce``,
+``categorical crossentropy``, ...
+``loss``                                               ``<split>/loss``, or
+                                                       ``<split>/cross_entropy_error`` when
+                                                       the run says its loss is one
 ``error``, ``err``, ``error rate``, ``top1 error``      ``<split>/classification_error``
 ``acc``, ``accuracy``, ``top1``, ``categorical         ``<split>/classification_error`` as
 accuracy``, ``sparse categorical accuracy``             1 - value
 ``ap``, ``average precision``                          ``<split>/average_precision``
 =====================================================  ======================================
+
+**A loss is the cross-entropy only where the log says so**: its own name names it (the
+first row), or a parameter of the run names a cross-entropy loss (:func:`loss_evidence`:
+``loss = "categorical_crossentropy"``, ``criterion = "torch.nn.CrossEntropyLoss"``). A loss
+of unknown kind (a regression's, fastMRI's SSIM/L1 loss) is ``<split>/loss``: stored as the
+cross-entropy it would be compared with the release's cross-entropies. ``--map
+'loss=train/cross_entropy_error'`` stores it so when the user knows it is one.
 
 Logging libraries decorate these names; the decorated forms (siblings) are mapped too:
 
@@ -23,7 +35,7 @@ Logging libraries decorate these names; the decorated forms (siblings) are mappe
   (Keras's per-epoch TensorBoard tags, ``epoch_loss``): the column of ``X``;
 * ``X_step`` (Lightning's ``on_step`` value, ``train_loss_step``) and ``batch_X`` (Keras's
   per-batch tags, ``batch_loss``): the column of ``X`` with ``_step`` appended
-  (``train/cross_entropy_error_step``), the value of one batch;
+  (``train/loss_step``), the value of one batch;
 * a split word and words of no known kind (``val_mean_absolute_error``):
   ``<split>/<the other words>`` (``val/mean_absolute_error``); a name without a split word
   beside such a sibling (``mean_absolute_error``) is its training form
@@ -48,12 +60,11 @@ above 100 is refused, naming the column and the ``--map`` that stores it under a
 own. The unit is decided per run and column, on the values the run logged.
 
 >>> target("val_acc"), target("loss"), target("Loss/Validation"), target("lr")
-(('val/classification_error', True), ('train/cross_entropy_error', False), \
-('val/cross_entropy_error', False), ('lr', False))
+(('val/classification_error', True), ('train/loss', False), ('val/loss', False), ('lr', False))
 >>> target("val_acc", {"val_acc": "val/top1"})
 ('val/top1', False)
 >>> target("train_loss_epoch"), target("epoch_accuracy"), target("acc_step")
-(('train/cross_entropy_error', False), ('train/classification_error', True), \
+(('train/loss', False), ('train/classification_error', True), \
 ('train/classification_error_step', True))
 >>> target("val_mean_absolute_error"), target("grad_norm_epoch")
 (('val/mean_absolute_error', False), ('grad_norm_epoch', False))
@@ -71,13 +82,23 @@ import polars as pl
 from curvekit.errors import IngestError, IngestWarning
 from curvekit.names import check_name
 
-__all__ = ["RATES", "MetricMap", "apply_map", "fold", "is_rate", "parse_overrides", "target"]
+__all__ = ["CROSS_ENTROPY", "LOSS", "RATES", "MetricMap", "apply_map", "fold", "is_rate",
+           "loss_evidence", "parse_overrides", "says_cross_entropy", "target"]
 
 SPLITS = {"train": "train", "training": "train", "val": "val", "valid": "val",
           "validation": "val", "eval": "val", "dev": "val", "test": "test"}
+LOSS = "loss"
+"""The stored metric name (after the split) of a loss not known to be the cross-entropy."""
+CROSS_ENTROPY = "cross_entropy_error"
+"""The release's name of the cross-entropy (after the split)."""
 _SYNONYMS: list[tuple[list[str], tuple[str, bool]]] = [
-    (["loss", "ce", "xent", "nll", "cross entropy", "cross entropy error", "cross entropy loss",
-      "ce loss"], ("cross_entropy_error", False)),
+    # a loss of unknown kind: the cross-entropy only where the run says so (loss_evidence)
+    (["loss"], (LOSS, False)),
+    (["ce", "xent", "nll", "cross entropy", "crossentropy", "cross entropy error",
+      "cross entropy loss", "crossentropy loss", "ce loss", "xent loss", "log loss", "logloss",
+      "bce", "bce loss", "categorical crossentropy", "sparse categorical crossentropy",
+      "binary crossentropy", "categorical cross entropy", "binary cross entropy"],
+     (CROSS_ENTROPY, False)),
     (["error", "err", "error rate", "classification error", "top1 error", "top 1 error"],
      ("classification_error", False)),
     (["acc", "accuracy", "top1", "top 1", "top1 accuracy", "top 1 accuracy", "top1 acc",
@@ -124,8 +145,9 @@ def _split_rest(name: str) -> tuple[str, str] | None:
     return None
 
 
-def _known(name: str) -> tuple[str, bool] | None:
-    """The column of a name whose words are a split and a known kind, else None."""
+def _known(name: str, cross_entropy: bool = False) -> tuple[str, bool] | None:
+    """The column of a name whose words are a split and a known kind, else None; a loss
+    is the cross-entropy only when ``cross_entropy`` (the run says so)."""
     words = _words(name)
     split = "train"
     if words and words[0] in SPLITS:
@@ -133,12 +155,16 @@ def _known(name: str) -> tuple[str, bool] | None:
     elif words and words[-1] in SPLITS:
         split, words = SPLITS[words[-1]], words[:-1]
     kind = KINDS.get(tuple(words))
-    return None if kind is None else (f"{split}/{kind[0]}", kind[1])
+    if kind is None:
+        return None
+    metric = CROSS_ENTROPY if kind[0] == LOSS and cross_entropy else kind[0]
+    return f"{split}/{metric}", kind[1]
 
 
-def _base(name: str, train_siblings: frozenset[str]) -> tuple[str, bool] | None:
+def _base(name: str, train_siblings: frozenset[str], cross_entropy: bool = False
+          ) -> tuple[str, bool] | None:
     """The column of an undecorated name, or None when it keeps its own name."""
-    known = _known(name)
+    known = _known(name, cross_entropy)
     if known is not None:
         return known
     split = _split_rest(name)
@@ -150,19 +176,26 @@ def _base(name: str, train_siblings: frozenset[str]) -> tuple[str, bool] | None:
 
 
 def target(name: str, overrides: MetricMap | None = None,
-           train_siblings: frozenset[str] = frozenset()) -> tuple[str, bool]:
+           train_siblings: frozenset[str] = frozenset(), *, cross_entropy: bool = False
+           ) -> tuple[str, bool]:
     """The column a logged metric goes to, and whether it is stored as ``1 - value``.
 
     An empty column name means the metric is dropped. ``train_siblings`` are names (in
     :func:`fold` form) that have a validation or test sibling in the same run, and so are
     training metrics (see the module docs); :func:`apply_map` computes them.
+    ``cross_entropy`` says the run's loss is the cross-entropy (:func:`loss_evidence`):
+    only then is a name of the ``loss`` kind stored as ``<split>/cross_entropy_error``.
+
+    >>> target("val_loss"), target("val_loss", cross_entropy=True), target("val_xent")
+    (('val/loss', False), ('val/cross_entropy_error', False), \
+('val/cross_entropy_error', False))
     """
     if overrides and name in overrides:
         new = overrides[name].strip()
         if new.startswith("1-"):
             return new[2:].strip(), True
         return new, False
-    known = _known(name)
+    known = _known(name, cross_entropy)
     if known is not None:
         return known
     for pattern, step in ((r"^(.+)_epoch$", False), (r"^epoch_(.+)$", False),
@@ -170,11 +203,73 @@ def target(name: str, overrides: MetricMap | None = None,
         match = re.match(pattern, name)
         if match is None:
             continue
-        inner = _base(match.group(1), train_siblings)
+        inner = _base(match.group(1), train_siblings, cross_entropy)
         if inner is not None and inner[0] != match.group(1):
             return (inner[0] + "_step" if step else inner[0]), inner[1]
-    base = _base(name, train_siblings)
+    base = _base(name, train_siblings, cross_entropy)
     return base if base is not None else (name, False)
+
+
+# Words of a parameter's name that make it the run's loss: ``loss``, ``loss_fn``,
+# ``lossFunction``, ``criterion``, Hydra's ``criterion._target_``, ``objective``.
+_LOSS_KEYS = frozenset({"loss", "losses", "criterion", "objective"})
+# One word, or words in a row, that name the cross-entropy in a loss's name: Keras's
+# categorical_crossentropy, PyTorch's CrossEntropyLoss / NLLLoss / BCEWithLogitsLoss,
+# scikit-learn's log_loss, TensorFlow's softmax_cross_entropy_with_logits, "xent", "ce".
+_CE_WORDS = frozenset({"crossentropy", "xent", "nll", "bce", "ce", "logloss", "nllloss",
+                       "celoss", "bceloss"})
+_CE_RUNS = (("cross", "entropy"), ("log", "loss"), ("negative", "log", "likelihood"))
+_TOKENS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+
+
+def _tokens(text: str) -> list[str]:
+    """The words of a name, split at separators and case changes (``BCEWithLogitsLoss``:
+    bce, with, logits, loss)."""
+    return [t.lower() for t in _TOKENS.findall(text)]
+
+
+def says_cross_entropy(text: str) -> bool:
+    """True if a loss's name (a parameter's value or name) names the cross-entropy.
+
+    >>> [says_cross_entropy(t) for t in ("sparse_categorical_crossentropy",
+    ...  "torch.nn.modules.loss.BCEWithLogitsLoss", "NLLLoss", "CrossEntropyLoss()",
+    ...  "mse", "L1Loss", "ssim", "huber")]
+    [True, True, True, True, False, False, False, False]
+    """
+    words = _tokens(text)
+    if _CE_WORDS.intersection(words):
+        return True
+    return any(tuple(words[i:i + len(run)]) == run
+               for run in _CE_RUNS for i in range(len(words) - len(run) + 1))
+
+
+def loss_evidence(params: Mapping[str, object]) -> str | None:
+    """Why the run's loss is the cross-entropy, from its own parameters, or None when they
+    do not say so.
+
+    A parameter whose name makes it the loss (words ``loss``, ``criterion``, ``objective``:
+    ``loss``, ``loss_fn``, ``criterion``, ``criterion._target_``) with a text value that
+    names one cross-entropy loss (:func:`says_cross_entropy`; a list of several losses is
+    not one), or a switch whose own name says cross-entropy set to true (timm's
+    ``bce_loss: true``).
+
+    >>> loss_evidence({"loss": "categorical_crossentropy", "lr": 0.1})
+    "its parameter 'loss' = 'categorical_crossentropy' names a cross-entropy loss"
+    >>> loss_evidence({"criterion": "torch.nn.MSELoss"}) is None
+    True
+    """
+    for key, value in params.items():
+        if value is True and says_cross_entropy(key):
+            return f"its parameter {key!r} = true names a cross-entropy loss"
+        if not isinstance(value, str) or not _LOSS_KEYS.intersection(_tokens(key)):
+            continue
+        text = value.strip()
+        if text.startswith(("[", "{")):  # several losses (a list or table as JSON text)
+            continue
+        if says_cross_entropy(text):
+            shown = text if len(text) <= 80 else text[:77] + "..."
+            return f"its parameter {key!r} = {shown!r} names a cross-entropy loss"
+    return None
 
 
 _DECORATED = re.compile(r"^(?:epoch_|batch_)(.+)$|^(.+?)(?:_epoch|_step)$")
@@ -217,6 +312,7 @@ class Mapped:
     frame: pl.DataFrame
     sources: dict[str, str]  # new column -> logged name
     transforms: dict[str, str] = field(default_factory=dict)  # new column -> what was done
+    why: dict[str, str] = field(default_factory=dict)  # new loss column -> why that name
 
 
 RATES = ("classification_error", "classification_error_step")
@@ -260,20 +356,52 @@ def _units(values: pl.Series, name: str, new: str, complement: bool, path: str
     return (1.0 - values if complement else values), done
 
 
-def apply_map(frame: pl.DataFrame, axis: str, path: str, overrides: MetricMap | None = None
-              ) -> Mapped:
+def _loss_why(name: str, new: str, evidence: str | None) -> str | None:
+    """Why a logged loss got its stored name (for the plan), or None for other metrics."""
+    kind = new.rsplit("/", 1)[-1].removesuffix("_step")
+    if kind == CROSS_ENTROPY:
+        return f"the cross-entropy: {evidence or 'its name says so'}"
+    if kind != LOSS:
+        return None
+    return (f"a loss not known to be the cross-entropy (neither its name nor a loss or "
+            f"criterion parameter of the run says so); if it is the cross-entropy, "
+            f"--map '{name}={new.removesuffix(LOSS + '_step').removesuffix(LOSS)}"
+            f"{CROSS_ENTROPY}{'_step' if new.endswith('_step') else ''}' stores it so")
+
+
+def apply_map(frame: pl.DataFrame, axis: str, path: str, overrides: MetricMap | None = None,
+              params: Mapping[str, object] | None = None) -> Mapped:
     """Rename (and complement) a run's metric columns; refuse two columns with one name,
-    unless they hold the same values (see the module docs)."""
+    unless they hold the same values (see the module docs).
+
+    ``params`` are the run's metaparameters: a loss is stored as the cross-entropy only
+    when its name or they say so (:func:`loss_evidence`); ``Mapped.why`` says, for each
+    loss column, why it got its name.
+
+    >>> frame = pl.DataFrame({"step": [100], "loss": [0.5], "val_loss": [0.6]})
+    >>> apply_map(frame, "step", "r.csv").frame.columns
+    ['step', 'train/loss', 'val/loss']
+    >>> apply_map(frame, "step", "r.csv", params={"loss_fn": "CrossEntropyLoss"}).frame.columns
+    ['step', 'train/cross_entropy_error', 'val/cross_entropy_error']
+    """
     columns: dict[str, pl.Series] = {axis: frame.get_column(axis)}
     sources: dict[str, str] = {}
     transforms: dict[str, str] = {}
+    why: dict[str, str] = {}
     siblings = _train_siblings([c for c in frame.columns if c != axis])
+    evidence = loss_evidence(params or {})
     for name in frame.columns:
         if name == axis:
             continue
-        new, complement = target(name, overrides, siblings)
+        new, complement = target(name, overrides, siblings,
+                                 cross_entropy=evidence is not None)
         if not new:
             continue
+        if not (overrides and name in overrides):
+            plain = target(name, None, siblings)[0]  # the name alone
+            named = _loss_why(name, new, None if plain == new else evidence)
+            if named is not None:
+                why.setdefault(new, named)
         # The one name rule, on the name as logged, before any renaming: a split word and
         # a control character would otherwise vanish into the new name ("train\tloss").
         check_name(name, "metric", fix=f"rename the column in the log, or drop it with "
@@ -298,7 +426,7 @@ def apply_map(frame: pl.DataFrame, axis: str, path: str, overrides: MetricMap | 
         columns[new] = values
         if done and done != "value":
             transforms[new] = done
-    return Mapped(pl.DataFrame(list(columns.values())), sources, transforms)
+    return Mapped(pl.DataFrame(list(columns.values())), sources, transforms, why)
 
 
 def _same(one: pl.Series, two: pl.Series) -> pl.Series | None:

@@ -25,11 +25,13 @@ __all__ = ["ImportPlan", "MetricPlan", "RunPlan", "StudyPlan"]
 
 @dataclass(frozen=True)
 class MetricPlan:
-    """One logged metric and the column it becomes (an empty ``stored`` name: dropped)."""
+    """One logged metric and the column it becomes (an empty ``stored`` name: dropped);
+    ``why`` says why a loss got its name (the cross-entropy, or a loss of unknown kind)."""
 
     logged: str
     stored: str
     transform: str = "value"  # "1 - value", "value/100 (error rate in percent)", ...
+    why: str = ""
 
 
 @dataclass

@@ -1,7 +1,8 @@
 """A run's status, decided the way the release decides it.
 
 * **INFEASIBLE**: its loss became NaN or infinite (the run diverged). Loss columns are the
-  ``*/cross_entropy_error`` columns and any logged metric with ``loss`` in its name.
+  ``*/cross_entropy_error`` and ``*/loss`` columns and any logged metric with ``loss`` in
+  its name.
 * **INCOMPLETE**: it stopped before the study's step budget: the training steps it did are
   fewer than ``train_steps``. Steps done follow the logger's convention: the last logged
   step itself for loggers that log the number of steps done (the release, Keras, plain
@@ -40,7 +41,7 @@ __all__ = ["decide", "explain", "loss_columns"]
 def loss_columns(sources: Mapping[str, str]) -> list[str]:
     """The columns (new names) that hold a loss, given new name -> logged name."""
     return [new for new, old in sources.items()
-            if new.endswith("cross_entropy_error") or "loss" in old.lower()]
+            if new.endswith(("cross_entropy_error", "/loss")) or "loss" in old.lower()]
 
 
 def decide(frame: pl.DataFrame, sources: Mapping[str, str], budget: int,
