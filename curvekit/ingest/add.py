@@ -40,7 +40,7 @@ from curvekit.ingest import manifest as manifest_
 from curvekit.ingest.algoperf import is_trial_folder
 from curvekit.ingest.files import SourceFiles, files_of
 from curvekit.ingest.jsonlines import LOG_NAME, is_jsonl_log
-from curvekit.ingest.metrics import apply_map, parse_overrides
+from curvekit.ingest.metrics import CROSS_ENTROPY, apply_map, parse_overrides, target
 from curvekit.ingest.mlflow_sqlite import SUFFIXES as SQLITE_SUFFIXES
 from curvekit.ingest.mlflow_sqlite import is_mlflow_db
 from curvekit.ingest.plan import ImportPlan, MetricPlan, RunPlan, StudyPlan
@@ -692,12 +692,12 @@ def _assemble(runs: list[RunLog], name: tuple[str, str, str], fmt: str, src: Pat
                 # per epoch given, that point is epoch 0, not a final value)
                 _check_final_only(run)
             frame, used, axis, evidence = _on_steps(run, mine, man, batch_size or 1)
-            given = dict(run.params)  # the log's parameters, then the manifest's
+            run_params = dict(run.params)  # the log's parameters, then the manifest's
             for spec in mine:
-                given.update(spec.parameters)
+                run_params.update(spec.parameters)
             mapped = apply_map(frame, "step", run.path,
                                {k: v for k, v in overrides.items() if k not in renames},
-                               params=given)
+                               params=run_params)
         except IngestError as exc:
             problems.append(exc)
             continue
@@ -718,6 +718,7 @@ def _assemble(runs: list[RunLog], name: tuple[str, str, str], fmt: str, src: Pat
         metric_names.extend((new, old, run.path) for new, old in mapped.sources.items())
     if problems:
         raise all_problems(problems)
+    _two_kinds_of_loss(prepared, named)
     if not per_epoch_used and (man.steps_per_epoch or man.train_examples):
         given = "steps_per_epoch" if man.steps_per_epoch else "train_examples"
         value = man.steps_per_epoch or man.train_examples
@@ -781,6 +782,42 @@ def _assemble(runs: list[RunLog], name: tuple[str, str, str], fmt: str, src: Pat
               "metric_map": dict(sorted(overrides.items())),
               "tool": f"curvekit {__version__} add", "runs": origin_runs}
     return WorkloadData(studies, trials, measurements, origin)
+
+
+def _two_kinds_of_loss(prepared: Mapping[int, Sequence[tuple[RunLog, Any, Any,
+                                                             Mapping[str, str]]]],
+                       named: Mapping[str, Mapping[str, str]]) -> None:
+    """Warn when a logged loss is the cross-entropy in some runs (their parameters say so)
+    and a loss of unknown kind in others: a workload's runs share their loss."""
+    said: dict[str, str] = {}  # logged loss -> its cross-entropy column
+    plain: set[str] = set()
+    runs: tuple[list[str], list[str]] = ([], [])  # runs that say cross-entropy, runs that don't
+    for group in prepared.values():
+        for run, _, _, sources in group:
+            mine = [(new, old) for new, old in sources.items() if new in named.get(run.key, {})]
+            ce = [(new, old) for new, old in mine if new.endswith(CROSS_ENTROPY)
+                  and target(old)[0] != new]  # not by its name: by the run's parameters
+            for new, old in ce:
+                said[old] = new
+            plain.update(old for new, old in mine if not new.endswith(CROSS_ENTROPY))
+            if mine:
+                runs[0 if ce else 1].append(run.key)
+    both = sorted(set(said) & plain)
+    if not both:
+        return
+
+    def shown(keys: list[str]) -> str:
+        return ", ".join(map(repr, keys[:3])) + (", ..." if len(keys) > 3 else "")
+
+    maps = " ".join(f"--map '{old}={said[old]}'" for old in both)
+    warnings.warn(
+        f"{'metrics' if len(both) > 1 else 'metric'} {shown(both)} "
+        f"{'are' if len(both) > 1 else 'is'} stored as the cross-entropy in "
+        f"{len(runs[0])} run(s) ({shown(runs[0])}: their parameters name a cross-entropy "
+        f"loss) and as a loss of unknown kind (*/loss) in {len(runs[1])} "
+        f"({shown(runs[1])}: nothing says so); if every run trained on one loss, give it "
+        f"to all: {maps} (or the loss in the manifest's [[runs]] parameters)",
+        IngestWarning, stacklevel=4)
 
 
 def _run_plan(run: RunLog, batch_size: int, trial_id: int, frame: pl.DataFrame,

@@ -204,7 +204,10 @@ def target(name: str, overrides: MetricMap | None = None,
         if match is None:
             continue
         inner = _base(match.group(1), train_siblings, cross_entropy)
-        if inner is not None and inner[0] != match.group(1):
+        # whether the rest maps to another column does not depend on the kind of loss:
+        # train/loss_epoch is train/loss's epoch mean, as train/xent_epoch is train/xent's
+        maps = _base(match.group(1), train_siblings, True)
+        if inner is not None and maps is not None and maps[0] != match.group(1):
             return (inner[0] + "_step" if step else inner[0]), inner[1]
     base = _base(name, train_siblings, cross_entropy)
     return base if base is not None else (name, False)
