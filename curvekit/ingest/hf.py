@@ -13,8 +13,9 @@ hyperparameter search, ``trial_name`` and ``trial_params``.
   the next: the folder's most complete copy is read (of the newest checkpoint's and the
   output folder's own, the one with the largest ``global_step``, then the longest history;
   the folder's own file wins a tie), never one trial per checkpoint.
-* **Names** follow :mod:`curvekit.ingest.metrics`: ``loss`` is
-  ``train/cross_entropy_error``, ``eval_loss`` is ``val/cross_entropy_error``,
+* **Names** follow :mod:`curvekit.ingest.metrics`: ``loss`` is ``train/loss``,
+  ``eval_loss`` is ``val/loss`` (the Trainer records no loss function, so neither is known
+  to be the cross-entropy),
   ``eval_accuracy`` is ``val/classification_error`` (as 1 - value); ``epoch`` is no metric.
   The end-of-training summary entry (``train_loss``, ``train_runtime``, ...) and the
   throughput figures of evaluations (``eval_runtime``, ``eval_samples_per_second``,

@@ -16,7 +16,7 @@ folders ``train/`` and ``validation/`` under the run's folder (the split is in t
 name, not the tag: both hold ``epoch_loss``). Where a folder has a ``train`` child and a
 ``validation`` or ``eval`` child, each holding event files, the three are one run, named by
 that folder: the ``train`` folder's scalars keep their tags, the other folder's become
-validation metrics (``epoch_loss`` -> ``epoch_val_loss`` -> ``val/cross_entropy_error``).
+validation metrics (``epoch_loss`` -> ``epoch_val_loss`` -> ``val/loss``).
 TensorFlow's Estimator writes its training events into the run's folder itself and its
 evaluations into an ``eval/`` child: a folder holding event files with an ``eval`` (or
 ``validation``) child holding event files is one run too, the child's tags its validation
