@@ -239,3 +239,142 @@ def test_lightning_per_epoch_batch_series_are_left_out_with_a_warning(tmp_path: 
                               "val/loss"]
     (table,) = data.measurements.values()
     assert table.column("step").to_pylist() == [49, 99, 149]
+
+
+# ---------------------------------------------------------------------- TF1-era Keras
+def _tf1_keras_run(run: Path, epochs: int, *, metrics: tuple[str, ...] = ("acc",),
+                   validation: bool = True, lr: bool = False, initial_epoch: int = 0) -> None:
+    """What Keras 2.x's ``TensorBoard`` callback leaves on TensorFlow 1: at the end of each
+    epoch one ``Summary`` holding a ``simple_value`` per key of the epoch's logs (``loss``,
+    ``acc``, ``val_loss``, ``val_acc``; ``lr`` with ReduceLROnPlateau), under the key's own
+    name, written by ``FileWriter.add_summary(summary, epoch)``: the step is the epoch."""
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    writer = EventFileWriter(str(run))
+    for epoch in range(initial_epoch, initial_epoch + epochs):
+        logs = {"loss": 2.0 - epoch / 20, **{m: 0.5 + epoch / 100 for m in metrics}}
+        if validation:
+            logs.update({f"val_{k}": v + 0.05 for k, v in list(logs.items())})
+        if lr:
+            logs["lr"] = 0.01
+        values = [summary_pb2.Summary.Value(tag=k, simple_value=v) for k, v in logs.items()]
+        writer.add_event(event_pb2.Event(wall_time=1500000000.0 + epoch, step=epoch,
+                                         summary=summary_pb2.Summary(value=values)))
+    writer.close()
+
+
+def _bs(tmp_path: Path, extra: str = "") -> Path:
+    manifest = tmp_path / "runs.toml"
+    manifest.write_text(extra + '[[runs]]\nrun = "*"\nbatch_size = 32\n')
+    return manifest
+
+
+def test_tf1_keras_history_tags_count_epochs_and_are_refused_without_steps(
+        tmp_path: Path) -> None:
+    """``acc``, ``loss``, ``val_acc``, ``val_loss`` at steps 0..9 are ten epochs: refused,
+    naming the evidence and both fixes, the store as it was; with steps_per_epoch (or
+    train_examples) epoch e is at step (e + 1) x N."""
+    _tf1_keras_run(tmp_path / "logs" / "run1", 10, lr=True)
+    home = tmp_path / "home"
+    before = snapshot(home)
+    with pytest.raises(IngestError, match=r"run 'run1' counts epochs, not training steps: its "
+                       r"metrics are a Keras history \(acc/val_acc, loss/val_loss: a metric "
+                       r"and its val_ twin\), one point at every step 0\.\.9.*steps_per_epoch "
+                       r"= N.*train_examples = N") as info:
+        add(tmp_path / "logs", name=NAME, manifest=_bs(tmp_path), home=home)
+    assert info.value.path == str(tmp_path / "logs" / "run1")
+    assert snapshot(home) == before
+    data = build(tmp_path / "logs", name=NAME,
+                 manifest=_bs(tmp_path, "[workload]\nsteps_per_epoch = 50\n"))
+    (table,) = data.measurements.values()
+    assert table.column("step").to_pylist() == [50 * (e + 1) for e in range(10)]
+    assert _columns(data) == ["lr", "step", "train/classification_error", "train/loss",
+                              "val/classification_error", "val/loss"]
+    assert table.column("val/loss").to_pylist() == pytest.approx(
+        [2.05 - e / 20 for e in range(10)], rel=1e-6)
+    data = build(tmp_path / "logs", name=NAME,
+                 manifest=_bs(tmp_path, "[workload]\ntrain_examples = 1000\n"))
+    (table,) = data.measurements.values()
+    assert table.column("step").to_pylist()[:2] == [32, 64]  # ceil(1000 / 32) = 32
+
+
+def test_the_plan_gives_the_keras_history_as_the_axis_evidence(tmp_path: Path) -> None:
+    from curvekit.ingest.add import add_plan
+
+    _tf1_keras_run(tmp_path / "logs" / "run1", 4, metrics=("acc", "mean_absolute_error"))
+    plan = add_plan(tmp_path / "logs", name=NAME,
+                    manifest=_bs(tmp_path, "[workload]\nsteps_per_epoch = 7\n"))
+    (run,) = plan.runs
+    assert run.axis == "epoch x 7" and run.steps == (7, 28)
+    assert "Keras history (acc/val_acc, loss/val_loss, mean_absolute_error/val_mean_absolute_" \
+        "error: a metric and its val_ twin)" in run.axis_evidence
+    assert "7 steps per epoch from the manifest" in run.axis_evidence
+
+
+_KERAS_METRICS = st.lists(st.sampled_from(["acc", "accuracy", "mae", "mse", "auc", "top_k",
+                                           "categorical_accuracy", "precision", "recall"]),
+                          unique=True, max_size=3).map(tuple)
+
+
+@settings(max_examples=25, deadline=None)
+@given(metrics=_KERAS_METRICS, epochs=st.integers(2, 40), initial=st.integers(0, 5),
+       lr=st.booleans(), per_epoch=st.integers(1, 500))
+def test_any_keras_history_on_the_epoch_axis_becomes_steps(
+        tmp_path_factory: pytest.TempPathFactory, metrics: tuple[str, ...], epochs: int,
+        initial: int, lr: bool, per_epoch: int) -> None:
+    """Property: whatever metrics a TF1-era Keras run logged, for how many epochs, resumed
+    at any initial_epoch, it is never stored on the step axis as logged: refused without
+    steps per epoch, and at (e + 1) x N with it."""
+    root = tmp_path_factory.mktemp("tf1")
+    _tf1_keras_run(root / "logs" / "run", epochs, metrics=metrics, lr=lr,
+                   initial_epoch=initial)
+    with pytest.raises(IngestError, match=r"counts epochs.*Keras history.*steps_per_epoch"):
+        build(root / "logs", name=NAME, manifest=_bs(root))
+    data = build(root / "logs", name=NAME,
+                 manifest=_bs(root, f"[workload]\nsteps_per_epoch = {per_epoch}\n"))
+    (table,) = data.measurements.values()
+    assert table.column("step").to_pylist() == [
+        (e + 1) * per_epoch for e in range(initial, initial + epochs)]
+
+
+def test_the_same_history_names_at_training_steps_stay_steps(tmp_path: Path) -> None:
+    """What is not a per-epoch Keras history keeps its steps: a loop that logs ``loss``
+    every step and ``val_loss`` every 5 (gaps in the validation), steps that skip, and
+    names without val_ twins."""
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    def write(run: Path, points: list[tuple[int, str, float]]) -> None:
+        writer = EventFileWriter(str(run))
+        for step, tag, value in points:
+            writer.add_event(event_pb2.Event(step=step, summary=summary_pb2.Summary(
+                value=[summary_pb2.Summary.Value(tag=tag, simple_value=value)])))
+        writer.close()
+
+    write(tmp_path / "a" / "run", [(s, "loss", 1.0 / (s + 1)) for s in range(20)]
+          + [(s, "val_loss", 1.0) for s in range(0, 20, 5)])
+    write(tmp_path / "b" / "run", [(s, tag, 1.0) for s in range(0, 1000, 100)
+                                   for tag in ("loss", "val_loss")])
+    write(tmp_path / "c" / "run", [(s, tag, 1.0) for s in range(10)
+                                   for tag in ("loss", "accuracy")])
+    for folder, last in (("a", 19), ("b", 900), ("c", 9)):
+        data = build(tmp_path / folder, name=NAME, manifest=_bs(tmp_path))
+        (table,) = data.measurements.values()
+        assert table.column("step").to_pylist()[-1] == last, folder
+
+
+def test_one_epoch_rule_for_every_format_whose_step_is_the_callers(tmp_path: Path) -> None:
+    """The same history logged to MLflow with step = epoch is an epoch axis too."""
+    experiment = tmp_path / "mlruns" / "1"
+    run = experiment / "abc"
+    for sub in ("metrics", "params", "tags"):
+        (run / sub).mkdir(parents=True)
+    (experiment / "meta.yaml").write_text("experiment_id: '1'\nname: keras\n")
+    (run / "meta.yaml").write_text("run_id: abc\nlifecycle_stage: active\n")
+    for key in ("loss", "val_loss", "accuracy", "val_accuracy"):
+        (run / "metrics" / key).write_text(
+            "".join(f"{1700000000000 + e} {1.0 / (e + 1)} {e}\n" for e in range(5)))
+    (run / "params" / "batch_size").write_text("32")
+    with pytest.raises(IngestError, match=r"counts epochs.*Keras history"):
+        build(tmp_path / "mlruns", name=NAME)

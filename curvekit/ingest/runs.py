@@ -498,6 +498,38 @@ def _epoch_count(params: Mapping[str, object]) -> int | None:
     return None
 
 
+_RATE_TAGS = frozenset({"lr", "learning_rate"})  # what Keras's LR callbacks add to the logs
+
+
+def _keras_history(frame: pl.DataFrame, metrics: list[str]) -> str | None:
+    """Why the run's metrics are a Keras history logged once per epoch, or None.
+
+    Keras's ``History`` names a metric ``X`` and its validation ``val_X``; TF1-era Keras's
+    TensorBoard callback logged those names as they are, at ``step = epoch``. The evidence:
+    every metric is such a pair's half (or ``lr``), with at least one pair, and every one has
+    a point at every step of a run of consecutive steps (0, 1, ..., or from a resumed
+    ``initial_epoch``). A loop that logs a training loss each step and ``val_loss`` every
+    few steps is not one (its validation has gaps).
+    """
+    if frame.height < 2 or not metrics:
+        return None
+    names = set(metrics)
+    pairs = sorted(m for m in names if m.startswith("val_") and m[4:] in names)
+    paired = set(pairs) | {m[4:] for m in pairs}
+    if not pairs or names - paired - _RATE_TAGS:
+        return None
+    steps = frame.get_column("step")
+    first = int(steps[0])
+    if not bool((steps == pl.int_range(first, first + frame.height, eager=True)).all()):
+        return None
+    if any(frame.get_column(m).null_count() for m in metrics):
+        return None
+    shown = ", ".join(f"{m[4:]}/{m}" for m in pairs[:3]) + (", ..." if len(pairs) > 3 else "")
+    return (f"its metrics are a Keras history ({shown}: a metric and its val_ twin), one "
+            f"point at every step {first}..{first + frame.height - 1}: one per epoch, as "
+            "Keras's TensorBoard callback logs them")
+
+
 def settle_axis(run: RunLog, drop: Collection[str] = ()) -> RunLog:
     """``run`` with its time axis settled: steps, or epochs where the log says so.
 
@@ -507,6 +539,9 @@ def settle_axis(run: RunLog, drop: Collection[str] = ()) -> RunLog:
       run was logged with ``step=epoch`` (an ``epoch`` series that differs from the step,
       as PyTorch Lightning logs it, says the steps are training steps);
     * every metric is one of Keras's per-epoch TensorBoard tags, ``epoch_*``;
+    * the metrics are a Keras history (``loss``, ``acc``, ``val_loss``, ``val_acc``: each
+      metric and its ``val_`` twin) logged at every step of a run of consecutive steps
+      (TF1-era Keras's TensorBoard callback, ``step = epoch``; see :func:`_keras_history`);
     * the steps are exactly 0, 1, ..., *k* - 1 and the run's ``epochs`` parameter (see
       :data:`EPOCH_COUNT_PARAMS`) is at least *k* (a run stopped early logs fewer epochs
       than it was asked for), or the reader found a hint (MLflow autologging, which logs
@@ -544,8 +579,11 @@ def settle_axis(run: RunLog, drop: Collection[str] = ()) -> RunLog:
         gapless = frame.height >= 2 and bool(
             (steps == pl.int_range(0, frame.height, eager=True)).all())
         count = _epoch_count(run.params)
+        history = _keras_history(frame, metrics)
         if metrics and all(c.startswith("epoch_") for c in metrics):
             why = "its metrics are Keras's per-epoch TensorBoard tags (epoch_*)"
+        elif history is not None:
+            why = history
         elif metrics and any(c.startswith("epoch_") for c in metrics) \
                 and any(c.startswith("batch_") for c in metrics):
             batch = next(c for c in metrics if c.startswith("batch_"))
