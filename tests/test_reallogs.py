@@ -213,7 +213,10 @@ SOURCES: list[Source] = [
     Source("mlflow/swahili-stt/mlruns/1", "m1b.toml", format="mlflow", trials=1, rows=10,
            steps=(938, 9380), metrics=_m("train/loss"),
            statuses={"COMPLETE": 1}),
-    # TF2/Keras TensorBoard: per-epoch tags (epoch_loss, ...) on the epoch axis
+    # TF2/Keras TensorBoard: per-epoch tags (epoch_loss, ...) on the epoch axis. TF1-era
+    # Keras TensorBoard logs (loss, val_loss, ... at step = epoch) are not in the corpus
+    # (irfanet-py2's logs*/ folders were not collected): tests/test_add_keras_tb.py writes
+    # look-alikes of them
     Source("tensorboard/swahili-keras", "t3.toml", refused=("epoch_",)),
     Source("tensorboard/swahili-keras", "m1b.toml", trials=1, rows=10, steps=(938, 9380),
            metrics=_m("train/loss"), statuses={"COMPLETE": 1}),

@@ -36,7 +36,8 @@ placeholder is left out, a real ``hp_metric`` series is kept. Lightning 1.x also
 per-batch validation values as one series per epoch (``val_loss_step/epoch_0``, stepped
 by the batch's index in that epoch's validation): left out, with a warning. The ``epoch``
 scalar is no metric: it tells whether the steps count epochs
-(:func:`~curvekit.ingest.runs.settle_axis`), as Keras's ``epoch_*`` tags do. When steps
+(:func:`~curvekit.ingest.runs.settle_axis`), as Keras's ``epoch_*`` tags do, and TF1-era
+Keras's history names (``loss`` beside ``val_loss``, at step = epoch). When steps
 go back (a restart from a checkpoint), later events replace the earlier ones from that
 step on, as TensorBoard does.
 
