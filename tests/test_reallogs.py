@@ -500,3 +500,25 @@ def test_new_formats_store_the_files_values(tmp_path: Path) -> None:
            ).read_text().splitlines()[1:]
     assert _stored(data, "val/loss") == [
         (int(s), float(v)) for s, v in (line.split("\t") for line in tsv)]
+
+
+def test_a_loss_is_the_cross_entropy_only_where_the_sources_config_says_so() -> None:
+    """Of the corpus's configurations, deep-lineary-gated's hparams.yaml alone names its loss
+    (criterion: BCEWithLogitsLoss): its losses are the cross-entropy, by that parameter. The
+    AlgoPerf fastMRI trials (an L1 loss) say nothing: their losses are */loss."""
+    from curvekit.ingest.add import add_plan
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", IngestWarning)
+        plan = add_plan(CORPUS / "tensorboard/deep-lineary-gated/lightning_logs",
+                        name="real/corpus/opt")
+        fastmri = add_plan(CORPUS / "other/algoperf-amos-fastmri/fastmri_jax",
+                           name="real/corpus/opt",
+                           manifest=CORPUS / "_test_manifests" / "o1b.toml")
+    whys = {m.why for r in plan.runs for m in r.metrics if m.stored.endswith("_error")
+            and "cross_entropy" in m.stored}
+    assert whys == {"the cross-entropy: its parameter 'criterion' = "
+                    "'torch.nn.modules.loss.BCEWithLogitsLoss' names a cross-entropy loss"}
+    losses = {(m.logged, m.stored) for r in fastmri.runs for m in r.metrics if m.why}
+    assert losses == {("train/loss", "train/loss"), ("validation/loss", "val/loss"),
+                      ("test/loss", "test/loss")}
