@@ -362,6 +362,11 @@ def test_the_same_history_names_at_training_steps_stay_steps(tmp_path: Path) -> 
         data = build(tmp_path / folder, name=NAME, manifest=_bs(tmp_path))
         (table,) = data.measurements.values()
         assert table.column("step").to_pylist()[-1] == last, folder
+    # Keras's validation_freq=5 looks like "a": the manifest's steps_per_epoch says epochs
+    data = build(tmp_path / "a", name=NAME,
+                 manifest=_bs(tmp_path, "[workload]\nsteps_per_epoch = 10\n"))
+    (table,) = data.measurements.values()
+    assert table.column("step").to_pylist() == [10 * (e + 1) for e in range(20)]
 
 
 def test_one_epoch_rule_for_every_format_whose_step_is_the_callers(tmp_path: Path) -> None:
