@@ -590,7 +590,7 @@ def build(source: str | os.PathLike[str] | None = None, *, name: str | None = No
           metric_map: Mapping[str, str] | Sequence[str] | None = None,
           include: Sequence[str] = (), exclude: Sequence[str] = (),
           follow_links: bool = False, on_conflict: str = "refuse",
-          plan: ImportPlan | None = None) -> WorkloadData:
+          run_column: str | None = None, plan: ImportPlan | None = None) -> WorkloadData:
     """Read and check every run; return the workload, ready to be written (nothing is).
 
     Arguments as for :func:`add`; ``plan``, when given, is filled with what was inferred
@@ -637,10 +637,18 @@ def build(source: str | os.PathLike[str] | None = None, *, name: str | None = No
         return check_names(build_release(src, name=name or man.name, overrides=overrides,
                                          manifest=man, files=files))
     wl_name = _check_name(name or man.name, src)
+    if run_column is not None and fmt not in ("csv", "wandb"):
+        raise IngestError(f"--run-column {run_column!r} tells apart the runs of a CSV log "
+                          f"holding several; these logs are read as {fmt}, whose runs are "
+                          "apart already: leave --run-column out", path=str(src))
     renames = tuple(old for old, new in overrides.items() if new == "step")
     drop = frozenset(old for old, new in overrides.items() if not new)
     with conflict_rule(on_conflict):  # every reader merges rows through merge_rows
-        runs = _reader(fmt)(src, ReadOptions(renames, drop, select, files))
+        runs = _reader(fmt)(src, ReadOptions(renames, drop, select, files, run_column))
+    if run_column is not None and not any(run_column in r.params for r in runs):
+        raise IngestError(f"--run-column {run_column!r} names no column of any log here; "
+                          "name the column whose value says which run each row belongs to, "
+                          "or leave --run-column out", path=str(src))
     if not runs:
         left_out = " (or --include/--exclude left every file out)" if select else ""
         raise IngestError(f"no {fmt} runs found here{left_out}; check the path, or pass "
@@ -806,7 +814,8 @@ def add_plan(source: str | os.PathLike[str] | None = None, *, name: str | None =
              format: Format | str = "auto", manifest: str | os.PathLike[str] | None = None,
              metric_map: Mapping[str, str] | Sequence[str] | None = None,
              include: Sequence[str] = (), exclude: Sequence[str] = (),
-             follow_links: bool = False, on_conflict: str = "refuse") -> ImportPlan:
+             follow_links: bool = False, on_conflict: str = "refuse",
+             run_column: str | None = None) -> ImportPlan:
     """What :func:`add` would import, and why, without writing anything (``curvekit add
     --dry-run``): the logs are read and checked exactly as :func:`add` reads them, so a
     problem raises the same :class:`~curvekit.errors.IngestError`. The warnings the import
@@ -827,7 +836,8 @@ def add_plan(source: str | os.PathLike[str] | None = None, *, name: str | None =
             warnings.simplefilter("always", IngestWarning)
             data = build(source, name=name, format=format, manifest=manifest,
                          metric_map=metric_map, include=include, exclude=exclude,
-                         follow_links=follow_links, on_conflict=on_conflict, plan=plan)
+                         follow_links=follow_links, on_conflict=on_conflict,
+                         run_column=run_column, plan=plan)
     finally:  # raised again, for whoever listens (the CLI prints them)
         for warning in caught:
             warnings.warn_explicit(warning.message, warning.category, warning.filename,
@@ -858,7 +868,7 @@ def add(source: str | os.PathLike[str] | None = None, *, name: str | None = None
         metric_map: Mapping[str, str] | Sequence[str] | None = None, replace: bool = False,
         home: str | os.PathLike[str] | None = None, include: Sequence[str] = (),
         exclude: Sequence[str] = (), follow_links: bool = False,
-        on_conflict: str = "refuse") -> AddResult:
+        on_conflict: str = "refuse", run_column: str | None = None) -> AddResult:
     """Import the training runs at ``source`` as the workload ``name`` of the store.
 
     ``format`` is one of :data:`FORMATS` (``auto`` detects it). ``manifest`` is a run
@@ -874,7 +884,10 @@ def add(source: str | os.PathLike[str] | None = None, *, name: str | None = None
     point (still to regular files only): use it for a folder of links you made yourself.
     ``on_conflict`` says what to do with one metric logged twice at one step with different
     values: ``refuse`` (the default), keep the ``first`` or the ``last`` value logged (see
-    :func:`~curvekit.ingest.runs.merge_rows`).
+    :func:`~curvekit.ingest.runs.merge_rows`). ``run_column`` names the column of a CSV log
+    holding several runs one after another that says which run each row belongs to (one
+    trial per value; without it such a column is found by the rule of
+    :mod:`curvekit.ingest.stacked`).
 
     Raises :class:`~curvekit.errors.IngestError` naming the file, line and problem when an
     input is bad, and :class:`~curvekit.errors.StoreError` when the name is taken; the store
@@ -892,5 +905,5 @@ def add(source: str | os.PathLike[str] | None = None, *, name: str | None = None
     """
     data = build(source, name=name, format=format, manifest=manifest, metric_map=metric_map,
                  include=include, exclude=exclude, follow_links=follow_links,
-                 on_conflict=on_conflict)
+                 on_conflict=on_conflict, run_column=run_column)
     return add_workload(home, data, replace=replace)

@@ -44,7 +44,7 @@ import pyarrow.parquet as pq
 
 from curvekit.errors import IngestError
 from curvekit.ingest import csvlogs
-from curvekit.ingest.csvlogs import AXIS_COLUMNS, frame_from_table, log_files, read_csv_run
+from curvekit.ingest.csvlogs import AXIS_COLUMNS, frame_from_table, log_files, read_csv_file
 from curvekit.ingest.files import SourceFiles, files_of
 from curvekit.ingest.runs import MAX_COLUMNS, ReadOptions, RunLog, merge_rows
 
@@ -153,8 +153,9 @@ def read_wandb_runs(source: Path, options: ReadOptions | None = None) -> list[Ru
                                    files=files)
         if charts is not None:
             return True, charts
-        return False, [read_csv_run(path, key, step_renames=opts.step_renames,
-                                    drop_private=True, drop=opts.drop, files=files)]
+        return False, read_csv_file(path, key, step_renames=opts.step_renames,
+                                    drop_private=True, drop=opts.drop, files=files,
+                                    run_column=opts.run_column)
 
     with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:
         found = list(pool.map(read, log_files(source, (".csv", ".parquet"), opts.select,
