@@ -117,7 +117,7 @@ def _csv_kind(path: Path, key: str, files: SourceFiles) -> str:
     except csv.Error:  # a line break inside the header: the CSV reader refuses it, with the line
         return "csv"
     csvlogs.refuse_runs_table(names, str(path), key)
-    if "_step" in names or csvlogs.chart_export_runs(names) is not None:
+    if "_step" in names or csvlogs.chart_export_runs(names, companions=False) is not None:
         return "wandb"
     return "csv"
 

@@ -267,11 +267,11 @@ def title_lines(data: bytes) -> int:
                       and any(_is_number(c) for c in _cells(t, dialect(lines[i])[0]))), None)
         if first is None:
             return 0
-        for i, text in enumerate(texts[:first]):
-            if text is None:
+        for i, line in enumerate(texts[:first]):
+            if line is None:
                 continue
             separator = dialect(lines[i])[0]  # the header says how the rows are separated
-            if len(_cells(text, separator)) == len(_cells(texts[first] or "", separator)):
+            if len(_cells(line, separator)) == len(_cells(texts[first] or "", separator)):
                 return i
     except csv.Error:
         return 0
@@ -565,32 +565,41 @@ def refuse_runs_table(names: list[str], path: str, key: str) -> None:
         path=path, line=1)
 
 
-def chart_export_runs(names: list[str]) -> dict[str, list[tuple[str, str]]] | None:
+def chart_export_runs(names: list[str], *, companions: bool = True
+                      ) -> dict[str, list[tuple[str, str]]] | None:
     """The runs of a W&B chart export, or None if ``names`` are not one.
 
     A chart's 'Export as CSV' writes the x axis first, then for each run and metric a
-    column ``<run> - <metric>`` and its companions ``<run> - <metric>__MIN`` and ``__MAX``
-    (the range of the points a sampled chart merged into one). Returns run name ->
-    [(column, metric)] without the companions; the run name is the text before the last
-    ``" - "``.
+    column ``<run> - <metric>`` and, for a sampled chart, its companions ``<run> -
+    <metric>__MIN`` and ``__MAX`` (the range of the points merged into one). Returns run
+    name -> [(column, metric)] without the companions; the run name is the text before the
+    last ``" - "``. A header with companions is certainly one; without them
+    (``companions=False`` allows it), every column after the first must be ``<run> -
+    <metric>`` and every run must have the same metrics (a grid: one chart's metrics for
+    each of its runs).
 
     >>> chart_export_runs(["Step", "a - loss", "a - loss__MIN", "a - loss__MAX", "b - loss"])
     {'a': [('a - loss', 'loss')], 'b': [('b - loss', 'loss')]}
-    >>> chart_export_runs(["step", "loss", "val - loss"]) is None
+    >>> chart_export_runs(["Step", "a - loss", "b - loss"], companions=False)
+    {'a': [('a - loss', 'loss')], 'b': [('b - loss', 'loss')]}
+    >>> chart_export_runs(["step", "loss", "val - loss"], companions=False) is None
     True
     """
     rest = names[1:]
     if not rest or not all(" - " in n for n in rest):
         return None
-    companions = {n for n in rest if n.endswith(CHART_COMPANIONS)}
-    if not any(n[: -len("__MIN")] in rest for n in companions):
+    present = set(rest)
+    merged = {n for n in rest if n.endswith(CHART_COMPANIONS) and n[: -len("__MIN")] in present}
+    if not merged and companions:
         return None
     runs: dict[str, list[tuple[str, str]]] = {}
     for n in rest:
-        if n in companions and n[: -len("__MIN")] in rest:
+        if n in merged:
             continue
         run, _, metric = n.rpartition(" - ")
         runs.setdefault(run.strip(), []).append((n, metric.strip()))
+    if not merged and len({frozenset(m for _, m in cols) for cols in runs.values()}) > 1:
+        return None  # no grid: metric names that hold " - ", not runs
     return runs
 
 
@@ -737,6 +746,11 @@ def _text_table(data: bytes, path: str, names: list[str], dropped: set[str]) -> 
                             skip=dropped)
 
 
+def _rows_lines(rows: list[int], line_of: LineOf) -> LineOf:
+    """The file's lines of a table's ``rows`` taken apart."""
+    return lambda r: line_of(rows[r])
+
+
 def _words(data: bytes, path: str, names: list[str], dropped: set[str]) -> list[str]:
     """The columns of a log holding a cell that is not a number (read only after a
     failure, to name them in its message)."""
@@ -775,7 +789,7 @@ def _stacked_column(data: bytes, path: str, names: list[str], axis: str, dropped
         return None, []
     words = [n for n in found if not _numeric(text.column(n))]
     chosen = stacked.choose(found, words)
-    runs = len(stacked.groups(columns[chosen]))
+    runs = len(stacked.groups([str(v) for v in columns[chosen]]))
     line_of = data_line(data)
     lines = ", ".join(str(line_of(r)) for r in back[:5]) + (", ..." if len(back) > 5 else "")
     others = [n for n in found if n != chosen]
@@ -809,7 +823,7 @@ def _stacked_runs(data: bytes, path: Path, key: str, stem: str, names: list[str]
     constant: dict[str, list[str]] = {}
     for name in words:
         cells = text.column(name).to_pylist()
-        for run, where in rows.items():
+        for where in rows.values():
             seen = {cells[r] for r in where}
             if len(seen) > 1:  # not a metaparameter: a metric, with a cell that is no number
                 bad = next((r for r, c in enumerate(cells)
@@ -830,7 +844,7 @@ def _stacked_runs(data: bytes, path: Path, key: str, stem: str, names: list[str]
     for run, where in rows.items():
         sub = table.take(pa.array(where))
         frame, by_epoch = frame_from_table(sub, str(path), step_renames=step_renames,
-                                           line_of=lambda r, w=where: line_of(w[r]))
+                                           line_of=_rows_lines(where, line_of))
         params = {**base, column: param_value(scalar(run))}
         params.update({n: param_value(scalar(cells[where[0]] or ""))
                        for n, cells in constant.items() if cells[where[0]]})
