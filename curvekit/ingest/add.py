@@ -737,6 +737,7 @@ def _assemble(runs: list[RunLog], name: tuple[str, str, str], fmt: str, src: Pat
     for batch_size, group in prepared.items():
         for run, mine, _, _ in group:
             params[run.key] = _parameters(run, mine, where, columns, batch_size)
+    _note_alike(prepared, params)
     base_dir, model, optimizer = name
     studies, trials, measurements = [], [], {}
     origin_runs: dict[str, str] = {}
@@ -783,6 +784,30 @@ def _assemble(runs: list[RunLog], name: tuple[str, str, str], fmt: str, src: Pat
               "metric_map": dict(sorted(overrides.items())),
               "tool": f"curvekit {__version__} add", "runs": origin_runs}
     return WorkloadData(studies, trials, measurements, origin)
+
+
+def _note_alike(prepared: Mapping[int, Sequence[tuple[RunLog, Any, pl.DataFrame,
+                                                     Mapping[str, str]]]],
+                params: Mapping[str, Mapping[str, Any]]) -> None:
+    """Say when a metric is named like a metaparameter of its run (``learning_rate``
+    logged as a curve and given in the config): both are kept, as names are data, and
+    ``--map`` renames the metric."""
+    alike: dict[str, str] = {}  # stored metric name -> its logged name
+    for group in prepared.values():
+        for run, _, _, sources in group:
+            for new, old in sources.items():
+                if new in params.get(run.key, {}):
+                    alike.setdefault(new, old)
+    if not alike:
+        return
+    new, old = next(iter(sorted(alike.items())))
+    maps = " ".join(f"--map '{o}=logged/{n}'" for n, o in sorted(alike.items()))
+    warnings.warn(
+        f"metric {new!r} is named like a metaparameter of the same run(s)"
+        f"{f' (and {len(alike) - 1} more)' if len(alike) > 1 else ''}: both are kept (names "
+        "are data in the store: the curve as a metric, the setting as a metaparameter); to "
+        f"store the metric under another name, {maps} (or the manifest's [metrics] table)",
+        IngestWarning, stacklevel=4)
 
 
 def _run_plan(run: RunLog, batch_size: int, trial_id: int, frame: pl.DataFrame,
