@@ -569,6 +569,8 @@ def _plan_table(plan: Any) -> str:
         lines += [f"run {run.run}  ->  batch size {run.batch_size} (from "
                   f"{run.batch_size_from}), trial {run.trial_id}",
                   f"  from:    {run.path}",
+                  *[f"  {'files:' if i == 0 else '':<8} {f}" for i, f in enumerate(run.files)
+                    if run.files != [run.path]],
                   f"  axis:    {run.axis}: {run.axis_evidence}",
                   f"  rows:    {run.rows}, {steps}",
                   f"  status:  {run.status}: {run.status_why}"]

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from curvekit.cli import main
 from curvekit.errors import IngestError
 from curvekit.ingest.add import add_plan, build
+from curvekit.ingest.files import SourceFiles
 from curvekit.ingest.runs import IngestWarning
 from curvekit.store.update import WorkloadData
 
@@ -203,10 +204,82 @@ def test_a_metric_named_like_a_metaparameter_is_kept_and_the_notice_fix_works(
     assert data.trials[0].parameters["learning_rate"] == 0.1
 
 
-def test_the_plan_names_each_file_of_a_run(tmp_path: Path) -> None:
-    version = tmp_path / "version_0"
-    version.mkdir()
-    (version / "metrics.csv").write_text("epoch,step,val_loss\n0,9,2.0\n")
-    (version / "hparams.yaml").write_text("batch_size: 32\n")
-    plan = add_plan(tmp_path, name="mine/net/sgd")
-    assert plan.runs[0].files == [str(version / "hparams.yaml"), str(version / "metrics.csv")]
+def _plan_and_reads(source: Path, monkeypatch: pytest.MonkeyPatch,
+                    **options: object) -> tuple[dict[str, list[str]], list[str]]:
+    """The plan's files of each run, and every file the import read."""
+    read: list[str] = []
+    original = SourceFiles.read
+
+    def spy(self: SourceFiles) -> list[str]:
+        read.extend(original(self))
+        return original(self)
+
+    monkeypatch.setattr(SourceFiles, "read", spy)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", IngestWarning)
+        plan = add_plan(source, name="mine/net/sgd", **options)  # type: ignore[arg-type]
+    return {r.run: r.files for r in plan.runs}, read
+
+
+def _layouts(root: Path) -> dict[str, tuple[Path, dict[str, object]]]:
+    """Sources of several formats whose runs are made of several files."""
+    from tests.logformats import write_mlflow_db, write_sacred_run
+    from tests.test_add_epochs_and_hf import _trainer_output
+    from tests.test_add_formats import _tensorboard_runs
+
+    out: dict[str, tuple[Path, dict[str, object]]] = {}
+    lightning = root / "lightning"
+    for n in (0, 1):
+        (lightning / f"version_{n}").mkdir(parents=True)
+        (lightning / f"version_{n}" / "metrics.csv").write_text(
+            "epoch,step,val_loss\n0,9,2.0\n0,19,1.0\n")
+        (lightning / f"version_{n}" / "hparams.yaml").write_text(f"batch_size: {16 << n}\n")
+    out["lightning"] = (lightning, {})
+    _tensorboard_runs(root / "tensorboard")
+    out["tensorboard"] = (root / "tensorboard", {})
+    for bs in (16, 32):
+        _trainer_output(root / "hf" / f"bs{bs}", bs, 60, 60, checkpoints=(20, 40))
+    out["hf"] = (root / "hf", {})
+    charts = root / "charts"
+    charts.mkdir()
+    for metric in ("val_loss", "train_loss"):
+        (charts / f"{metric}.csv").write_text(
+            f'"Step","a - {metric}","b - {metric}"\n"0","2.0","2.5"\n"10","1.0","1.5"\n')
+    manifest = root / "runs.toml"
+    manifest.write_text(MANIFEST)
+    out["wandb"] = (charts, {"manifest": manifest})
+    sacred = root / "sacred"
+    for n in (1, 2):
+        write_sacred_run(sacred / str(n), config={"batch_size": 32, "lr": 0.1},
+                         metrics={"loss": ([10, 20], [1.0, 0.5])})
+    out["sacred"] = (sacred, {})
+    db = root / "mlflow" / "mlruns.db"
+    db.parent.mkdir()
+    write_mlflow_db(db, {1: "exp"}, [{"id": "r1", "experiment": 1, "status": "FINISHED",
+                                      "start": 1, "params": {"batch_size": "32"},
+                                      "metrics": {"loss": [(10, 1.0, 1), (20, 0.5, 2)]}}])
+    out["mlflow"] = (db.parent, {})
+    return out
+
+
+def test_the_plan_names_every_file_each_run_is_read_from(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    """Whatever the format, every file the import read is named under the runs it makes,
+    and a run of several files names each of them."""
+    for fmt, (source, options) in _layouts(tmp_path).items():
+        with monkeypatch.context() as patch:
+            files, read = _plan_and_reads(source, patch, **options)
+        named = {f for fs in files.values() for f in fs}
+        assert set(read) <= named, (fmt, sorted(set(read) - named))
+        assert all(len(fs) >= 2 for fs in files.values()) or fmt == "mlflow", (fmt, files)
+    lightning, _ = _layouts(tmp_path / "again")["lightning"]
+    with monkeypatch.context() as patch:
+        files, _ = _plan_and_reads(lightning, patch)
+    version = lightning / "version_0"
+    assert files["version_0/metrics.csv"] == [str(version / "hparams.yaml"),
+                                              str(version / "metrics.csv")]
+    result = CliRunner().invoke(main, ["add", str(lightning), "--name", "mine/net/sgd",
+                                       "--dry-run", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert f'"{version / "hparams.yaml"}"' in result.output

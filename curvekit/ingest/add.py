@@ -43,7 +43,7 @@ from curvekit.ingest.jsonlines import LOG_NAME, is_jsonl_log
 from curvekit.ingest.metrics import apply_map, parse_overrides
 from curvekit.ingest.mlflow_sqlite import SUFFIXES as SQLITE_SUFFIXES
 from curvekit.ingest.mlflow_sqlite import is_mlflow_db
-from curvekit.ingest.plan import ImportPlan, MetricPlan, RunPlan, StudyPlan
+from curvekit.ingest.plan import ImportPlan, MetricPlan, RunPlan, StudyPlan, run_files
 from curvekit.ingest.runs import (
     INT64_MAX,
     IngestWarning,
@@ -660,7 +660,12 @@ def build(source: str | os.PathLike[str] | None = None, *, name: str | None = No
             "curve (no scalar logged at a step: only images, histograms, text, or Lightning's "
             "hp_metric placeholder); point at the logs that hold the training curves, or pass "
             "--log-format to read another format", path=str(src))
-    return check_names(_assemble(runs, wl_name, fmt, src, man, overrides, plan))
+    data = check_names(_assemble(runs, wl_name, fmt, src, man, overrides, plan))
+    if plan is not None:  # every file each run is read from, by the one rule of run_files
+        made = run_files([(r.key, r.path, r.files) for r in runs], files.read())
+        for planned in plan.runs:
+            planned.files = made.get(planned.run, [planned.path])
+    return data
 
 
 def _assemble(runs: list[RunLog], name: tuple[str, str, str], fmt: str, src: Path,

@@ -123,6 +123,7 @@ class RunLog:
     why_epochs: str = "the log counts epochs (an epoch column, no step column)"
     finished: bool | None = None  # the logger's own record of the run's end, where it keeps one
     finished_why: str = ""
+    files: tuple[str, ...] = ()  # files it is read from besides path (chart exports joined)
 
     @property
     def order(self) -> tuple[float, list[Any]]:

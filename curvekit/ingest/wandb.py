@@ -207,7 +207,8 @@ def _join(runs: list[RunLog]) -> RunLog:
     frame = pl.concat([r.frame for r in runs], how="diagonal_relaxed")
     merged = merge_rows(frame, " and ".join(r.path for r in runs), lambda row: row + 2, axis)
     aliases = tuple(dict.fromkeys(a for r in runs for a in r.aliases))
-    return RunLog(first.key, first.path, merged, {}, aliases=aliases, by_epoch=first.by_epoch)
+    return RunLog(first.key, first.path, merged, {}, aliases=aliases, by_epoch=first.by_epoch,
+                  files=tuple(r.path for r in runs[1:]))
 
 
 def read_wandb_runs(source: Path, options: ReadOptions | None = None) -> list[RunLog]:
