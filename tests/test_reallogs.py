@@ -139,8 +139,10 @@ SOURCES: list[Source] = [
     Source("wandb/junyoung-snet", "w1.toml", metric_map=("epoch_id=step",), trials=14,
            rows=4214, steps=(0, 3000), metrics=_m("dataset_stats.S100_N30_m3_full.gap_mean"),
            statuses={"COMPLETE": 14}),
-    Source("wandb/junyoung-snet", "w1.toml",
-           refused=("wandb_export.csv, line 1", "no step column", "--map COLUMN=step")),
+    # the chart's x axis epoch_id is no step: each run is placed by its own _step
+    Source("wandb/junyoung-snet", "w1.toml", trials=14, rows=4214, steps=(1, 3301),
+           metrics=_m("dataset_stats.S100_N30_m3_full.gap_mean"), statuses={"COMPLETE": 14},
+           warns=("x axis 'epoch_id' is no step column", "--map 'epoch_id=step'")),
     Source("wandb/lucas-nanogpt-ablations/training_records", "w1.toml", metric_map=("Name=",),
            refused=("wandb_export.csv, line 1", "W&B runs table", "not a training history",
                     "--exclude 'wandb_export.csv'")),
