@@ -585,6 +585,9 @@ def _plan_table(plan: Any) -> str:
     for study in plan.studies:
         lines.append(f"study batch size {study.batch_size}: {study.trials} trial(s), budget "
                      f"{study.budget} steps (from {study.budget_from})")
+    if plan.unused:
+        lines += ["", "Files read that make no run imported (runs left out: see the notes):"]
+        lines += [f"  {f}" for f in plan.unused]
     if plan.notes:
         lines += ["", "Notes:"] + [f"  - {note}" for note in plan.notes]
     return "\n".join(lines)

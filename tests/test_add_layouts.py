@@ -206,7 +206,8 @@ def test_a_metric_named_like_a_metaparameter_is_kept_and_the_notice_fix_works(
 
 def _plan_and_reads(source: Path, monkeypatch: pytest.MonkeyPatch,
                     **options: object) -> tuple[dict[str, list[str]], list[str]]:
-    """The plan's files of each run, and every file the import read."""
+    """The plan's files of each run (``""``: files of no run), and every file the import
+    read."""
     read: list[str] = []
     original = SourceFiles.read
 
@@ -218,7 +219,7 @@ def _plan_and_reads(source: Path, monkeypatch: pytest.MonkeyPatch,
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", IngestWarning)
         plan = add_plan(source, name="mine/net/sgd", **options)  # type: ignore[arg-type]
-    return {r.run: r.files for r in plan.runs}, read
+    return {"": plan.unused, **{r.run: r.files for r in plan.runs}}, read
 
 
 def _layouts(root: Path) -> dict[str, tuple[Path, dict[str, object]]]:
@@ -270,8 +271,9 @@ def test_the_plan_names_every_file_each_run_is_read_from(tmp_path: Path,
     for fmt, (source, options) in _layouts(tmp_path).items():
         with monkeypatch.context() as patch:
             files, read = _plan_and_reads(source, patch, **options)
+        unused = files.pop("")
         named = {f for fs in files.values() for f in fs}
-        assert set(read) <= named, (fmt, sorted(set(read) - named))
+        assert set(read) <= named and not unused, (fmt, sorted(set(read) - named), unused)
         assert all(len(fs) >= 2 for fs in files.values()) or fmt == "mlflow", (fmt, files)
     lightning, _ = _layouts(tmp_path / "again")["lightning"]
     with monkeypatch.context() as patch:

@@ -496,3 +496,36 @@ def test_new_formats_store_the_files_values(tmp_path: Path) -> None:
            ).read_text().splitlines()[1:]
     assert _stored(data, "val/cross_entropy_error") == [
         (int(s), float(v)) for s, v in (line.split("\t") for line in tsv)]
+
+
+PLANNED = [s for s in SOURCES if not s.refused and s.path in (
+    "tensorboard/deep-lineary-gated/lightning_logs", "hf/hannibal-qlora",
+    "wandb/druidowm-nanogpt", "mlflow/awritrojit-mnist/mlruns", "lightning/eve-opal-v2/"
+    "lightning_logs", "other/algoperf-amos-fastmri/fastmri_jax")]
+
+
+@pytest.mark.parametrize("source", PLANNED, ids=lambda s: s.id)
+def test_the_plan_names_every_file_read(source: Source, tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``add --dry-run`` names, under the runs it makes, every file the import read."""
+    from curvekit.ingest.add import add_plan
+    from curvekit.ingest.files import SourceFiles
+
+    read: list[str] = []
+    original = SourceFiles.read
+    monkeypatch.setattr(SourceFiles, "read",
+                        lambda self: read.extend(original(self)) or original(self))
+    manifest = CORPUS / "_test_manifests" / source.manifest if source.manifest else None
+    if source.runs is not None:
+        manifest = tmp_path / "runs.toml"
+        manifest.write_text(source.runs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", IngestWarning)
+        plan = add_plan(CORPUS / source.path, name="real/corpus/opt", format=source.format,
+                        manifest=manifest, metric_map=list(source.metric_map),
+                        include=source.include, exclude=source.exclude)
+    named = {f for run in plan.runs for f in run.files}
+    assert read and set(read) == named | set(plan.unused), sorted(set(read) - named)
+    assert not named & set(plan.unused)
+    assert all(run.path in run.files or any(f.startswith(run.path + os.sep)
+                                            for f in run.files) for run in plan.runs)

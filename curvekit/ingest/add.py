@@ -665,6 +665,7 @@ def build(source: str | os.PathLike[str] | None = None, *, name: str | None = No
         made = run_files([(r.key, r.path, r.files) for r in runs], files.read())
         for planned in plan.runs:
             planned.files = made.get(planned.run, [planned.path])
+        plan.unused = made[""]
     return data
 
 

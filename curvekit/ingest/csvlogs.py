@@ -257,7 +257,7 @@ def title_lines(data: bytes) -> int:
     >>> title_lines(b"Training log\\n\\nstep;loss\\n0;2,5\\n"), title_lines(b"step,loss\\n0,1\\n")
     (2, 0)
     """
-    lines = data.split(b"\n", TITLE_SNIFF_LINES)[:TITLE_SNIFF_LINES]
+    lines = _first_lines(data, TITLE_SNIFF_LINES)
     texts: list[str | None] = []  # None: blank, or a '#' comment
     for raw in lines:
         text = raw.decode("utf-8-sig", errors="replace").strip("\r\n")
@@ -276,6 +276,21 @@ def title_lines(data: bytes) -> int:
     except csv.Error:
         return 0
     return 0
+
+
+def _first_lines(data: bytes, count: int) -> list[bytes]:
+    """The first ``count`` lines of ``data`` (the last may be cut), without copying the
+    rest of a large file."""
+    lines: list[bytes] = []
+    start = 0
+    while len(lines) < count and start <= len(data):
+        end = data.find(b"\n", start)
+        if end < 0:
+            lines.append(data[start:])
+            break
+        lines.append(data[start:end])
+        start = end + 1
+    return lines
 
 
 def _cells(text: str, separator: str) -> list[str]:

@@ -35,14 +35,16 @@ def run_files(runs: Sequence[tuple[str, str, Iterable[str]]], read: Iterable[str
     deepest such folder: TensorBoard's event files, an MLflow run's metric files, a
     Hugging Face run's checkpoints), else, beside a run's file, to every run read from a
     file of that folder (Lightning's ``hparams.yaml``, timm's ``args.yaml``), else to every
-    run below its folder (an MLflow experiment's ``meta.yaml``).
+    run below its folder (an MLflow experiment's ``meta.yaml``); the files of no run (read,
+    then left out: an MLflow run that logged no metric) are listed under ``""``.
 
     >>> run_files([("v0", "logs/v0/metrics.csv", ()), ("tb", "logs/tb", ())],
     ...           ["logs/tb/a/events.1", "logs/v0/hparams.yaml", "logs/v0/metrics.csv"])
-    {'v0': ['logs/v0/hparams.yaml', 'logs/v0/metrics.csv'], 'tb': ['logs/tb/a/events.1']}
+    {'': [], 'v0': ['logs/v0/hparams.yaml', 'logs/v0/metrics.csv'], 'tb': ['logs/tb/a/events.1']}
     """
     done = set(read)
-    out: dict[str, set[str]] = {name: set() for name, _, _ in runs}
+    out: dict[str, set[str]] = {"": set()}  # "": files of no run (a run left out)
+    out.update({name: set() for name, _, _ in runs})
     named: dict[str, list[str]] = {}
     beside: dict[str, list[str]] = {}  # a folder -> the runs read from a file in it
     for name, path, extra in runs:
@@ -58,7 +60,7 @@ def run_files(runs: Sequence[tuple[str, str, Iterable[str]]], read: Iterable[str
         owners = named.get(f) \
             or next((named[str(p)] for p in Path(f).parents if str(p) in named), None) \
             or beside.get(str(Path(f).parent)) \
-            or below.get(str(Path(f).parent), [])
+            or below.get(str(Path(f).parent), [""])
         for name in owners:
             out[name].add(f)
     return {name: sorted(files) for name, files in out.items()}
@@ -114,6 +116,7 @@ class ImportPlan:
     runs: list[RunPlan] = field(default_factory=list)
     studies: list[StudyPlan] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # warnings: left out, ambiguities, fixes
+    unused: list[str] = field(default_factory=list)  # files read that make no imported run
 
     def as_dict(self) -> dict[str, Any]:
         """The plan as plain data (lists, dicts, numbers, text) for ``--format json``."""
