@@ -4,6 +4,7 @@ grouped, with an x axis that is no step column), and a metric named like a metap
 
 from __future__ import annotations
 
+import json
 import re
 import tempfile
 import warnings
@@ -185,13 +186,21 @@ def test_a_chart_with_another_x_axis_places_runs_by_their_own_step(tmp_path: Pat
 
 
 # ------------------------------------------------------------------ a metric named like a parameter
+@pytest.mark.parametrize(("column", "parameter", "stored", "values"), [
+    ("learning_rate", "learning_rate", "learning_rate", ("0.1", "0.05")),
+    ("val_acc", "val/classification_error", "val/classification_error",  # 1 - value
+     ("0.5", "0.75")),
+    ("learning_rate", "lr", "learning_rate", ("0.1", "0.05")),  # lr: learning_rate
+])
 def test_a_metric_named_like_a_metaparameter_is_kept_and_the_notice_fix_works(
-        tmp_path: Path) -> None:
+        tmp_path: Path, column: str, parameter: str, stored: str,
+        values: tuple[str, str]) -> None:
     version = tmp_path / "version_0"
     version.mkdir()
-    (version / "metrics.csv").write_text("epoch,step,learning_rate,val_loss\n0,9,0.1,2.0\n"
-                                         "0,19,0.05,1.5\n")
-    (version / "hparams.yaml").write_text("batch_size: 32\nlearning_rate: 0.1\n")
+    (version / "metrics.csv").write_text(f"epoch,step,{column},val_loss\n0,9,{values[0]},2.0\n"
+                                         f"0,19,{values[1]},1.5\n")
+    (version / "hparams.yaml").write_text(f"batch_size: 32\n{parameter}: 0.1\n")
+    before = add_plan(tmp_path, name="mine/net/sgd")
     data, notes = _build(tmp_path)
     note = next(n for n in notes if "named like a metaparameter" in n)
     fix = re.search(r"--map '([^']+)'", note)
@@ -199,9 +208,13 @@ def test_a_metric_named_like_a_metaparameter_is_kept_and_the_notice_fix_works(
     result = CliRunner().invoke(main, ["add", str(tmp_path), "--name", "mine/net/sgd",
                                        "--map", fix.group(1), "--dry-run", "--format", "json"])
     assert result.exit_code == 0, result.output
-    renamed = fix.group(1).split("=", 1)[1]
-    assert f'"stored": "{renamed}"' in result.output
-    assert data.trials[0].parameters["learning_rate"] == 0.1
+    plan = json.loads(result.output)
+    renamed = {m["logged"]: m for m in plan["runs"][0]["metrics"]}[column]
+    was = {m.logged: m for m in before.runs[0].metrics}[column]
+    assert renamed["stored"] not in plan["runs"][0]["parameters"]
+    assert renamed["transform"] == was.transform
+    assert "named like a metaparameter" not in " ".join(plan["notes"])
+    assert data.trials[0].parameters[stored] == 0.1
 
 
 def _plan_and_reads(source: Path, monkeypatch: pytest.MonkeyPatch,

@@ -743,7 +743,7 @@ def _assemble(runs: list[RunLog], name: tuple[str, str, str], fmt: str, src: Pat
     for batch_size, group in prepared.items():
         for run, mine, _, _ in group:
             params[run.key] = _parameters(run, mine, where, columns, batch_size)
-    _note_alike(prepared, params)
+    _note_alike(prepared, params, transforms)
     base_dir, model, optimizer = name
     studies, trials, measurements = [], [], {}
     origin_runs: dict[str, str] = {}
@@ -794,20 +794,23 @@ def _assemble(runs: list[RunLog], name: tuple[str, str, str], fmt: str, src: Pat
 
 def _note_alike(prepared: Mapping[int, Sequence[tuple[RunLog, Any, pl.DataFrame,
                                                      Mapping[str, str]]]],
-                params: Mapping[str, Mapping[str, Any]]) -> None:
+                params: Mapping[str, Mapping[str, Any]],
+                transforms: Mapping[str, Mapping[str, str]]) -> None:
     """Say when a metric is named like a metaparameter of its run (``learning_rate``
     logged as a curve and given in the config): both are kept, as names are data, and
     ``--map`` renames the metric."""
-    alike: dict[str, str] = {}  # stored metric name -> its logged name
+    alike: dict[str, str] = {}  # stored metric name -> the --map that renames it
     for group in prepared.values():
         for run, _, _, sources in group:
             for new, old in sources.items():
                 if new in params.get(run.key, {}):
-                    alike.setdefault(new, old)
+                    # the same transform as before: 1 - value stays 1 - value
+                    flip = transforms.get(run.key, {}).get(new, "").startswith("1 - ")
+                    alike.setdefault(new, f"--map '{old}={'1-' if flip else ''}logged/{new}'")
     if not alike:
         return
-    new, old = next(iter(sorted(alike.items())))
-    maps = " ".join(f"--map '{o}=logged/{n}'" for n, o in sorted(alike.items()))
+    new = min(alike)
+    maps = " ".join(m for _, m in sorted(alike.items()))
     warnings.warn(
         f"metric {new!r} is named like a metaparameter of the same run(s)"
         f"{f' (and {len(alike) - 1} more)' if len(alike) > 1 else ''}: both are kept (names "
