@@ -119,6 +119,11 @@ def test_run_column_names_the_column_when_steps_go_on(tmp_path: Path) -> None:
     data, _ = _build(tmp_path, run_column="run")
     assert _curves(data) == {"sweep/a": [(0, 1.0), (10, 0.5)], "sweep/b": [(20, 0.9),
                                                                            (30, 0.4)]}
+    result = CliRunner().invoke(main, ["add", str(tmp_path), "--name", "mine/net/sgd",
+                                       "--run-manifest", str(tmp_path / "runs.toml"),
+                                       "--run-column", "run", "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "run sweep/a  ->" in result.output and "run sweep/b  ->" in result.output
 
 
 def test_steps_that_start_again_without_a_run_column_name_the_option(tmp_path: Path) -> None:
