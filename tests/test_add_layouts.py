@@ -132,6 +132,12 @@ def test_steps_that_start_again_without_a_run_column_name_the_option(tmp_path: P
         _build(tmp_path)
 
 
+def test_a_run_column_of_one_row_per_run_is_a_runs_table(tmp_path: Path) -> None:
+    (tmp_path / "runs.csv").write_text("Name,_step,val_loss\na,300,0.5\nb,200,0.4\n")
+    with pytest.raises(IngestError, match="one row per run holds final values"):
+        _build(tmp_path, run_column="Name")
+
+
 def test_a_run_column_that_names_no_column_is_refused(tmp_path: Path) -> None:
     (tmp_path / "run.csv").write_text("step,loss\n0,1.0\n")
     with pytest.raises(IngestError, match="--run-column 'trial' names no column"):
@@ -163,6 +169,14 @@ def test_a_chart_export_is_one_trial_per_run(names: list[str], companions: bool,
         (folder / "wandb_export.csv").write_text("\n".join(lines) + "\n")
         data, _ = _build(folder)
     assert _curves(data) == expected
+
+
+def test_a_titled_chart_export_is_read_below_its_title(tmp_path: Path) -> None:
+    (tmp_path / "wandb_export.csv").write_text(
+        '# sweep 3\n"Step","a - loss","b - loss"\n"0","2.0",""\n"10","1.5","1.7"\n')
+    data, notes = _build(tmp_path)
+    assert _curves(data) == {"a": [(0, 2.0), (10, 1.5)], "b": [(10, 1.7)]}
+    assert any("left out as a title" in n for n in notes), notes
 
 
 def test_a_grouped_chart_export_is_refused(tmp_path: Path) -> None:

@@ -110,8 +110,9 @@ def _csv_kind(path: Path, key: str, files: SourceFiles) -> str:
     """``wandb`` for a W&B history (``_step``) or chart export; else ``csv``. A W&B runs
     table is refused here: it is no history of any format."""
     # bounded: a header of a million columns is no reason to read on
-    line = files.read_line(path, csvlogs.MAX_HEADER_BYTES).decode("utf-8-sig",
-                                                                  errors="replace")
+    raw = files.read_line(path, csvlogs.MAX_HEADER_BYTES)
+    titled = csvlogs.below_title(files.read_head(path, csvlogs.TITLE_SNIFF_BYTES))
+    line = (titled if titled is not None else raw).decode("utf-8-sig", errors="replace")
     try:
         names = [n.strip() for n in next(csv.reader([line]), [])]
     except csv.Error:  # a line break inside the header: the CSV reader refuses it, with the line

@@ -80,6 +80,9 @@ __all__ = [
     "RUNS_TABLE_COLUMNS",
     "STEP_COLUMNS",
     "TIME_COLUMNS",
+    "TITLE_SNIFF_BYTES",
+    "TITLE_SNIFF_LINES",
+    "below_title",
     "chart_export_runs",
     "dialect",
     "epochs_to_steps",
@@ -229,6 +232,8 @@ def plain_csv(data: bytes, separator: str, padded: bool) -> bytes:
 
 TITLE_SNIFF_LINES = 64
 """How many lines at the start of a CSV log are looked at for a title above its header."""
+TITLE_SNIFF_BYTES = 64 << 10
+"""How many bytes of a CSV log format detection reads to look past a title."""
 
 
 def _is_number(cell: str) -> bool:
@@ -295,6 +300,20 @@ def _first_lines(data: bytes, count: int) -> list[bytes]:
 
 def _cells(text: str, separator: str) -> list[str]:
     return next(csv.reader([text], delimiter=separator), [])
+
+
+def below_title(head: bytes) -> bytes | None:
+    """The header line of a CSV log whose first bytes are ``head``, when title lines stand
+    above it (see :func:`title_lines`); None when the first line is the header.
+
+    >>> below_title(b"# sweep 3\\nStep,a - loss\\n0,1\\n"), below_title(b"step,loss\\n0,1\\n")
+    (b'Step,a - loss', None)
+    """
+    count = title_lines(head)
+    if not count:
+        return None
+    lines = _first_lines(head, count + 1)
+    return lines[count].rstrip(b"\r") if len(lines) > count else None
 
 
 def without_title(data: bytes, path: str) -> tuple[bytes, int]:
@@ -832,6 +851,11 @@ def _stacked_runs(data: bytes, path: Path, key: str, stem: str, names: list[str]
         raise IngestError(f"no value in the run column {column!r}; every row needs the name "
                           "of its run there", path=str(path), line=line_of(missing))
     rows = stacked.groups([v.strip() for v in values])
+    if len(rows) > 1 and all(len(where) == 1 for where in rows.values()):
+        raise IngestError(
+            f"each of its {len(rows)} runs (by column {column!r}) has one row: a table of one "
+            "row per run holds final values (a runs table), not training curves; export "
+            "each run's history (a value per evaluation) instead", path=str(path))
     words = [n for n in text.column_names if n not in (axis, column)
              and n not in AXIS_COLUMNS | set(step_renames)
              and (n in alike or not _numeric(text.column(n)))]

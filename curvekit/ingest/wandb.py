@@ -112,14 +112,15 @@ def read_chart_export(path: Path, key: str, *, step_renames: Iterable[str] = (),
     first = csvlogs.read_header_line(path, files)
     if not first.strip():
         return None  # read_csv_run says the file is empty and how to leave it out
-    names = csvlogs._header(first, str(path))
+    titled = csvlogs.below_title(files.read_head(path, csvlogs.TITLE_SNIFF_BYTES))
+    names = csvlogs._header(titled if titled is not None else first, str(path))
     runs = csvlogs.chart_export_runs(names, companions=False)
     if runs is None:
         return None
     _refuse_groups(runs, str(path), key)
     axis = names[0]
     own = _own_steps(runs, axis, step_renames, str(path))
-    data = files.read_bytes(path)
+    data, _ = csvlogs.without_title(files.read_bytes(path), str(path))
     dropped = set(drop)
     wanted = {run: [(col, metric) for col, metric in cols
                     if (not metric.startswith("_") or own.get(run) == col)
