@@ -35,7 +35,16 @@ import polars as pl
 
 from curvekit._version import __version__
 from curvekit.errors import IngestError
-from curvekit.ingest import FORMATS, csvlogs, dvclive, sacred, timm, ultralytics, wandb_local
+from curvekit.ingest import (
+    FORMATS,
+    csvlogs,
+    csvtext,
+    dvclive,
+    sacred,
+    timm,
+    ultralytics,
+    wandb_local,
+)
 from curvekit.ingest import manifest as manifest_
 from curvekit.ingest.algoperf import is_trial_folder
 from curvekit.ingest.files import SourceFiles, files_of
@@ -111,7 +120,7 @@ def _csv_kind(path: Path, key: str, files: SourceFiles) -> str:
     table is refused here: it is no history of any format."""
     # bounded: a header of a million columns is no reason to read on
     raw = files.read_line(path, csvlogs.MAX_HEADER_BYTES)
-    titled = csvlogs.below_title(files.read_head(path, csvlogs.TITLE_SNIFF_BYTES))
+    titled = csvtext.below_title(files.read_head(path, csvtext.TITLE_SNIFF_BYTES))
     line = (titled if titled is not None else raw).decode("utf-8-sig", errors="replace")
     try:
         names = [n.strip() for n in next(csv.reader([line]), [])]

@@ -45,7 +45,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from curvekit.errors import IngestError
-from curvekit.ingest import csvlogs
+from curvekit.ingest import csvlogs, csvtext
 from curvekit.ingest.csvlogs import AXIS_COLUMNS, frame_from_table, log_files, read_csv_file
 from curvekit.ingest.files import SourceFiles, files_of
 from curvekit.ingest.runs import (
@@ -112,7 +112,7 @@ def read_chart_export(path: Path, key: str, *, step_renames: Iterable[str] = (),
     first = csvlogs.read_header_line(path, files)
     if not first.strip():
         return None  # read_csv_run says the file is empty and how to leave it out
-    titled = csvlogs.below_title(files.read_head(path, csvlogs.TITLE_SNIFF_BYTES))
+    titled = csvtext.below_title(files.read_head(path, csvtext.TITLE_SNIFF_BYTES))
     names = csvlogs._header(titled if titled is not None else first, str(path))
     runs = csvlogs.chart_export_runs(names, companions=False)
     if runs is None:
@@ -120,7 +120,7 @@ def read_chart_export(path: Path, key: str, *, step_renames: Iterable[str] = (),
     _refuse_groups(runs, str(path), key)
     axis = names[0]
     own = _own_steps(runs, axis, step_renames, str(path))
-    data, _ = csvlogs.without_title(files.read_bytes(path), str(path))
+    data, _ = csvtext.without_title(files.read_bytes(path), str(path))
     dropped = set(drop)
     wanted = {run: [(col, metric) for col, metric in cols
                     if (not metric.startswith("_") or own.get(run) == col)
