@@ -25,9 +25,10 @@ from curvekit.store.update import WorkloadData
 MANIFEST = '[[runs]]\nrun = "*"\nbatch_size = 16\n'
 
 
-def _build(folder: Path, **options: object) -> tuple[WorkloadData, list[str]]:
+def _build(folder: Path, workload: str = "", **options: object
+           ) -> tuple[WorkloadData, list[str]]:
     manifest = folder / "runs.toml"
-    manifest.write_text(MANIFEST)
+    manifest.write_text(f"[workload]\n{workload}\n{MANIFEST}" if workload else MANIFEST)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", IngestWarning)
         data = build(folder, name="mine/net/sgd", manifest=manifest,
@@ -109,6 +110,15 @@ def test_stacked_runs_are_one_trial_each(names: list[str], lengths: list[int], c
     assert any(f"column {column!r} changes exactly where 'step' starts again" in n
                for n in notes), notes
     assert sorted(str(t.parameters[column]) for t in data.trials) == sorted(names)
+
+
+def test_stacked_runs_on_the_epoch_axis(tmp_path: Path) -> None:
+    """Keras-like logs of several runs, one after another: epochs start again per run."""
+    (tmp_path / "history.csv").write_text("epoch,loss,seed\n0,1.0,7\n1,0.5,7\n0,0.9,8\n"
+                                          "1,0.4,8\n2,0.3,8\n")
+    data, _ = _build(tmp_path, "steps_per_epoch = 100")
+    assert _curves(data) == {"history/7": [(100, 1.0), (200, 0.5)],
+                             "history/8": [(100, 0.9), (200, 0.4), (300, 0.3)]}
 
 
 def test_run_column_names_the_column_when_steps_go_on(tmp_path: Path) -> None:
@@ -197,6 +207,10 @@ def test_a_chart_with_another_x_axis_places_runs_by_their_own_step(tmp_path: Pat
     assert any("--map 'epoch_id=step'" in n for n in notes), notes
     by_x, _ = _build(tmp_path, metric_map=["epoch_id=step"])
     assert _curves(by_x) == {"a": [(0, 2.0), (1, 1.5)]}
+    text = (tmp_path / "wandb_export.csv").read_text()
+    (tmp_path / "wandb_export.csv").write_text(text.replace('"epoch_id"', '"epoch"', 1))
+    by_epoch, _ = _build(tmp_path)  # the runs' own steps win over the epochs
+    assert _curves(by_epoch) == {"a": [(11, 2.0), (23, 1.5)]}
     (tmp_path / "wandb_export.csv").write_text('"epoch_id","a - loss","a - loss__MIN",'
                                                '"a - loss__MAX"\n"0","2.0","2.0","2.0"\n')
     with pytest.raises(IngestError, match=r"x axis 'epoch_id' is no step column.*"

@@ -170,15 +170,19 @@ def _refuse_groups(runs: Mapping[str, object], path: str, key: str) -> None:
 
 def _own_steps(runs: Mapping[str, list[tuple[str, str]]], axis: str,
                step_renames: Iterable[str], path: str) -> dict[str, str]:
-    """For a chart whose x axis is no step column (``epoch_id``, a wall clock): each run's
-    own step column (``<run> - _step``, the first of STEP_COLUMNS each run has), by which
-    it is placed; {} when the x axis is a step column or ``epoch`` (it places every run)."""
-    if axis in AXIS_COLUMNS or axis in set(step_renames):
+    """For a chart whose x axis is no step column (``epoch``, ``epoch_id``, a wall clock):
+    each run's own step column (``<run> - _step``, the first of STEP_COLUMNS each run has),
+    by which it is placed, as a history's step column wins over its epochs; {} when the x
+    axis is a step column, or ``epoch`` and some run has no step of its own (epochs then
+    place every run)."""
+    if (axis in AXIS_COLUMNS and axis != "epoch") or axis in set(step_renames):
         return {}
     own = {}
     for run, cols in runs.items():
         by_metric = {metric: col for col, metric in cols}
         found = next((by_metric[s] for s in csvlogs.STEP_COLUMNS if s in by_metric), None)
+        if found is None and axis == "epoch":
+            return {}
         if found is None:
             raise IngestError(
                 f"the chart's x axis {axis!r} is no step column, and run {run!r} has no step "
