@@ -466,6 +466,9 @@ def _wrap(text: str, first: str, rest: str, width: int) -> list[str]:
 @click.option("--on-conflict", type=click.Choice(["refuse", "first", "last"]), default="refuse",
               show_default=True, help="One metric logged twice at one step with different "
               "values: refuse, or keep the value logged first or last.")
+@click.option("--run-column", metavar="NAME", default=None,
+              help="A CSV log holding several runs one after another: the column that says "
+              "which run each row belongs to (one trial per value).")
 @click.option("--dry-run", is_flag=True,
               help="Print what would be imported (runs, step axis, metrics, statuses) and why; "
               "write nothing.")
@@ -482,8 +485,8 @@ def _wrap(text: str, first: str, rest: str, width: int) -> list[str]:
 @wait_option
 def add(source: Path | None, name: str | None, fmt: str, manifest: Path | None,
         mapping: tuple[str, ...], include: tuple[str, ...], exclude: tuple[str, ...],
-        on_conflict: str, dry_run: bool, out_fmt: str, replace: bool, follow_links: bool,
-        example_manifest: bool, home: Path | None, wait: float) -> None:
+        on_conflict: str, run_column: str | None, dry_run: bool, out_fmt: str, replace: bool,
+        follow_links: bool, example_manifest: bool, home: Path | None, wait: float) -> None:
     """Add training runs of your own as a workload: release layout, CSV, TensorBoard, MLflow,
     Weights & Biases or AlgoPerf logs.
 
@@ -516,7 +519,8 @@ def add(source: Path | None, name: str | None, fmt: str, manifest: Path | None,
             try:
                 plan = add_plan(source, name=name, format=fmt, manifest=manifest,
                                 metric_map=list(mapping), include=include, exclude=exclude,
-                                follow_links=follow_links, on_conflict=on_conflict)
+                                follow_links=follow_links, on_conflict=on_conflict,
+                                run_column=run_column)
             except Exception:  # a refused plan: what the logs hold is still worth knowing
                 _print_ingest_warnings(caught)
                 raise
@@ -531,7 +535,7 @@ def add(source: Path | None, name: str | None, fmt: str, manifest: Path | None,
             result = add_(source, name=name, format=fmt, manifest=manifest,
                           metric_map=list(mapping), replace=replace, home=home,
                           include=include, exclude=exclude, follow_links=follow_links,
-                          on_conflict=on_conflict)
+                          on_conflict=on_conflict, run_column=run_column)
         finally:  # what the logs hold is worth knowing even when the import is refused
             for warning in caught:
                 if issubclass(warning.category, IngestWarning):
@@ -565,6 +569,8 @@ def _plan_table(plan: Any) -> str:
         lines += [f"run {run.run}  ->  batch size {run.batch_size} (from "
                   f"{run.batch_size_from}), trial {run.trial_id}",
                   f"  from:    {run.path}",
+                  *[f"  {'files:' if i == 0 else '':<8} {f}" for i, f in enumerate(run.files)
+                    if run.files != [run.path]],
                   f"  axis:    {run.axis}: {run.axis_evidence}",
                   f"  rows:    {run.rows}, {steps}",
                   f"  status:  {run.status}: {run.status_why}"]
@@ -580,6 +586,9 @@ def _plan_table(plan: Any) -> str:
     for study in plan.studies:
         lines.append(f"study batch size {study.batch_size}: {study.trials} trial(s), budget "
                      f"{study.budget} steps (from {study.budget_from})")
+    if plan.unused:
+        lines += ["", "Files read that make no run imported (runs left out: see the notes):"]
+        lines += [f"  {f}" for f in plan.unused]
     if plan.notes:
         lines += ["", "Notes:"] + [f"  - {note}" for note in plan.notes]
     return "\n".join(lines)

@@ -139,8 +139,10 @@ SOURCES: list[Source] = [
     Source("wandb/junyoung-snet", "w1.toml", metric_map=("epoch_id=step",), trials=14,
            rows=4214, steps=(0, 3000), metrics=_m("dataset_stats.S100_N30_m3_full.gap_mean"),
            statuses={"COMPLETE": 14}),
-    Source("wandb/junyoung-snet", "w1.toml",
-           refused=("wandb_export.csv, line 1", "no step column", "--map COLUMN=step")),
+    # the chart's x axis epoch_id is no step: each run is placed by its own _step
+    Source("wandb/junyoung-snet", "w1.toml", trials=14, rows=4214, steps=(1, 3301),
+           metrics=_m("dataset_stats.S100_N30_m3_full.gap_mean"), statuses={"COMPLETE": 14},
+           warns=("x axis 'epoch_id' is no step column", "--map 'epoch_id=step'")),
     Source("wandb/lucas-nanogpt-ablations/training_records", "w1.toml", metric_map=("Name=",),
            refused=("wandb_export.csv, line 1", "W&B runs table", "not a training history",
                     "--exclude 'wandb_export.csv'")),
@@ -522,3 +524,36 @@ def test_a_loss_is_the_cross_entropy_only_where_the_sources_config_says_so() -> 
     losses = {(m.logged, m.stored) for r in fastmri.runs for m in r.metrics if m.why}
     assert losses == {("train/loss", "train/loss"), ("validation/loss", "val/loss"),
                       ("test/loss", "test/loss")}
+
+
+PLANNED = [s for s in SOURCES if not s.refused and s.path in (
+    "tensorboard/deep-lineary-gated/lightning_logs", "hf/hannibal-qlora",
+    "wandb/druidowm-nanogpt", "mlflow/awritrojit-mnist/mlruns", "lightning/eve-opal-v2/"
+    "lightning_logs", "other/algoperf-amos-fastmri/fastmri_jax")]
+
+
+@pytest.mark.parametrize("source", PLANNED, ids=lambda s: s.id)
+def test_the_plan_names_every_file_read(source: Source, tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``add --dry-run`` names, under the runs it makes, every file the import read."""
+    from curvekit.ingest.add import add_plan
+    from curvekit.ingest.files import SourceFiles
+
+    read: list[str] = []
+    original = SourceFiles.read
+    monkeypatch.setattr(SourceFiles, "read",
+                        lambda self: read.extend(original(self)) or original(self))
+    manifest = CORPUS / "_test_manifests" / source.manifest if source.manifest else None
+    if source.runs is not None:
+        manifest = tmp_path / "runs.toml"
+        manifest.write_text(source.runs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", IngestWarning)
+        plan = add_plan(CORPUS / source.path, name="real/corpus/opt", format=source.format,
+                        manifest=manifest, metric_map=list(source.metric_map),
+                        include=source.include, exclude=source.exclude)
+    named = {f for run in plan.runs for f in run.files}
+    assert read and set(read) == named | set(plan.unused), sorted(set(read) - named)
+    assert not named & set(plan.unused)
+    assert all(run.path in run.files or any(f.startswith(run.path + os.sep)
+                                            for f in run.files) for run in plan.runs)

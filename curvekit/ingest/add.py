@@ -35,7 +35,16 @@ import polars as pl
 
 from curvekit._version import __version__
 from curvekit.errors import IngestError
-from curvekit.ingest import FORMATS, csvlogs, dvclive, sacred, timm, ultralytics, wandb_local
+from curvekit.ingest import (
+    FORMATS,
+    csvlogs,
+    csvtext,
+    dvclive,
+    sacred,
+    timm,
+    ultralytics,
+    wandb_local,
+)
 from curvekit.ingest import manifest as manifest_
 from curvekit.ingest.algoperf import is_trial_folder
 from curvekit.ingest.files import SourceFiles, files_of
@@ -43,7 +52,7 @@ from curvekit.ingest.jsonlines import LOG_NAME, is_jsonl_log
 from curvekit.ingest.metrics import CROSS_ENTROPY, apply_map, parse_overrides, target
 from curvekit.ingest.mlflow_sqlite import SUFFIXES as SQLITE_SUFFIXES
 from curvekit.ingest.mlflow_sqlite import is_mlflow_db
-from curvekit.ingest.plan import ImportPlan, MetricPlan, RunPlan, StudyPlan
+from curvekit.ingest.plan import ImportPlan, MetricPlan, RunPlan, StudyPlan, run_files
 from curvekit.ingest.runs import (
     INT64_MAX,
     IngestWarning,
@@ -110,14 +119,15 @@ def _csv_kind(path: Path, key: str, files: SourceFiles) -> str:
     """``wandb`` for a W&B history (``_step``) or chart export; else ``csv``. A W&B runs
     table is refused here: it is no history of any format."""
     # bounded: a header of a million columns is no reason to read on
-    line = files.read_line(path, csvlogs.MAX_HEADER_BYTES).decode("utf-8-sig",
-                                                                  errors="replace")
+    raw = files.read_line(path, csvlogs.MAX_HEADER_BYTES)
+    titled = csvtext.below_title(files.read_head(path, csvtext.TITLE_SNIFF_BYTES))
+    line = (titled if titled is not None else raw).decode("utf-8-sig", errors="replace")
     try:
         names = [n.strip() for n in next(csv.reader([line]), [])]
     except csv.Error:  # a line break inside the header: the CSV reader refuses it, with the line
         return "csv"
     csvlogs.refuse_runs_table(names, str(path), key)
-    if "_step" in names or csvlogs.chart_export_runs(names) is not None:
+    if "_step" in names or csvlogs.chart_export_runs(names, companions=False) is not None:
         return "wandb"
     return "csv"
 
@@ -590,7 +600,7 @@ def build(source: str | os.PathLike[str] | None = None, *, name: str | None = No
           metric_map: Mapping[str, str] | Sequence[str] | None = None,
           include: Sequence[str] = (), exclude: Sequence[str] = (),
           follow_links: bool = False, on_conflict: str = "refuse",
-          plan: ImportPlan | None = None) -> WorkloadData:
+          run_column: str | None = None, plan: ImportPlan | None = None) -> WorkloadData:
     """Read and check every run; return the workload, ready to be written (nothing is).
 
     Arguments as for :func:`add`; ``plan``, when given, is filled with what was inferred
@@ -637,10 +647,18 @@ def build(source: str | os.PathLike[str] | None = None, *, name: str | None = No
         return check_names(build_release(src, name=name or man.name, overrides=overrides,
                                          manifest=man, files=files))
     wl_name = _check_name(name or man.name, src)
+    if run_column is not None and fmt not in ("csv", "wandb"):
+        raise IngestError(f"--run-column {run_column!r} tells apart the runs of a CSV log "
+                          f"holding several; these logs are read as {fmt}, whose runs are "
+                          "apart already: leave --run-column out", path=str(src))
     renames = tuple(old for old, new in overrides.items() if new == "step")
     drop = frozenset(old for old, new in overrides.items() if not new)
     with conflict_rule(on_conflict):  # every reader merges rows through merge_rows
-        runs = _reader(fmt)(src, ReadOptions(renames, drop, select, files))
+        runs = _reader(fmt)(src, ReadOptions(renames, drop, select, files, run_column))
+    if run_column is not None and not any(run_column in r.params for r in runs):
+        raise IngestError(f"--run-column {run_column!r} names no column of any log here; "
+                          "name the column whose value says which run each row belongs to, "
+                          "or leave --run-column out", path=str(src))
     if not runs:
         left_out = " (or --include/--exclude left every file out)" if select else ""
         raise IngestError(f"no {fmt} runs found here{left_out}; check the path, or pass "
@@ -652,7 +670,13 @@ def build(source: str | os.PathLike[str] | None = None, *, name: str | None = No
             "curve (no scalar logged at a step: only images, histograms, text, or Lightning's "
             "hp_metric placeholder); point at the logs that hold the training curves, or pass "
             "--log-format to read another format", path=str(src))
-    return check_names(_assemble(runs, wl_name, fmt, src, man, overrides, plan))
+    data = check_names(_assemble(runs, wl_name, fmt, src, man, overrides, plan))
+    if plan is not None:  # every file each run is read from, by the one rule of run_files
+        made = run_files([(r.key, r.path, r.files) for r in runs], files.read())
+        for planned in plan.runs:
+            planned.files = made.get(planned.run, [planned.path])
+        plan.unused = made[""]
+    return data
 
 
 def _assemble(runs: list[RunLog], name: tuple[str, str, str], fmt: str, src: Path,
@@ -736,6 +760,7 @@ def _assemble(runs: list[RunLog], name: tuple[str, str, str], fmt: str, src: Pat
     for batch_size, group in prepared.items():
         for run, mine, _, _ in group:
             params[run.key] = _parameters(run, mine, where, columns, batch_size)
+    _note_alike(prepared, params, transforms)
     base_dir, model, optimizer = name
     studies, trials, measurements = [], [], {}
     origin_runs: dict[str, str] = {}
@@ -820,6 +845,33 @@ def _two_kinds_of_loss(prepared: Mapping[int, Sequence[tuple[RunLog, Any, Any,
         IngestWarning, stacklevel=4)
 
 
+def _note_alike(prepared: Mapping[int, Sequence[tuple[RunLog, Any, pl.DataFrame,
+                                                     Mapping[str, str]]]],
+                params: Mapping[str, Mapping[str, Any]],
+                transforms: Mapping[str, Mapping[str, str]]) -> None:
+    """Say when a metric is named like a metaparameter of its run (``learning_rate``
+    logged as a curve and given in the config): both are kept, as names are data, and
+    ``--map`` renames the metric."""
+    alike: dict[str, str] = {}  # stored metric name -> the --map that renames it
+    for group in prepared.values():
+        for run, _, _, sources in group:
+            for new, old in sources.items():
+                if new in params.get(run.key, {}):
+                    # the same transform as before: 1 - value stays 1 - value
+                    flip = transforms.get(run.key, {}).get(new, "").startswith("1 - ")
+                    alike.setdefault(new, f"--map '{old}={'1-' if flip else ''}logged/{new}'")
+    if not alike:
+        return
+    new = min(alike)
+    maps = " ".join(m for _, m in sorted(alike.items()))
+    warnings.warn(
+        f"metric {new!r} is named like a metaparameter of the same run(s)"
+        f"{f' (and {len(alike) - 1} more)' if len(alike) > 1 else ''}: both are kept (names "
+        "are data in the store: the curve as a metric, the setting as a metaparameter); to "
+        f"store the metric under another name, {maps} (or the manifest's [metrics] table)",
+        IngestWarning, stacklevel=4)
+
+
 def _run_plan(run: RunLog, batch_size: int, trial_id: int, frame: pl.DataFrame,
               sources: Mapping[str, str], status: str, why: str,
               axis: tuple[str, str, str], transforms: Mapping[str, str],
@@ -850,7 +902,8 @@ def add_plan(source: str | os.PathLike[str] | None = None, *, name: str | None =
              format: Format | str = "auto", manifest: str | os.PathLike[str] | None = None,
              metric_map: Mapping[str, str] | Sequence[str] | None = None,
              include: Sequence[str] = (), exclude: Sequence[str] = (),
-             follow_links: bool = False, on_conflict: str = "refuse") -> ImportPlan:
+             follow_links: bool = False, on_conflict: str = "refuse",
+             run_column: str | None = None) -> ImportPlan:
     """What :func:`add` would import, and why, without writing anything (``curvekit add
     --dry-run``): the logs are read and checked exactly as :func:`add` reads them, so a
     problem raises the same :class:`~curvekit.errors.IngestError`. The warnings the import
@@ -871,7 +924,8 @@ def add_plan(source: str | os.PathLike[str] | None = None, *, name: str | None =
             warnings.simplefilter("always", IngestWarning)
             data = build(source, name=name, format=format, manifest=manifest,
                          metric_map=metric_map, include=include, exclude=exclude,
-                         follow_links=follow_links, on_conflict=on_conflict, plan=plan)
+                         follow_links=follow_links, on_conflict=on_conflict,
+                         run_column=run_column, plan=plan)
     finally:  # raised again, for whoever listens (the CLI prints them)
         for warning in caught:
             warnings.warn_explicit(warning.message, warning.category, warning.filename,
@@ -902,7 +956,7 @@ def add(source: str | os.PathLike[str] | None = None, *, name: str | None = None
         metric_map: Mapping[str, str] | Sequence[str] | None = None, replace: bool = False,
         home: str | os.PathLike[str] | None = None, include: Sequence[str] = (),
         exclude: Sequence[str] = (), follow_links: bool = False,
-        on_conflict: str = "refuse") -> AddResult:
+        on_conflict: str = "refuse", run_column: str | None = None) -> AddResult:
     """Import the training runs at ``source`` as the workload ``name`` of the store.
 
     ``format`` is one of :data:`FORMATS` (``auto`` detects it). ``manifest`` is a run
@@ -918,7 +972,10 @@ def add(source: str | os.PathLike[str] | None = None, *, name: str | None = None
     point (still to regular files only): use it for a folder of links you made yourself.
     ``on_conflict`` says what to do with one metric logged twice at one step with different
     values: ``refuse`` (the default), keep the ``first`` or the ``last`` value logged (see
-    :func:`~curvekit.ingest.runs.merge_rows`).
+    :func:`~curvekit.ingest.runs.merge_rows`). ``run_column`` names the column of a CSV log
+    holding several runs one after another that says which run each row belongs to (one
+    trial per value; without it such a column is found by the rule of
+    :mod:`curvekit.ingest.stacked`).
 
     Raises :class:`~curvekit.errors.IngestError` naming the file, line and problem when an
     input is bad, and :class:`~curvekit.errors.StoreError` when the name is taken; the store
@@ -936,5 +993,5 @@ def add(source: str | os.PathLike[str] | None = None, *, name: str | None = None
     """
     data = build(source, name=name, format=format, manifest=manifest, metric_map=metric_map,
                  include=include, exclude=exclude, follow_links=follow_links,
-                 on_conflict=on_conflict)
+                 on_conflict=on_conflict, run_column=run_column)
     return add_workload(home, data, replace=replace)

@@ -48,10 +48,13 @@ import pyarrow.csv as pacsv
 
 from curvekit import structured
 from curvekit.errors import IngestError
+from curvekit.ingest import stacked
+from curvekit.ingest.csvtext import dialect, is_number, plain_csv, without_title
 from curvekit.ingest.files import SourceFiles, files_of
 from curvekit.ingest.runs import (
     MAX_COLUMNS,
     IngestWarning,
+    LineOf,
     ReadOptions,
     RunLog,
     data_line,
@@ -87,6 +90,7 @@ __all__ = [
     "is_testtube_tags",
     "log_files",
     "plain_csv",
+    "read_csv_file",
     "read_csv_run",
     "read_csv_runs",
     "read_header_line",
@@ -131,13 +135,13 @@ def is_lightning_log(path: Path, names: Iterable[str]) -> bool:
     return path.name == "metrics.csv" and {"epoch", "step"} <= have
 
 
-def _header(data: bytes, path: str) -> list[str]:
-    """The column names of a CSV log's first line (linear in its length; at most
-    :data:`~curvekit.ingest.runs.MAX_COLUMNS` of them)."""
-    first = data.split(b"\n", 1)[0].rstrip(b"\r")
+def _header(data: bytes, path: str, line: int = 1) -> list[str]:
+    """The column names of a CSV log's first non-blank line (linear in its length; at most
+    :data:`~curvekit.ingest.runs.MAX_COLUMNS` of them); ``line`` is its line in the file."""
+    first = data.lstrip(b"\r\n").split(b"\n", 1)[0].rstrip(b"\r")
     if not first.strip():
         raise IngestError("empty file or empty first line; a CSV log starts with a header "
-                          "line naming its columns", path=path, line=1)
+                          "line naming its columns", path=path, line=line)
     if first.count(b",") >= MAX_COLUMNS:  # an upper bound: a quoted name may hold a comma
         _check_width(len(next(csv.reader([first.decode("utf-8-sig", errors="replace")]))),
                      path)
@@ -146,12 +150,12 @@ def _header(data: bytes, path: str) -> list[str]:
         names = next(csv.reader([first.decode("utf-8-sig")], strict=True))
     except (UnicodeDecodeError, csv.Error) as exc:
         raise IngestError(f"unreadable header: {exc} (a quote left open?); the header is "
-                          "one line of column names", path=path, line=1) from exc
+                          "one line of column names", path=path, line=line) from exc
     for raw in names:  # the one name rule, before spaces are stripped (a tab would be)
         problem = name_problem(raw) if raw else None
         if problem is not None:
             raise IngestError(f"column name {raw!r} {problem}; rename the column in the file",
-                              path=path, line=1)
+                              path=path, line=line)
     names = [n.strip() for n in names]
     dupes = sorted(n for n, count in Counter(names).items() if count > 1)
     # A nameless first column is the row index pandas' to_csv writes (read_csv_run checks
@@ -160,7 +164,7 @@ def _header(data: bytes, path: str) -> list[str]:
         shown = dupes or names[:20]
         raise IngestError(f"the header has {'repeated' if dupes else 'empty'} column names "
                           f"{shown!r}; give every column a distinct name",
-                          path=path, line=1)
+                          path=path, line=line)
     return names
 
 
@@ -183,45 +187,6 @@ def read_header_line(path: Path, files: SourceFiles | None = None) -> bytes:
     return first
 
 
-_DECIMAL_COMMA = re.compile(r"^[+-]?\d+,\d+(?:[eE][+-]?\d+)?$")
-
-
-def dialect(header: bytes) -> tuple[str, bool]:
-    """The separator of a CSV log and whether its cells are padded with spaces, read off its
-    header line: a comma unless the line has none and has semicolons (spreadsheets of
-    locales that write ``0,5``) or tabs; padded when a name starts or ends with a space
-    (Ultralytics' and other right-aligned logs).
-
-    >>> dialect(b"step,loss"), dialect(b"step;loss"), dialect(b"  epoch,  train/loss")
-    ((',', False), (';', False), (',', True))
-    """
-    text = header.decode("utf-8-sig", errors="replace").rstrip("\r\n")
-    separator = ","
-    if "," not in text:
-        separator = ";" if ";" in text else "\t" if "\t" in text else ","
-    cells = next(csv.reader([text], delimiter=separator), [])
-    return separator, any(c != c.strip() for c in cells)
-
-
-def plain_csv(data: bytes, separator: str, padded: bool) -> bytes:
-    """``data`` rewritten as a comma-separated file with unpadded cells, line for line (so
-    that every message's line number is still the file's). With semicolons, a decimal comma
-    (``0,5``) is a decimal point.
-
-    >>> plain_csv(b"step;loss\\n100;0,5\\n", ";", False)
-    b'step,loss\\n100,0.5\\n'
-    """
-    text = data.decode("utf-8-sig", errors="replace")
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    for row in csv.reader(io.StringIO(text, newline=""), delimiter=separator):
-        cells = [c.strip() for c in row] if padded or separator != "," else row
-        if separator == ";":
-            cells = [c.replace(",", ".") if _DECIMAL_COMMA.match(c) else c for c in cells]
-        writer.writerow(cells)
-    return out.getvalue().encode()
-
-
 def _locate_bad_value(data: bytes, names: list[str], path: str, detail: str,
                       skip: Iterable[str] = ()) -> IngestError:
     """Find the first cell that is not a number (the slow path, only after a failure).
@@ -232,10 +197,14 @@ def _locate_bad_value(data: bytes, names: list[str], path: str, detail: str,
     left_out = set(skip)
     text = data.decode("utf-8-sig", errors="replace")
     reader = csv.reader(io.StringIO(text, newline=""))
+    header_seen = False
     try:
         for row in reader:
             number = reader.line_num
-            if number == 1 or not row or (len(row) == 1 and not row[0].strip()):
+            if not row or (len(row) == 1 and not row[0].strip()):
+                continue
+            if not header_seen:  # the header: the first line that is not blank
+                header_seen = True
                 continue
             if len(row) != len(names):
                 return IngestError(
@@ -317,7 +286,7 @@ def _warn_overflow(table: pa.Table, data: bytes, names: list[str], path: str) ->
         return  # the common case: no infinity at all, no second look at the text
     cells: dict[int, list[str]] = {i: [] for i in infinite}
     rows = csv.reader(io.StringIO(data.decode("utf-8-sig", errors="replace"), newline=""))
-    next(rows, None)
+    next((r for r in rows if r), None)  # the header, after any blank lines above it
     for row in rows:
         for i in infinite:
             if i < len(row):
@@ -347,12 +316,13 @@ def _no_step_column(names: list[str], path: str, line: int | None) -> IngestErro
 
 
 def frame_from_table(table: pa.Table, path: str, data: bytes | None = None, *,
-                     step_renames: Iterable[str] = (), drop: Iterable[str] = ()
-                     ) -> tuple[pl.DataFrame, bool]:
+                     step_renames: Iterable[str] = (), drop: Iterable[str] = (),
+                     line_of: LineOf | None = None) -> tuple[pl.DataFrame, bool]:
     """One row per step (or per epoch) of a parsed log; returns (frame, by_epoch).
 
     Columns read as text (see :func:`read_table_bytes`) become int64 exactly when they are
-    the time axis, float64 otherwise.
+    the time axis, float64 otherwise. ``line_of`` maps a row to its line in the file
+    (by default counted in ``data``).
     """
     names = table.column_names
     if len(names) > MAX_COLUMNS:
@@ -366,7 +336,8 @@ def frame_from_table(table: pa.Table, path: str, data: bytes | None = None, *,
     axis = "epoch" if by_epoch else "step"
     skip = set(TIME_COLUMNS) | set(drop) | ({"epoch"} if not by_epoch else set()) | {"_step"}
     keep = [n for n in names if n == step or n not in skip]
-    line_of = data_line(data) if data is not None else (lambda row: row + 1)
+    if line_of is None:
+        line_of = data_line(data) if data is not None else (lambda row: row + 1)
     for i, name in enumerate(names):
         column = table.column(i)
         if name == step:
@@ -468,32 +439,41 @@ def refuse_runs_table(names: list[str], path: str, key: str) -> None:
         path=path, line=1)
 
 
-def chart_export_runs(names: list[str]) -> dict[str, list[tuple[str, str]]] | None:
+def chart_export_runs(names: list[str], *, companions: bool = True
+                      ) -> dict[str, list[tuple[str, str]]] | None:
     """The runs of a W&B chart export, or None if ``names`` are not one.
 
     A chart's 'Export as CSV' writes the x axis first, then for each run and metric a
-    column ``<run> - <metric>`` and its companions ``<run> - <metric>__MIN`` and ``__MAX``
-    (the range of the points a sampled chart merged into one). Returns run name ->
-    [(column, metric)] without the companions; the run name is the text before the last
-    ``" - "``.
+    column ``<run> - <metric>`` and, for a sampled chart, its companions ``<run> -
+    <metric>__MIN`` and ``__MAX`` (the range of the points merged into one). Returns run
+    name -> [(column, metric)] without the companions; the run name is the text before the
+    last ``" - "``. A header with companions is certainly one; without them
+    (``companions=False`` allows it), every column after the first must be ``<run> -
+    <metric>`` and every run must have the same metrics (a grid: one chart's metrics for
+    each of its runs).
 
     >>> chart_export_runs(["Step", "a - loss", "a - loss__MIN", "a - loss__MAX", "b - loss"])
     {'a': [('a - loss', 'loss')], 'b': [('b - loss', 'loss')]}
-    >>> chart_export_runs(["step", "loss", "val - loss"]) is None
+    >>> chart_export_runs(["Step", "a - loss", "b - loss"], companions=False)
+    {'a': [('a - loss', 'loss')], 'b': [('b - loss', 'loss')]}
+    >>> chart_export_runs(["step", "loss", "val - loss"], companions=False) is None
     True
     """
     rest = names[1:]
     if not rest or not all(" - " in n for n in rest):
         return None
-    companions = {n for n in rest if n.endswith(CHART_COMPANIONS)}
-    if not any(n[: -len("__MIN")] in rest for n in companions):
+    present = set(rest)
+    merged = {n for n in rest if n.endswith(CHART_COMPANIONS) and n[: -len("__MIN")] in present}
+    if not merged and companions:
         return None
     runs: dict[str, list[tuple[str, str]]] = {}
     for n in rest:
-        if n in companions and n[: -len("__MIN")] in rest:
+        if n in merged:
             continue
         run, _, metric = n.rpartition(" - ")
         runs.setdefault(run.strip(), []).append((n, metric.strip()))
+    if not merged and len({frozenset(m for _, m in cols) for cols in runs.values()}) > 1:
+        return None  # no grid: metric names that hold " - ", not runs
     return runs
 
 
@@ -516,45 +496,241 @@ def read_csv_run(path: Path, key: str, *, step_renames: Iterable[str] = (),
     ``drop_private`` leaves out columns whose name starts with ``_`` other than ``_step``
     (the bookkeeping columns of a Weights & Biases history). Columns in ``drop`` (``--map
     NAME=``) are not parsed at all, so a text column can be left out. A nameless first
-    column holding integers (pandas' index) is left out too. ``files`` reaches the file
-    (see :mod:`curvekit.ingest.files`).
+    column holding integers (pandas' index) is left out too. Title lines above the header
+    are left out (:func:`without_title`). ``files`` reaches the file (see
+    :mod:`curvekit.ingest.files`). A file of several runs is read by
+    :func:`read_csv_file`.
+    """
+    return read_csv_file(path, key, step_renames=step_renames, drop_private=drop_private,
+                         drop=drop, files=files, stacked=False)[0]
+
+
+def read_csv_file(path: Path, key: str, *, step_renames: Iterable[str] = (),
+                  drop_private: bool = False, drop: Iterable[str] = (),
+                  files: SourceFiles | None = None, run_column: str | None = None,
+                  stacked: bool = True) -> list[RunLog]:
+    """The runs of one CSV log: one, or one per value of its run column when it holds
+    several runs one after another (``stacked``; see :mod:`curvekit.ingest.stacked`);
+    ``run_column`` (``--run-column``) names that column. Other arguments as for
+    :func:`read_csv_run`.
     """
     files = files_of(path, files)
     first = read_header_line(path, files)  # a huge header stops here
     if not first.strip():
         raise _empty_file(path, key)
-    plain = None
+    data, at = without_title(files.read_bytes(path), str(path))
+    if at > 1:
+        first = data.lstrip(b"\r\n").split(b"\n", 1)[0]
     if dialect(first) != (",", False):  # semicolons, tabs, padded cells: rewritten as plain
-        plain = plain_csv(files.read_bytes(path), *dialect(first))
-        first = plain.split(b"\n", 1)[0]
-    names = _header(first, str(path))
+        data = plain_csv(data, *dialect(first))
+        first = data.lstrip(b"\r\n").split(b"\n", 1)[0]
+    names = _header(first, str(path), at)
     refuse_runs_table(names, str(path), key)
     charts = chart_export_runs(names)
     if charts is not None:
         raise IngestError(
             f"this is a W&B chart export holding {len(charts)} run(s) (columns '<run> - "
             f"<metric>', e.g. {next(iter(charts.values()))[0][0]!r}); read it with --log-format "
-            "wandb, which makes one trial of each run", path=str(path), line=1)
-    if _step_column(names, str(path), step_renames) is None and "epoch" not in names:
-        raise _no_step_column(names, str(path), 1)  # before any value: a summary table
-    data = plain if plain is not None else files.read_bytes(path)
+            "wandb, which makes one trial of each run", path=str(path), line=at)
+    step = _step_column(names, str(path), step_renames)
+    if step is None and "epoch" not in names:
+        raise _no_step_column(names, str(path), at)  # before any value: a summary table
+    axis = step or "epoch"
     axes = AXIS_COLUMNS | set(step_renames) | {INDEX_COLUMN}
     dropped = {n for n in (*drop, *TIME_COLUMNS) if n in names and n not in step_renames}
-    table = read_table_bytes(data, str(path), names, text=[n for n in names if n in axes],
-                             skip=dropped)
+    if drop_private:
+        dropped |= {n for n in names if n.startswith("_") and n != "_step"}
+    if run_column is not None and run_column not in names:
+        run_column = None  # a log of one run among logs of several: read as it is
+        stacked = False
+    if run_column is not None and (run_column in dropped or run_column == axis):
+        shown = ", ".join(names[:30]) + (", ..." if len(names) > 30 else "")
+        raise IngestError(f"--run-column {run_column!r} names no column of this log that can "
+                          f"tell runs apart (its columns: {shown}); name the column whose "
+                          "value says which run each row belongs to", path=str(path), line=at)
+    table = failed = None
+    alike: list[str] = []
+    if run_column is None:
+        try:
+            table = read_table_bytes(data, str(path), names,
+                                     text=[n for n in names if n in axes], skip=dropped)
+        except IngestError as exc:
+            if not stacked:
+                raise
+            failed = exc
+        if stacked:
+            run_column, alike = _stacked_column(data, str(path), names, axis, dropped, table)
+        if run_column is None and failed is not None:
+            words = _words(data, str(path), names, dropped | axes) \
+                if failed.line is not None and failed.line > at else []
+            which = f"--run-column '{words[0]}'" if len(words) == 1 else "--run-column NAME"
+            raise IngestError(
+                f"{_message(failed)}; or, if that column names the run of each row (several "
+                f"runs in one file), make one run of each with {which}",
+                path=failed.path, line=failed.line) from failed
+    stem = key[: -len(path.suffix)] if path.suffix else key
+    offset = LIGHTNING_STEP_OFFSET if is_lightning_log(path, names) else 0
+    if run_column is not None:
+        return _stacked_runs(data, path, key, stem, names, axis, run_column, dropped,
+                             step_renames, offset, files, alike)
+    assert table is not None
     if names[0] == INDEX_COLUMN:
         exact_integers(table.column(0), "nameless first column (a row index)", str(path),
                        data_line(data), MISSING)
         table = table.drop_columns([INDEX_COLUMN])
-    private = [n for n in names if n.startswith("_") and n != "_step"] if drop_private else []
-    frame, by_epoch = frame_from_table(table, str(path), data, step_renames=step_renames,
-                                       drop=private)
+    try:
+        frame, by_epoch = frame_from_table(table, str(path), data, step_renames=step_renames)
+    except IngestError as exc:
+        back = _restarts(table, axis, data, str(path))
+        if not back:
+            raise
+        raise IngestError(
+            f"{_message(exc)}; if this file holds several runs one after another ({axis!r} "
+            f"goes back on line {data_line(data)(back[0])}), name the column that tells them "
+            "apart with --run-column NAME", path=exc.path, line=exc.line) from exc
     aliases = (str(Path(key).parent),) if path.name == "metrics.csv" else ()
-    stem = key[: -len(path.suffix)] if path.suffix else key
-    offset = LIGHTNING_STEP_OFFSET if is_lightning_log(path, names) else 0
-    return RunLog(key, str(path), frame, _params(path, files),
-                  aliases=(*aliases, stem) if stem != key else aliases, by_epoch=by_epoch,
-                  step_offset=offset)
+    return [RunLog(key, str(path), frame, _params(path, files),
+                   aliases=(*aliases, stem) if stem != key else aliases, by_epoch=by_epoch,
+                   step_offset=offset)]
+
+
+def _message(exc: IngestError) -> str:
+    """``exc``'s message without the file and line it starts with."""
+    text = str(exc)
+    where = f"{exc.path}, line {exc.line}: " if exc.path and exc.line \
+        else f"{exc.path}: " if exc.path else ""
+    return text.removeprefix(where)
+
+
+def _restarts(table: pa.Table, axis: str, data: bytes, path: str) -> list[int]:
+    """The rows where the time axis goes back (see :mod:`curvekit.ingest.stacked`); none
+    when the axis cannot be read (the import then says why)."""
+    try:
+        values = exact_integers(table.column(axis), axis, path, data_line(data), MISSING)
+    except IngestError:
+        return []
+    array = values.to_numpy(zero_copy_only=False)
+    if values.null_count == 0 and bool((array[1:] >= array[:-1]).all()):
+        return []  # the common case, a log of one run, in one vectorized pass
+    return stacked.restarts(values.to_pylist())
+
+
+def _text_table(data: bytes, path: str, names: list[str], dropped: set[str]) -> pa.Table:
+    return read_table_bytes(data, path, names, text=[n for n in names if n not in dropped],
+                            skip=dropped)
+
+
+def _rows_lines(rows: list[int], line_of: LineOf) -> LineOf:
+    """The file's lines of a table's ``rows`` taken apart."""
+    return lambda r: line_of(rows[r])
+
+
+def _words(data: bytes, path: str, names: list[str], dropped: set[str]) -> list[str]:
+    """The columns of a log holding a cell that is not a number (read only after a
+    failure, to name them in its message)."""
+    try:
+        text = _text_table(data, path, names, {n for n in names if n in dropped})
+    except IngestError:
+        return []
+    return [n for n in text.column_names if not _numeric(text.column(n))]
+
+
+def _numeric(column: pa.ChunkedArray) -> bool:
+    try:
+        pc.cast(column, pa.float64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return False
+    return True
+
+
+def _stacked_column(data: bytes, path: str, names: list[str], axis: str, dropped: set[str],
+                    table: pa.Table | None) -> tuple[str | None, list[str]]:
+    """The run column of a log holding several runs one after another, by the rule of
+    :mod:`curvekit.ingest.stacked`, and the other columns that tell the runs apart alike
+    (per-run constants: metaparameters), or (None, []); a warning says which and why."""
+    if table is not None and not _restarts(table, axis, data, path):
+        return None, []  # one run: no second parse
+    text = _text_table(data, path, names, dropped)
+    back = _restarts(text, axis, data, path)
+    if not back:
+        return None, []
+    columns = {n: [None if v is None else v.strip() for v in text.column(n).to_pylist()]
+               for n in text.column_names if n not in (axis, INDEX_COLUMN)}
+    found = stacked.run_column_candidates(
+        exact_integers(text.column(axis), axis, path, data_line(data), MISSING).to_pylist(),
+        columns)
+    if not found:
+        return None, []
+    words = [n for n in found if not _numeric(text.column(n))]
+    chosen = stacked.choose(found, words)
+    runs = len(stacked.groups([str(v) for v in columns[chosen]]))
+    line_of = data_line(data)
+    lines = ", ".join(str(line_of(r)) for r in back[:5]) + (", ..." if len(back) > 5 else "")
+    others = [n for n in found if n != chosen]
+    warnings.warn(
+        f"{path}: holds {runs} runs one after another: column {chosen!r} changes exactly "
+        f"where {axis!r} starts again (line{'s' if len(back) > 1 else ''} {lines})"
+        f"{' as do ' if others else ''}"
+        f"{', '.join(repr(n) for n in others)}; read as {runs} runs, one per value of "
+        f"{chosen!r}{', the others their metaparameters' if others else ''}; to tell the "
+        "runs apart by another column, --run-column NAME", IngestWarning, stacklevel=4)
+    return chosen, others
+
+
+def _stacked_runs(data: bytes, path: Path, key: str, stem: str, names: list[str], axis: str,
+                  column: str, dropped: set[str], step_renames: Iterable[str], offset: int,
+                  files: SourceFiles, alike: Iterable[str] = ()) -> list[RunLog]:
+    """One run per value of ``column``, rows in file order: the column's value, the columns
+    in ``alike`` (which tell the runs apart as it does) and every text column constant
+    within each run become the run's metaparameters."""
+    text = _text_table(data, str(path), names, dropped | {INDEX_COLUMN})
+    line_of = data_line(data)
+    values = text.column(column).to_pylist()
+    missing = next((row for row, v in enumerate(values) if v is None or not v.strip()), None)
+    if missing is not None:
+        raise IngestError(f"no value in the run column {column!r}; every row needs the name "
+                          "of its run there", path=str(path), line=line_of(missing))
+    rows = stacked.groups([v.strip() for v in values])
+    if len(rows) > 1 and all(len(where) == 1 for where in rows.values()):
+        raise IngestError(
+            f"each of its {len(rows)} runs (by column {column!r}) has one row: a table of one "
+            "row per run holds final values (a runs table), not training curves; export "
+            "each run's history (a value per evaluation) instead", path=str(path))
+    words = [n for n in text.column_names if n not in (axis, column)
+             and n not in AXIS_COLUMNS | set(step_renames)
+             and (n in alike or not _numeric(text.column(n)))]
+    constant: dict[str, list[str]] = {}
+    for name in words:
+        cells = text.column(name).to_pylist()
+        for where in rows.values():
+            seen = {cells[r] for r in where}
+            if len(seen) > 1:  # not a metaparameter: a metric, with a cell that is no number
+                bad = next((r for r, c in enumerate(cells)
+                            if c is not None and c.strip() not in MISSING
+                            and not is_number(c)), where[0])
+                raise IngestError(
+                    f"value {_cut(str(cells[bad]))!r} in column {name!r} is not a number (nor "
+                    "a value the same on every row of its run, a metaparameter); fix the "
+                    f"value, or leave the column out with --map '{name}='", path=str(path),
+                    line=line_of(bad))
+        constant[name] = cells
+    numbers = {n: (pc.cast(text.column(n), pa.float64())
+                   if n not in AXIS_COLUMNS | set(step_renames) else text.column(n))
+               for n in text.column_names if n not in words and n != column}
+    table = pa.table(numbers)
+    out = []
+    base = _params(path, files)
+    for run, where in rows.items():
+        sub = table.take(pa.array(where))
+        frame, by_epoch = frame_from_table(sub, str(path), step_renames=step_renames,
+                                           line_of=_rows_lines(where, line_of))
+        params = {**base, column: param_value(scalar(run))}
+        params.update({n: param_value(scalar(cells[where[0]] or ""))
+                       for n, cells in constant.items() if cells[where[0]]})
+        out.append(RunLog(f"{stem}/{run}", str(path), frame, params,
+                          aliases=(run, f"{key}/{run}"), by_epoch=by_epoch,
+                          step_offset=offset))
+    return out
 
 
 def skip_folder(path: Path) -> bool:
@@ -615,8 +791,10 @@ def read_csv_runs(source: Path, options: ReadOptions | None = None) -> list[RunL
                       f"of its own; to read one anyway, --include '{skipped[0]}'",
                       IngestWarning, stacklevel=2)
     # every file is read, and every problem found is reported at once
-    return read_each(kept, lambda f: read_csv_run(f[0], f[1], step_renames=opts.step_renames,
-                                                  drop=opts.drop, files=files))
+    read = read_each(kept, lambda f: read_csv_file(f[0], f[1], step_renames=opts.step_renames,
+                                                   drop=opts.drop, files=files,
+                                                   run_column=opts.run_column))
+    return [run for runs in read for run in runs]
 
 
 ALGOPERF_CURVE = "eval_measurements.csv"

@@ -93,6 +93,7 @@ class SourceFiles:
     named: Path | None = None
     select: FileFilter = ALL
     _warned: set[str] = field(default_factory=set, compare=False, repr=False)
+    _read: set[str] = field(default_factory=set, compare=False, repr=False)
 
     @classmethod
     def of(cls, source: Path, *, follow_links: bool = False,
@@ -206,12 +207,24 @@ class SourceFiles:
         return fd
 
     def open(self, path: Path) -> BinaryIO:
-        """``path`` opened for reading in binary, by the rules of the module docs."""
+        """``path`` opened for reading in binary, by the rules of the module docs; it is
+        one of the files :meth:`read` lists."""
+        fh = self._open(path)
+        self._read.add(str(path))
+        return fh
+
+    def _open(self, path: Path) -> BinaryIO:
         try:
             fd = self._open_fd(path)
         except OSError as exc:
             raise _failed(Path(path), exc) from exc
         return os.fdopen(fd, "rb")
+
+    def read(self) -> list[str]:
+        """Every file opened or read whole so far, sorted: the files the runs are made of.
+        A first line or a first few bytes looked at to tell a format (:meth:`read_line`,
+        :meth:`read_head`) do not count."""
+        return sorted(self._read)
 
     def read_bytes(self, path: Path, *, limit: int | None = None,
                    refuse: str | None = None) -> bytes:
@@ -242,7 +255,7 @@ class SourceFiles:
 
     def read_line(self, path: Path, limit: int) -> bytes:
         """The first line of ``path``, at most ``limit`` bytes of it."""
-        with self.open(path) as fh:
+        with self._open(path) as fh:
             try:
                 return fh.readline(limit)
             except OSError as exc:
@@ -250,7 +263,7 @@ class SourceFiles:
 
     def read_head(self, path: Path, size: int) -> bytes:
         """The first ``size`` bytes of ``path`` (fewer if it is shorter)."""
-        with self.open(path) as fh:
+        with self._open(path) as fh:
             try:
                 return fh.read(size)
             except OSError as exc:

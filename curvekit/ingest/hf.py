@@ -189,5 +189,5 @@ def read_hf_runs(source: Path, *, select: FileFilter = ALL,
         trial = state.get("trial_name")
         aliases = (str(trial),) if isinstance(trial, str) and trial and trial != key else ()
         runs.append(RunLog(key, str(path), _frame(state, path), _params(state, path),
-                           aliases=aliases))
+                           aliases=aliases, files=tuple(str(p) for p in read if p != path)))
     return runs

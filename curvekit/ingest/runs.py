@@ -70,12 +70,14 @@ class ReadOptions:
     (``step_renames``) or drops (``drop``, left out before any value is parsed), which
     files to read (``select``: ``--include``/``--exclude``), and how they are reached
     (``files``: every open goes through it; by default the source's own
-    :class:`~curvekit.ingest.files.SourceFiles`, links not followed)."""
+    :class:`~curvekit.ingest.files.SourceFiles`, links not followed), and the column that
+    tells apart the runs of a CSV log holding several (``run_column``: ``--run-column``)."""
 
     step_renames: tuple[str, ...] = ()
     drop: frozenset[str] = frozenset()
     select: FileFilter = ALL
     files: SourceFiles | None = None
+    run_column: str | None = None
 
 
 LineOf = Callable[[int], int]
@@ -121,6 +123,7 @@ class RunLog:
     why_epochs: str = "the log counts epochs (an epoch column, no step column)"
     finished: bool | None = None  # the logger's own record of the run's end, where it keeps one
     finished_why: str = ""
+    files: tuple[str, ...] = ()  # files it is read from besides path (chart exports joined)
 
     @property
     def order(self) -> tuple[float, list[Any]]:
@@ -136,15 +139,16 @@ class RunLog:
 
 
 def data_line(data: bytes) -> LineOf:
-    """Line numbers of a CSV file's data rows, counting the header and skipping blank lines.
+    """Line numbers of a CSV file's data rows, counting the header (its first line that is
+    not blank) and skipping blank lines.
 
-    >>> data_line(b"step,a\\n0,1\\n\\n5,2\\n")(1)
-    4
+    >>> data_line(b"step,a\\n0,1\\n\\n5,2\\n")(1), data_line(b"\\nstep,a\\n0,1\\n")(0)
+    (4, 3)
     """
     def line_of(row: int) -> int:
-        seen = -1
+        seen = -2  # the header is the first line that is not blank
         for number, text in enumerate(data.splitlines(), 1):
-            if number == 1 or not text.strip():
+            if not text.strip():
                 continue
             seen += 1
             if seen == row:

@@ -34,19 +34,29 @@ history (see :func:`curvekit.ingest.csvlogs.refuse_runs_table`).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+import warnings
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from curvekit.errors import IngestError
-from curvekit.ingest import csvlogs
-from curvekit.ingest.csvlogs import AXIS_COLUMNS, frame_from_table, log_files, read_csv_run
+from curvekit.ingest import csvlogs, csvtext
+from curvekit.ingest.csvlogs import AXIS_COLUMNS, frame_from_table, log_files, read_csv_file
 from curvekit.ingest.files import SourceFiles, files_of
-from curvekit.ingest.runs import MAX_COLUMNS, ReadOptions, RunLog, merge_rows
+from curvekit.ingest.runs import (
+    MAX_COLUMNS,
+    IngestWarning,
+    LineOf,
+    ReadOptions,
+    RunLog,
+    data_line,
+    merge_rows,
+)
 
 __all__ = ["read_chart_export", "read_parquet_run", "read_wandb_runs"]
 
@@ -83,6 +93,10 @@ def read_parquet_run(path: Path, key: str, *, step_renames: Iterable[str] = (),
     return RunLog(key, str(path), frame, {}, aliases=(stem,), by_epoch=by_epoch)
 
 
+GROUP_PREFIX = "group:"
+"""How a grouped chart names a group's line in its export: ``Group: <name> - <metric>``."""
+
+
 def read_chart_export(path: Path, key: str, *, step_renames: Iterable[str] = (),
                       drop: Iterable[str] = (), files: SourceFiles | None = None
                       ) -> list[RunLog] | None:
@@ -90,35 +104,98 @@ def read_chart_export(path: Path, key: str, *, step_renames: Iterable[str] = (),
 
     ``drop`` (``--map NAME=``) leaves out a metric of every run (``train/loss``) or one
     column (``<run> - train/loss``), before values are parsed; so are ``_``-metrics
-    (``<run> - _step``), W&B's bookkeeping. ``files`` reaches the file.
+    (``<run> - _step``), W&B's bookkeeping, unless a run's ``_step`` places it (an x axis
+    that is no step column). A grouped chart's export is refused. ``files`` reaches the
+    file.
     """
     files = files_of(path, files)
     first = csvlogs.read_header_line(path, files)
     if not first.strip():
         return None  # read_csv_run says the file is empty and how to leave it out
-    names = csvlogs._header(first, str(path))
-    runs = csvlogs.chart_export_runs(names)
+    titled = csvtext.below_title(files.read_head(path, csvtext.TITLE_SNIFF_BYTES))
+    names = csvlogs._header(titled if titled is not None else first, str(path))
+    runs = csvlogs.chart_export_runs(names, companions=False)
     if runs is None:
         return None
-    data = files.read_bytes(path)
+    _refuse_groups(runs, str(path), key)
+    axis = names[0]
+    own = _own_steps(runs, axis, step_renames, str(path))
+    data, _ = csvtext.without_title(files.read_bytes(path), str(path))
     dropped = set(drop)
     wanted = {run: [(col, metric) for col, metric in cols
-                    if not metric.startswith("_") and metric not in dropped
-                    and col not in dropped]
+                    if (not metric.startswith("_") or own.get(run) == col)
+                    and metric not in dropped and col not in dropped]
               for run, cols in runs.items()}
-    keep = {names[0]} | {col for cols in wanted.values() for col, _ in cols}
-    axis = names[0]
-    table = csvlogs.read_table_bytes(data, str(path), names, text=[axis],
+    keep = {axis} | {col for cols in wanted.values() for col, _ in cols}
+    table = csvlogs.read_table_bytes(data, str(path), names, text=[axis, *own.values()],
                                      skip=[n for n in names if n not in keep])
     stem = key[: -len(path.suffix)] if path.suffix else key
+    line_of = data_line(data)
     out = []
     for run, cols in wanted.items():
-        sub = pa.table({axis: table.column(axis),
-                        **{metric: table.column(col) for col, metric in cols}})
-        frame, by_epoch = frame_from_table(sub, str(path), data, step_renames=step_renames)
+        if run in own:  # placed by its own step column; rows without one are not its points
+            sub = pa.table({metric: table.column(col) for col, metric in cols})
+            rows = pc.indices_nonzero(pc.is_valid(table.column(own[run]))).to_pylist()
+            sub = sub.take(pa.array(rows, pa.int64()))
+            at = _lines_of(rows, line_of)
+        else:
+            sub = pa.table({axis: table.column(axis),
+                            **{metric: table.column(col) for col, metric in cols}})
+            at = line_of
+        frame, by_epoch = frame_from_table(sub, str(path), data, step_renames=step_renames,
+                                           line_of=at)
         out.append(RunLog(run, str(path), frame, {}, aliases=(f"{stem}/{run}",),
                           by_epoch=by_epoch))
     return out
+
+
+def _lines_of(rows: list[int], line_of: LineOf) -> LineOf:
+    """The file's lines of a table's ``rows`` taken apart."""
+    return lambda r: line_of(rows[r])
+
+
+def _refuse_groups(runs: Mapping[str, object], path: str, key: str) -> None:
+    """Refuse a grouped chart's export: a group's line is an aggregate of its runs."""
+    groups = [r for r in runs if r.lower().startswith(GROUP_PREFIX)]
+    if not groups:
+        return
+    raise IngestError(
+        f"this W&B chart export is grouped ({len(groups)} group(s), e.g. {groups[0]!r}): a "
+        "group's line is an aggregate of its runs (their mean, with __MIN/__MAX their "
+        "range), not the curve of one run, and curvekit measures each run (trial) apart; "
+        "turn grouping off in the W&B workspace (the runs table's Group button) and export "
+        f"the chart again, one '<run> - <metric>' column per run; to leave the file out: "
+        f"--exclude '{key}'", path=path, line=1)
+
+
+def _own_steps(runs: Mapping[str, list[tuple[str, str]]], axis: str,
+               step_renames: Iterable[str], path: str) -> dict[str, str]:
+    """For a chart whose x axis is no step column (``epoch``, ``epoch_id``, a wall clock):
+    each run's own step column (``<run> - _step``, the first of STEP_COLUMNS each run has),
+    by which it is placed, as a history's step column wins over its epochs; {} when the x
+    axis is a step column, or ``epoch`` and some run has no step of its own (epochs then
+    place every run)."""
+    if (axis in AXIS_COLUMNS and axis != "epoch") or axis in set(step_renames):
+        return {}
+    own = {}
+    for run, cols in runs.items():
+        by_metric = {metric: col for col, metric in cols}
+        found = next((by_metric[s] for s in csvlogs.STEP_COLUMNS if s in by_metric), None)
+        if found is None and axis == "epoch":
+            return {}
+        if found is None:
+            raise IngestError(
+                f"the chart's x axis {axis!r} is no step column, and run {run!r} has no step "
+                f"column of its own ('<run> - _step'); export the chart with the x axis Step, "
+                f"or, if {axis!r} counts training steps, --map '{axis}=step'",
+                path=path, line=1)
+        own[run] = found
+    warnings.warn(
+        f"{path}: the chart's x axis {axis!r} is no step column: each of its {len(own)} "
+        f"run(s) is placed by its own step column ({next(iter(own.values()))!r}, ...), "
+        f"{axis!r} is left out; to place them by {axis!r}, --map '{axis}=step'",
+        IngestWarning, stacklevel=3)
+    return own
 
 
 def _join(runs: list[RunLog]) -> RunLog:
@@ -135,7 +212,8 @@ def _join(runs: list[RunLog]) -> RunLog:
     frame = pl.concat([r.frame for r in runs], how="diagonal_relaxed")
     merged = merge_rows(frame, " and ".join(r.path for r in runs), lambda row: row + 2, axis)
     aliases = tuple(dict.fromkeys(a for r in runs for a in r.aliases))
-    return RunLog(first.key, first.path, merged, {}, aliases=aliases, by_epoch=first.by_epoch)
+    return RunLog(first.key, first.path, merged, {}, aliases=aliases, by_epoch=first.by_epoch,
+                  files=tuple(r.path for r in runs[1:]))
 
 
 def read_wandb_runs(source: Path, options: ReadOptions | None = None) -> list[RunLog]:
@@ -153,8 +231,9 @@ def read_wandb_runs(source: Path, options: ReadOptions | None = None) -> list[Ru
                                    files=files)
         if charts is not None:
             return True, charts
-        return False, [read_csv_run(path, key, step_renames=opts.step_renames,
-                                    drop_private=True, drop=opts.drop, files=files)]
+        return False, read_csv_file(path, key, step_renames=opts.step_renames,
+                                    drop_private=True, drop=opts.drop, files=files,
+                                    run_column=opts.run_column)
 
     with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:
         found = list(pool.map(read, log_files(source, (".csv", ".parquet"), opts.select,
