@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -125,13 +126,18 @@ def study(settings: tuple[Setting, ...], workloads: int, samples: int, baseline:
         for i in range(workloads):
             w = generate(setting, rng)
             try:
-                result = critical_intervals(w.hits, samples=samples, seed=i)
+                # the count of metaparameters searched is observable: the store holds every
+                # trial's metaparameters (curvekit.measure.searched_metaparameters)
+                result = critical_intervals(w.hits, samples=samples, seed=i,
+                                            searched=setting.dims)
             except Exception as exc:  # a fit that fails counts as declined
                 declined[type(exc).__name__] = declined.get(type(exc).__name__, 0) + 1
                 continue
             for name, truth in (("s_min", w.s_min), ("b_crit", w.b_crit)):
                 if name in result.reasons:
-                    why = f"{name}: " + result.reasons[name].split(":")[0][:50]
+                    # the reason's kind, without the workload's own numbers
+                    kind = re.sub(r"[0-9][0-9,.]*", "N", result.reasons[name].split(":")[0])
+                    why = f"{name}: {kind[:60]}"
                     declined[why] = declined.get(why, 0) + 1
                 else:
                     hit[name].append(bool(_covered(result.intervals[name], truth)))

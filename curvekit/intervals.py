@@ -80,6 +80,10 @@ MIN_TRIALS_S_MIN = 20
 """Trials per batch size (median) an interval of S_min needs."""
 MAX_SHAPE_S_MIN = 1.2
 """The largest tail shape k for which S_min gets an interval."""
+MAX_SEARCHED_S_MIN = 2
+"""The most metaparameters searched (varying across a study's trials) for which S_min gets
+an interval: a search over d metaparameters around a smooth optimum has tail shape up to
+d / 2, and above MAX_SHAPE_S_MIN the best trials' spacings cannot bound the bias."""
 _GRID_OCTAVES = 6.0
 _LN2 = math.log(2.0)
 
@@ -144,13 +148,28 @@ class Estimate:
 INV_K_GRID = np.linspace(1 / SHAPE_RANGE[1], 1 / SHAPE_RANGE[0], 15)
 
 
+def shape_grid(searched: int | None = None) -> Floats:
+    """The tail shapes 1/k the estimate chooses from: the whole grid, or with ``searched``
+    metaparameters (1 or more) those with k ≤ searched / 2, the shape of a search around a
+    smooth optimum (a direction along which steps grow more slowly than quadratically, or
+    not at all, only lowers k).
+
+    >>> shape_grid(2)[[0, -1]].tolist(), len(shape_grid(1)), len(shape_grid())
+    ([1.0, 2.0], 1, 15)
+    """
+    if not searched:
+        return INV_K_GRID
+    return INV_K_GRID[INV_K_GRID >= 2 / searched - 1e-9]
+
+
 def _gammas(inv_k: Floats, r: int) -> Floats:
     """E[Γ_i^(1/k)] = Γ(i + 1/k) / Γ(i) for i = 1..r: (len(inv_k), r)."""
     i = np.arange(1, r + 1)[None, :]
     return np.asarray(np.exp(gammaln(i + inv_k[:, None]) - gammaln(i)))
 
 
-def _levels(x: Floats, n: Floats) -> tuple[Floats, Floats, Floats]:
+def _levels(x: Floats, n: Floats, grid: Floats = INV_K_GRID
+            ) -> tuple[Floats, Floats, Floats]:
     """Each study's level μ_j (the law at its batch size), the tail scale σ and 1/k.
 
     ``x`` (R, K, r) lowest log steps per study (NaN where missing), ``n`` (K,) trials per
@@ -161,8 +180,8 @@ def _levels(x: Floats, n: Floats) -> tuple[Floats, Floats, Floats]:
     """
     ok = np.isfinite(x)
     r = x.shape[-1]
-    g = _gammas(INV_K_GRID, r)[None, :, None, :] * n[None, None, :, None] ** (
-        -INV_K_GRID[None, :, None, None])  # (1, G, K, r)
+    g = _gammas(grid, r)[None, :, None, :] * n[None, None, :, None] ** (
+        -grid[None, :, None, None])  # (1, G, K, r)
     xs = np.where(ok, x, 0.0)[:, None]  # (R, 1, K, r)
     w = ok[:, None].astype(float)
     count = np.maximum(w.sum(axis=-1, keepdims=True), 1)
@@ -181,16 +200,16 @@ def _levels(x: Floats, n: Floats) -> tuple[Floats, Floats, Floats]:
     # The minimum, not the fitted intercept, locates each study: near an endpoint the
     # minimum is by far the most precise order statistic; only its bias is subtracted.
     mu = x[..., 0] - c_best[:, None] * g[0, best, :, 0]  # (R, K)
-    return mu, c_best, INV_K_GRID[best]
+    return mu, c_best, grid[best]
 
 
-def estimate(log_b: Floats, x: Floats, n: Floats) -> Estimate:
+def estimate(log_b: Floats, x: Floats, n: Floats, grid: Floats = INV_K_GRID) -> Estimate:
     """Run the estimator on R data sets at once (see the module docstring).
 
     ``log_b`` (K,), ``x`` (R, K, r) each study's lowest log steps (NaN where missing),
     ``n`` (K,) trials loaded per study (the draws, qualifying or not).
     """
-    mu, scale, inv_k = _levels(x, n)
+    mu, scale, inv_k = _levels(x, n, grid)
     a, c = fit_law(log_b, mu)
     resid = mu - a[:, None] - np.log1p(np.exp(c[:, None] - log_b))
     return Estimate(a, c, inv_k, scale, (resid ** 2).sum(axis=1))
@@ -271,13 +290,57 @@ def _basic(point: float, draws: Floats, level: float, spread: float = 1.0,
     return float(point - hi * spread), float(point - lo * spread)
 
 
+def _reflected(inv_k: float, draws: Floats, grid: Floats) -> Floats:
+    """Shapes spread about the estimate as the simulated estimates spread about the truth
+    (reflected about it), folded back into the grid at its ends: at an end the estimate
+    piles up, and the truth can only lie inward."""
+    lo, hi = grid[0], grid[-1]
+    v = 2 * inv_k - draws
+    v = np.where(v > hi, 2 * hi - v, v)
+    v = np.where(v < lo, 2 * lo - v, v)
+    return np.clip(v, lo, hi)
+
+
+PROBES = 3
+"""Rounds of simulation at each bound of B_crit's interval (test inversion, widening only)."""
+
+
+def _probed(log_b: Floats, x: Floats, n: Floats, c: float, low: float, high: float,
+            here: float, shapes: Floats, sigma: float, level: float,
+            rng: np.random.Generator, samples: int, grid: Floats) -> tuple[float, float]:
+    """B_crit's bounds moved out where the law with B_crit at a bound would still give the
+    data's estimate: the pivot's quantiles are re-simulated at each bound (S_min refitted to
+    the corrected minima with B_crit held there) and the bound recomputed, ``PROBES`` times;
+    a bound only ever widens. Near an end of the batch sizes the pivot's distribution
+    changes with B_crit, so the quantiles at the estimate alone misplace the bounds."""
+    mu = _levels(x[None], n, grid)[0][0]
+    tail = (1 - level) / 2
+    present = np.isfinite(x)
+    out = [low, high]
+    for side in (0, 1):
+        bound = out[side]
+        for _ in range(PROBES):
+            a_b = float(np.mean(mu - np.log1p(np.exp(bound - log_b))))
+            sim = _simulate(log_b, a_b, bound, shapes, sigma, n, present, rng, samples)
+            est = estimate(log_b, sim, n, grid)
+            t = (est.c - bound) / _spread(est, len(log_b))
+            q = float(np.quantile(t, 1 - tail if side == 0 else tail))
+            moved = c - q * here
+            if (side == 0 and moved >= bound) or (side == 1 and moved <= bound):
+                break
+            bound = moved
+        out[side] = bound
+    return out[0], out[1]
+
+
 def _spread(est: Estimate, k: int) -> Floats:
     """The scatter of the corrected minima about the law (residual standard deviation)."""
     return np.sqrt(est.rss / max(k - 2, 1))
 
 
 def critical_intervals(hits: Mapping[int, ArrayLike], *, samples: int = 1000, seed: int = 0,
-                       level: float = 0.95) -> CriticalIntervals:
+                       level: float = 0.95, searched: int | None = None
+                       ) -> CriticalIntervals:
     """Intervals of S_min, B_crit and E_min from each study's trials (module docstring).
 
     ``hits[b]`` holds each loaded trial's first step at the goal at batch size b (``inf``
@@ -289,7 +352,11 @@ def critical_intervals(hits: Mapping[int, ArrayLike], *, samples: int = 1000, se
     extrapolates, or its bend is not located), or residuals larger than the trial noise
     explains (the curve does not follow the law). S_min and E_min also get none with
     fewer than 6 batch sizes, fewer than 20 trials per batch size (median), tied best
-    trials, or a tail shape k above 1.2 (see ``docs/fits.md``).
+    trials, more than 2 metaparameters ``searched`` (the count that varies across the
+    trials, when given: :func:`curvekit.measure.searched_metaparameters`), or a tail shape
+    k above 1.2 (see ``docs/fits.md``). Without ``searched`` only the tail's estimated
+    shape speaks for the search, and a search over many metaparameters can look like a
+    small one.
 
     >>> import numpy as np
     >>> hits = {int(b): np.full(2, 1000.0 * (1 + 64 / b)) for b in 2.0 ** np.arange(4, 10)}
@@ -301,6 +368,11 @@ def critical_intervals(hits: Mapping[int, ArrayLike], *, samples: int = 1000, se
     if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
         raise FitError(f"the number of simulations {samples!r} is not a positive whole "
                        "number; give one such as 1000")
+    if searched is not None and (isinstance(searched, bool) or not isinstance(searched, int)
+                                 or searched < 0):
+        raise FitError(f"the number of metaparameters searched {searched!r} is not a whole "
+                       "number from 0 up; give the count of metaparameters that vary across "
+                       "the trials (curvekit.measure.searched_metaparameters), or None")
     kept = {int(b): h for b, h in hits.items()
             if np.any(np.isfinite(np.asarray(h, dtype=float)))}
     sizes, x, n = _lowest(kept)
@@ -308,7 +380,8 @@ def critical_intervals(hits: Mapping[int, ArrayLike], *, samples: int = 1000, se
         raise FitError(f"a fit needs at least 3 batch sizes reaching the goal, got "
                        f"{len(sizes)}")
     log_b = np.log(sizes)
-    point = estimate(log_b, x[None], n)
+    grid = shape_grid(searched)
+    point = estimate(log_b, x[None], n, grid)
     a, c = float(point.a[0]), float(point.c[0])
     inv_k, sigma = float(point.inv_k[0]), float(point.scale[0])
     s_min, b_crit = math.exp(a), math.exp(c)
@@ -328,12 +401,13 @@ def critical_intervals(hits: Mapping[int, ArrayLike], *, samples: int = 1000, se
     if "all" not in reasons:
         rng = np.random.default_rng(seed)
         sim = _simulate(log_b, a, c, inv_k, sigma, n, np.isfinite(x), rng, samples)
-        star = estimate(log_b, sim, n)
+        star = estimate(log_b, sim, n, grid)
         # The tail's shape is uncertain too: simulate again with shapes spread as the
-        # estimate spreads about the truth, reflected about the estimate.
-        shapes = np.clip(2 * inv_k - star.inv_k, INV_K_GRID[0], INV_K_GRID[-1])
+        # estimate spreads about the truth, reflected about the estimate (and folded back
+        # into the shapes allowed where that crosses an end).
+        shapes = _reflected(inv_k, star.inv_k, grid)
         sim = _simulate(log_b, a, c, shapes, sigma, n, np.isfinite(x), rng, samples)
-        star = estimate(log_b, sim, n)
+        star = estimate(log_b, sim, n, grid)
         if point.rss[0] > np.quantile(star.rss, LACK_OF_FIT):
             reasons["all"] = ("the measured steps scatter about the law more than the trial "
                               "noise explains (the curve does not follow S_min (1 + B_crit "
@@ -344,6 +418,9 @@ def critical_intervals(hits: Mapping[int, ArrayLike], *, samples: int = 1000, se
             here, there = float(_spread(point, len(sizes))[0]), _spread(star, len(sizes))
             for name, (p, d) in pairs.items():
                 low, high = _basic(p, d, level, here, there)
+                if name == "b_crit" and PROBES:
+                    low, high = _probed(log_b, x, n, c, low, high, here, shapes, sigma, level,
+                                        rng, samples, grid)
                 intervals[name] = (math.exp(low), math.exp(high))
                 draws[name] = np.exp(d)
             if not sizes[0] <= b_crit <= sizes[-1]:
@@ -371,6 +448,13 @@ def critical_intervals(hits: Mapping[int, ArrayLike], *, samples: int = 1000, se
             "some batch sizes have trials tied at their best steps (steps to result measured "
             "at evaluations spaced too far apart): the spacings of the best trials, which "
             "estimate the finite-trial bias of S_min, are lost; evaluate more often")
+    elif "all" not in reasons and searched is not None and searched > MAX_SEARCHED_S_MIN:
+        reasons["s_min"] = reasons["e_min"] = (
+            f"{searched} metaparameters vary across the trials: near the optimum the best of "
+            f"n trials approaches it as n^(-2/{searched}), too slowly for the spacings of the "
+            "best trials to bound its distance from the law's S_min (their tail looks like a "
+            "smaller search's); an interval of S_min needs at most "
+            f"{MAX_SEARCHED_S_MIN} searched")
     elif "all" not in reasons and 1 / inv_k > MAX_SHAPE_S_MIN:
         reasons["s_min"] = reasons["e_min"] = (
             f"the trials' steps approach the optimum slowly (tail shape k = {1 / inv_k:.2f}"
