@@ -6,8 +6,9 @@ study's optimal metaparameters (a point drawn anew for each batch size, as the o
 learning rate moves with the batch size) needs S(B) · exp(α |u − u*|²) steps, and a trial
 whose slowdown exceeds exp(α_fail) never reaches the goal. Steps to result is the best of
 the N trials, so a finite N biases it upward; the truth is the law (what a fully tuned
-search would find). Each workload is fitted with the intervals ``curvekit fit`` reports,
-and the share of intervals containing the truth is counted per quantity and setting, with
+search would find). Each workload is fitted with the intervals ``curvekit fit`` reports
+(given, as ``fit`` reads it from the store, the count d of metaparameters searched), and
+the share of intervals containing the truth is counted per quantity and setting, with
 binomial standard errors, beside the trial bootstrap curvekit used before.
 
 Usage::
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
 import sys
 import time
@@ -113,7 +115,8 @@ def _covered(interval: tuple[float, float] | None, truth: float) -> bool | None:
 def study(settings: tuple[Setting, ...], workloads: int, samples: int, baseline: int,
           seed: int = 0) -> list[dict[str, object]]:
     """Coverage per setting of the calibrated method and (on ``baseline`` workloads) of
-    the trial bootstrap with percentile intervals."""
+    the trial bootstrap with percentile intervals. Each row records when it ended and the
+    machine's load averages (1, 5, 15 minutes) then."""
     rows: list[dict[str, object]] = []
     for setting in settings:
         # Seeded by the setting's place in SETTINGS: a part of the study equals the whole's.
@@ -150,6 +153,8 @@ def study(settings: tuple[Setting, ...], workloads: int, samples: int, baseline:
                     if name in boot.intervals:
                         old[name].append(bool(_covered(boot.intervals[name], truth)))
         row: dict[str, object] = {**asdict(setting), "workloads": workloads,
+                                  "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                                  "load_average": [round(x, 1) for x in os.getloadavg()],
                                   "samples": samples, "seconds": time.perf_counter() - start,
                                   "declined": declined,
                                   "median_width_ratio": float(np.median(widths)) if widths

@@ -26,12 +26,16 @@ order statistics of each study carry information about that bias.
 **The interval** (:func:`critical_intervals`) is a parametric bootstrap-t: studies of the
 same sizes are simulated from the fitted law and tail (the lowest order statistics drawn
 exactly, σ (Γ_i / Γ_(n+1))^(1/k)), with the tail's shape itself spread as its estimate
-spreads (a first round of simulations at the estimated shape, reflected about it), the
-estimator is re-run on each, and the error θ* − θ̂, divided by each simulation's residual
-standard deviation, gives the interval θ̂ − t* · s in log space. Because the estimator is
-re-run, the uncertainty of the bias correction and of the tail's shape is carried into the
-interval. ``docs/fits.md`` gives the coverage this reaches and where curvekit declines to
-give an interval.
+spreads (a first round of simulations at the estimated shape, reflected about it and
+folded back into the grid at its ends), the estimator is re-run on each, and the error
+θ* − θ̂, divided by each simulation's residual standard deviation, gives the interval
+θ̂ − t* · s in log space. Because the estimator is re-run, the uncertainty of the bias
+correction and of the tail's shape is carried into the interval. B_crit gets an interval
+only where the batch sizes reach a factor :data:`MARGIN` beyond it on each side, where the
+law's two asymptotes are seen. With the count of
+metaparameters ``searched`` (observable: the trials' parameters), S_min is declined above
+:data:`MAX_SEARCHED_S_MIN`. ``docs/fits.md`` gives the coverage this reaches and where
+curvekit declines to give an interval.
 
 >>> import numpy as np
 >>> rng = np.random.default_rng(0)
@@ -74,6 +78,11 @@ LACK_OF_FIT = 0.995
 """A curve whose residuals exceed this quantile of the simulated ones does not follow the law."""
 INNER = 1
 """B_crit needs this many measured batch sizes beyond it on each side for an interval."""
+MARGIN = 4.0
+"""B_crit needs measured batch sizes this factor beyond it on each side for an interval:
+S(B) / S_min = 1 + B_crit / B is within 25% of either asymptote (perfect scaling below,
+S_min above) only a factor 4 away from B_crit, so nearer an end the bend is seen from one
+side only, and the simulated intervals there covered 82–91% (curvekit's coverage study)."""
 MIN_BATCH_SIZES_S_MIN = 6
 """Batch sizes reaching the goal an interval of S_min needs."""
 MIN_TRIALS_S_MIN = 20
@@ -146,20 +155,6 @@ class Estimate:
 
 
 INV_K_GRID = np.linspace(1 / SHAPE_RANGE[1], 1 / SHAPE_RANGE[0], 15)
-
-
-def shape_grid(searched: int | None = None) -> Floats:
-    """The tail shapes 1/k the estimate chooses from: the whole grid, or with ``searched``
-    metaparameters (1 or more) those with k ≤ searched / 2, the shape of a search around a
-    smooth optimum (a direction along which steps grow more slowly than quadratically, or
-    not at all, only lowers k).
-
-    >>> shape_grid(2)[[0, -1]].tolist(), len(shape_grid(1)), len(shape_grid())
-    ([1.0, 2.0], 1, 15)
-    """
-    if not searched:
-        return INV_K_GRID
-    return INV_K_GRID[INV_K_GRID >= 2 / searched - 1e-9]
 
 
 def _gammas(inv_k: Floats, r: int) -> Floats:
@@ -301,38 +296,6 @@ def _reflected(inv_k: float, draws: Floats, grid: Floats) -> Floats:
     return np.clip(v, lo, hi)
 
 
-PROBES = 3
-"""Rounds of simulation at each bound of B_crit's interval (test inversion, widening only)."""
-
-
-def _probed(log_b: Floats, x: Floats, n: Floats, c: float, low: float, high: float,
-            here: float, shapes: Floats, sigma: float, level: float,
-            rng: np.random.Generator, samples: int, grid: Floats) -> tuple[float, float]:
-    """B_crit's bounds moved out where the law with B_crit at a bound would still give the
-    data's estimate: the pivot's quantiles are re-simulated at each bound (S_min refitted to
-    the corrected minima with B_crit held there) and the bound recomputed, ``PROBES`` times;
-    a bound only ever widens. Near an end of the batch sizes the pivot's distribution
-    changes with B_crit, so the quantiles at the estimate alone misplace the bounds."""
-    mu = _levels(x[None], n, grid)[0][0]
-    tail = (1 - level) / 2
-    present = np.isfinite(x)
-    out = [low, high]
-    for side in (0, 1):
-        bound = out[side]
-        for _ in range(PROBES):
-            a_b = float(np.mean(mu - np.log1p(np.exp(bound - log_b))))
-            sim = _simulate(log_b, a_b, bound, shapes, sigma, n, present, rng, samples)
-            est = estimate(log_b, sim, n, grid)
-            t = (est.c - bound) / _spread(est, len(log_b))
-            q = float(np.quantile(t, 1 - tail if side == 0 else tail))
-            moved = c - q * here
-            if (side == 0 and moved >= bound) or (side == 1 and moved <= bound):
-                break
-            bound = moved
-        out[side] = bound
-    return out[0], out[1]
-
-
 def _spread(est: Estimate, k: int) -> Floats:
     """The scatter of the corrected minima about the law (residual standard deviation)."""
     return np.sqrt(est.rss / max(k - 2, 1))
@@ -380,7 +343,7 @@ def critical_intervals(hits: Mapping[int, ArrayLike], *, samples: int = 1000, se
         raise FitError(f"a fit needs at least 3 batch sizes reaching the goal, got "
                        f"{len(sizes)}")
     log_b = np.log(sizes)
-    grid = shape_grid(searched)
+    grid = INV_K_GRID
     point = estimate(log_b, x[None], n, grid)
     a, c = float(point.a[0]), float(point.c[0])
     inv_k, sigma = float(point.inv_k[0]), float(point.scale[0])
@@ -418,15 +381,19 @@ def critical_intervals(hits: Mapping[int, ArrayLike], *, samples: int = 1000, se
             here, there = float(_spread(point, len(sizes))[0]), _spread(star, len(sizes))
             for name, (p, d) in pairs.items():
                 low, high = _basic(p, d, level, here, there)
-                if name == "b_crit" and PROBES:
-                    low, high = _probed(log_b, x, n, c, low, high, here, shapes, sigma, level,
-                                        rng, samples, grid)
                 intervals[name] = (math.exp(low), math.exp(high))
                 draws[name] = np.exp(d)
             if not sizes[0] <= b_crit <= sizes[-1]:
                 reasons["all"] = (f"B_crit {b_crit:,.0f} lies outside the measured batch "
                                   f"sizes ({sizes[0]:,.0f}–{sizes[-1]:,.0f}): the law "
                                   "extrapolates and the data only bound it")
+            elif not sizes[0] * MARGIN <= b_crit <= sizes[-1] / MARGIN:
+                reasons["all"] = (
+                    f"B_crit {b_crit:,.0f} lies within a factor {MARGIN:g} of the smallest or "
+                    f"largest measured batch size ({sizes[0]:,.0f}, {sizes[-1]:,.0f}): the "
+                    "bend of the law is seen from one side only, and intervals there are not "
+                    f"calibrated; measure batch sizes from {b_crit / MARGIN:,.0f} to "
+                    f"{b_crit * MARGIN:,.0f}")
             elif not sizes[INNER] <= b_crit <= sizes[-1 - INNER]:
                 reasons["all"] = (f"B_crit {b_crit:,.0f} lies beyond the second smallest or "
                                   f"second largest measured batch size ({sizes[1]:,.0f}, "
@@ -438,6 +405,13 @@ def critical_intervals(hits: Mapping[int, ArrayLike], *, samples: int = 1000, se
             f"only {len(sizes)} batch sizes reach the goal: too few to estimate the "
             f"finite-trial bias of S_min; an interval of S_min needs at least "
             f"{MIN_BATCH_SIZES_S_MIN}")
+    elif "all" not in reasons and searched is not None and searched > MAX_SEARCHED_S_MIN:
+        reasons["s_min"] = reasons["e_min"] = (
+            f"{searched} metaparameters vary across the trials: near the optimum the best of "
+            f"n trials approaches it as n^(-2/{searched}), too slowly for the spacings of the "
+            "best trials to bound its distance from the law's S_min (their tail looks like a "
+            "smaller search's); an interval of S_min needs at most "
+            f"{MAX_SEARCHED_S_MIN} searched")
     elif "all" not in reasons and trials < MIN_TRIALS_S_MIN:
         reasons["s_min"] = reasons["e_min"] = (
             f"{trials:g} trials per batch size (median) locate the law's S_min too loosely: "
@@ -448,13 +422,6 @@ def critical_intervals(hits: Mapping[int, ArrayLike], *, samples: int = 1000, se
             "some batch sizes have trials tied at their best steps (steps to result measured "
             "at evaluations spaced too far apart): the spacings of the best trials, which "
             "estimate the finite-trial bias of S_min, are lost; evaluate more often")
-    elif "all" not in reasons and searched is not None and searched > MAX_SEARCHED_S_MIN:
-        reasons["s_min"] = reasons["e_min"] = (
-            f"{searched} metaparameters vary across the trials: near the optimum the best of "
-            f"n trials approaches it as n^(-2/{searched}), too slowly for the spacings of the "
-            "best trials to bound its distance from the law's S_min (their tail looks like a "
-            "smaller search's); an interval of S_min needs at most "
-            f"{MAX_SEARCHED_S_MIN} searched")
     elif "all" not in reasons and 1 / inv_k > MAX_SHAPE_S_MIN:
         reasons["s_min"] = reasons["e_min"] = (
             f"the trials' steps approach the optimum slowly (tail shape k = {1 / inv_k:.2f}"

@@ -209,8 +209,11 @@ def test_intervals_decline_where_they_cannot_be_calibrated() -> None:
     assert result.intervals == {} and "outside the measured batch sizes" in (
         result.reasons["b_crit"])
     five_rng = np.random.default_rng(11)
+    tripling = 16 * 3.0 ** np.arange(5)  # a factor 81: room for B_crit a factor 4 inside
     for _ in range(20):  # a curve of 5 batch sizes whose B_crit gets an interval
-        five = critical_intervals(generate(SETTINGS[3], five_rng).hits, samples=100)
+        five = critical_intervals({int(x): 1000 * (1 + 144 / x) * np.exp(
+            2 * (five_rng.uniform(-1, 1, (30, 2)) ** 2).sum(axis=1)) for x in tripling},
+            samples=100)
         if "b_crit" in five.intervals:
             break
     assert "b_crit" in five.intervals and "s_min" not in five.intervals
@@ -279,51 +282,42 @@ def test_the_metaparameters_searched_are_those_that_vary(
     assert searched_metaparameters(Store.open(tmp / "home"), selection) == len(expected)
 
 
-def _ends_coverage(probes: int, count: int) -> tuple[int, int]:
-    """Intervals of B_crit given and containing the truth over ``count`` fixed workloads
-    whose B_crit lies near or beyond an end of the batch sizes."""
-    import curvekit.intervals as module
+NEAR_THE_ENDS = {  # generator seed: workloads of SETTINGS[6] whose B_crit is estimated
+    # within 1.5 octaves of an end of the batch sizes (and gets an interval)
+    5: [12, 20, 40, 49, 52, 54, 83, 92, 97, 110, 113, 118, 131, 141, 162, 166, 171, 195],
+    6: [10, 16, 20, 31, 38, 39, 40, 53, 59, 65, 66, 116, 133, 134, 135, 143, 150, 159, 163,
+        167, 180, 183, 188, 193, 195],
+}
 
-    rng = np.random.default_rng(5)
-    given = covered = 0
-    default, module.PROBES = module.PROBES, probes
-    try:
-        for i in range(count):
+
+def test_b_crit_near_an_end_of_the_batch_sizes_gets_a_reason() -> None:
+    """Within a factor 4 of an end of the batch sizes the law's bend is seen from one side:
+    intervals of B_crit given there covered the law 82-91% of the time in the study (38 of
+    these 43); now each gets the reason, and what to measure."""
+    for seed, chosen in NEAR_THE_ENDS.items():
+        rng = np.random.default_rng(seed)
+        for i in range(chosen[-1] + 1):
             w = generate(SETTINGS[6], rng)
-            result = critical_intervals(w.hits, samples=100, seed=i, searched=2)
-            if "b_crit" in result.intervals:
-                low, high = result.intervals["b_crit"]
-                given += 1
-                covered += low <= w.b_crit <= high
-    finally:
-        module.PROBES = default
-    return given, covered
+            if i in chosen:
+                result = critical_intervals(w.hits, samples=50, seed=i, searched=2)
+                assert result.intervals == {}
+                assert "within a factor 4 of the smallest or largest" in (
+                    result.reasons["b_crit"])
+                assert "measure batch sizes from" in result.reasons["b_crit"]
 
 
-def test_intervals_of_b_crit_near_the_ends_cover_the_law() -> None:
-    """Near an end of the batch sizes the estimate's spread changes with B_crit: the bounds
-    are re-simulated where they lie (without it, 90% coverage in the study)."""
-    ...
-
-
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(seed=st.integers(0, 10**6), which=st.sampled_from([0, 3, 6]))
-def test_the_bounds_of_b_crit_only_widen(seed: int, which: int) -> None:
-    """Re-simulating at the bounds never narrows an interval of B_crit, and leaves S_min's."""
-    import curvekit.intervals as module
-
+def test_b_crit_gets_an_interval_only_a_factor_4_inside_the_batch_sizes(
+        seed: int, which: int) -> None:
     w = generate(SETTINGS[which], np.random.default_rng(seed))
-    probed = critical_intervals(w.hits, samples=60, seed=seed, searched=2)
-    default, module.PROBES = module.PROBES, 0
-    try:
-        plain = critical_intervals(w.hits, samples=60, seed=seed, searched=2)
-    finally:
-        module.PROBES = default
-    assert probed.reasons == plain.reasons
-    if "b_crit" in plain.intervals:
-        (low, high), (p_low, p_high) = plain.intervals["b_crit"], probed.intervals["b_crit"]
-        assert p_low <= low and high <= p_high
-    assert probed.intervals.get("s_min") == plain.intervals.get("s_min")
+    result = critical_intervals(w.hits, samples=40, seed=seed, searched=2)
+    sizes = sorted(w.hits)
+    if "b_crit" in result.intervals:
+        assert 4 * sizes[0] <= result.b_crit <= sizes[-1] / 4
+    elif sizes[0] <= result.b_crit <= sizes[-1] and not (
+            4 * sizes[0] <= result.b_crit <= sizes[-1] / 4):
+        assert "within a factor 4" in result.reasons["b_crit"]
 
 
 def test_s_min_is_declined_when_many_metaparameters_are_searched() -> None:
