@@ -411,7 +411,8 @@ def critical_intervals(hits: Mapping[int, ArrayLike], *, samples: int = 1000, se
             f"n trials approaches it as n^(-2/{searched}), too slowly for the spacings of the "
             "best trials to bound its distance from the law's S_min (their tail looks like a "
             "smaller search's); an interval of S_min needs at most "
-            f"{MAX_SEARCHED_S_MIN} searched")
+            f"{MAX_SEARCHED_S_MIN} metaparameters searched (tune the others once and hold "
+            "them fixed)")
     elif "all" not in reasons and trials < MIN_TRIALS_S_MIN:
         reasons["s_min"] = reasons["e_min"] = (
             f"{trials:g} trials per batch size (median) locate the law's S_min too loosely: "
