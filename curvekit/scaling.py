@@ -736,8 +736,7 @@ def fit_workload(store: Store, selection: Selection, *, model: str = "both",
     """
     import polars as pl
 
-    from curvekit.measure import (explain_empty, searched_metaparameters, trial_hits,
-                                  warn_explained)
+    from curvekit.measure import explain_empty, searched_metaparameters, trial_hits, warn_explained
 
     excess = Excess() if excess is None else excess
     if model not in ("piecewise", "critical", "both"):
