@@ -13,7 +13,7 @@ binomial standard errors, beside the trial bootstrap curvekit used before.
 
 Usage::
 
-    python benchmarks/coverage.py            # the full study: 8 settings x 300 workloads,
+    python benchmarks/coverage.py            # the full study: 9 settings x 300 workloads,
                                              # 400 simulations each (about 10 CPU minutes)
     python benchmarks/coverage.py --quick    # a smaller one
     python benchmarks/coverage.py --only 0 --only 1 ...   # a part (settings by number);
@@ -65,6 +65,8 @@ SETTINGS = (
             b_crit_octaves=(-1.0, -1.0)),
     Setting("evaluations every S_min/20 steps: 10 batch sizes, 30 trials", 10, 30,
             quantize=20),
+    Setting("B_crit anywhere in a short grid: 5 batch sizes, 30 trials", 5, 30,
+            b_crit_octaves=(0.5, 0.5)),
 )
 
 

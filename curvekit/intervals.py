@@ -168,7 +168,7 @@ def _levels(x: Floats, n: Floats, grid: Floats = INV_K_GRID
     """Each study's level μ_j (the law at its batch size), the tail scale σ and 1/k.
 
     ``x`` (R, K, r) lowest log steps per study (NaN where missing), ``n`` (K,) trials per
-    study. For each 1/k of a grid, the order statistics' expectations
+    study. For each 1/k of ``grid``, the order statistics' expectations
     x_(i) = μ_j + σ · n_j^(-1/k) · Γ(i + 1/k) / Γ(i) are fitted by least squares (one μ
     per study, one σ ≥ 0 shared); the 1/k with the smallest residuals wins. μ_j is then
     the study's minimum less its bias σ Γ(1 + 1/k) n_j^(-1/k).
@@ -202,7 +202,8 @@ def estimate(log_b: Floats, x: Floats, n: Floats, grid: Floats = INV_K_GRID) -> 
     """Run the estimator on R data sets at once (see the module docstring).
 
     ``log_b`` (K,), ``x`` (R, K, r) each study's lowest log steps (NaN where missing),
-    ``n`` (K,) trials loaded per study (the draws, qualifying or not).
+    ``n`` (K,) trials loaded per study (the draws, qualifying or not), ``grid`` the tail
+    shapes 1/k to choose from.
     """
     mu, scale, inv_k = _levels(x, n, grid)
     a, c = fit_law(log_b, mu)
