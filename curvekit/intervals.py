@@ -312,9 +312,9 @@ def critical_intervals(hits: Mapping[int, ArrayLike], *, samples: int = 1000, se
     gets no interval, and ``reasons`` says why, when the data cannot calibrate one: fewer
     than 4 batch sizes, fewer than 4 studies with 3 trials at the goal (the tail of the
     trial noise, and so the finite-trial bias, cannot be estimated), B_crit outside the
-    measured batch sizes or with no measured batch size beyond it on one side (the law
-    extrapolates, or its bend is not located), or residuals larger than the trial noise
-    explains (the curve does not follow the law). S_min and E_min also get none with
+    measured batch sizes or within a factor 4 (:data:`MARGIN`) of the smallest or largest
+    (the law extrapolates, or its bend is seen from one side), or residuals larger than the
+    trial noise explains (the curve does not follow the law). S_min and E_min also get none with
     fewer than 6 batch sizes, fewer than 20 trials per batch size (median), tied best
     trials, more than 2 metaparameters ``searched`` (the count that varies across the
     trials, when given: :func:`curvekit.measure.searched_metaparameters`), or a tail shape
