@@ -6,13 +6,14 @@ study's optimal metaparameters (a point drawn anew for each batch size, as the o
 learning rate moves with the batch size) needs S(B) · exp(α |u − u*|²) steps, and a trial
 whose slowdown exceeds exp(α_fail) never reaches the goal. Steps to result is the best of
 the N trials, so a finite N biases it upward; the truth is the law (what a fully tuned
-search would find). Each workload is fitted with the intervals ``curvekit fit`` reports,
-and the share of intervals containing the truth is counted per quantity and setting, with
+search would find). Each workload is fitted with the intervals ``curvekit fit`` reports
+(given, as ``fit`` reads it from the store, the count d of metaparameters searched), and
+the share of intervals containing the truth is counted per quantity and setting, with
 binomial standard errors, beside the trial bootstrap curvekit used before.
 
 Usage::
 
-    python benchmarks/coverage.py            # the full study: 8 settings x 300 workloads,
+    python benchmarks/coverage.py            # the full study: 9 settings x 300 workloads,
                                              # 400 simulations each (about 10 CPU minutes)
     python benchmarks/coverage.py --quick    # a smaller one
     python benchmarks/coverage.py --only 0 --only 1 ...   # a part (settings by number);
@@ -23,6 +24,8 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
+import re
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -62,6 +65,8 @@ SETTINGS = (
             b_crit_octaves=(-1.0, -1.0)),
     Setting("evaluations every S_min/20 steps: 10 batch sizes, 30 trials", 10, 30,
             quantize=20),
+    Setting("B_crit anywhere in a short grid: 5 batch sizes, 30 trials", 5, 30,
+            b_crit_octaves=(0.5, 0.5)),
 )
 
 
@@ -112,7 +117,8 @@ def _covered(interval: tuple[float, float] | None, truth: float) -> bool | None:
 def study(settings: tuple[Setting, ...], workloads: int, samples: int, baseline: int,
           seed: int = 0) -> list[dict[str, object]]:
     """Coverage per setting of the calibrated method and (on ``baseline`` workloads) of
-    the trial bootstrap with percentile intervals."""
+    the trial bootstrap with percentile intervals. Each row records when it ended and the
+    machine's load averages (1, 5, 15 minutes) then."""
     rows: list[dict[str, object]] = []
     for setting in settings:
         # Seeded by the setting's place in SETTINGS: a part of the study equals the whole's.
@@ -125,13 +131,18 @@ def study(settings: tuple[Setting, ...], workloads: int, samples: int, baseline:
         for i in range(workloads):
             w = generate(setting, rng)
             try:
-                result = critical_intervals(w.hits, samples=samples, seed=i)
+                # the count of metaparameters searched is observable: the store holds every
+                # trial's metaparameters (curvekit.measure.searched_metaparameters)
+                result = critical_intervals(w.hits, samples=samples, seed=i,
+                                            searched=setting.dims)
             except Exception as exc:  # a fit that fails counts as declined
                 declined[type(exc).__name__] = declined.get(type(exc).__name__, 0) + 1
                 continue
             for name, truth in (("s_min", w.s_min), ("b_crit", w.b_crit)):
                 if name in result.reasons:
-                    why = f"{name}: " + result.reasons[name].split(":")[0][:50]
+                    # the reason's kind, without the workload's own numbers
+                    kind = re.sub(r"[0-9][0-9,.]*", "N", result.reasons[name].split(":")[0])
+                    why = f"{name}: {kind[:60]}"
                     declined[why] = declined.get(why, 0) + 1
                 else:
                     hit[name].append(bool(_covered(result.intervals[name], truth)))
@@ -144,6 +155,8 @@ def study(settings: tuple[Setting, ...], workloads: int, samples: int, baseline:
                     if name in boot.intervals:
                         old[name].append(bool(_covered(boot.intervals[name], truth)))
         row: dict[str, object] = {**asdict(setting), "workloads": workloads,
+                                  "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                                  "load_average": [round(x, 1) for x in os.getloadavg()],
                                   "samples": samples, "seconds": time.perf_counter() - start,
                                   "declined": declined,
                                   "median_width_ratio": float(np.median(widths)) if widths

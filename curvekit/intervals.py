@@ -26,12 +26,16 @@ order statistics of each study carry information about that bias.
 **The interval** (:func:`critical_intervals`) is a parametric bootstrap-t: studies of the
 same sizes are simulated from the fitted law and tail (the lowest order statistics drawn
 exactly, σ (Γ_i / Γ_(n+1))^(1/k)), with the tail's shape itself spread as its estimate
-spreads (a first round of simulations at the estimated shape, reflected about it), the
-estimator is re-run on each, and the error θ* − θ̂, divided by each simulation's residual
-standard deviation, gives the interval θ̂ − t* · s in log space. Because the estimator is
-re-run, the uncertainty of the bias correction and of the tail's shape is carried into the
-interval. ``docs/fits.md`` gives the coverage this reaches and where curvekit declines to
-give an interval.
+spreads (a first round of simulations at the estimated shape, reflected about it and
+folded back into the grid at its ends), the estimator is re-run on each, and the error
+θ* − θ̂, divided by each simulation's residual standard deviation, gives the interval
+θ̂ − t* · s in log space. Because the estimator is re-run, the uncertainty of the bias
+correction and of the tail's shape is carried into the interval. B_crit gets an interval
+only where the batch sizes reach a factor :data:`MARGIN` beyond it on each side, where the
+law's two asymptotes are seen. With the count of
+metaparameters ``searched`` (observable: the trials' parameters), S_min is declined above
+:data:`MAX_SEARCHED_S_MIN`. ``docs/fits.md`` gives the coverage this reaches and where
+curvekit declines to give an interval.
 
 >>> import numpy as np
 >>> rng = np.random.default_rng(0)
@@ -74,12 +78,21 @@ LACK_OF_FIT = 0.995
 """A curve whose residuals exceed this quantile of the simulated ones does not follow the law."""
 INNER = 1
 """B_crit needs this many measured batch sizes beyond it on each side for an interval."""
+MARGIN = 4.0
+"""B_crit needs measured batch sizes this factor beyond it on each side for an interval:
+S(B) / S_min = 1 + B_crit / B is within 25% of either asymptote (perfect scaling below,
+S_min above) only a factor 4 away from B_crit, so nearer an end the bend is seen from one
+side only, and the simulated intervals there covered 82–91% (curvekit's coverage study)."""
 MIN_BATCH_SIZES_S_MIN = 6
 """Batch sizes reaching the goal an interval of S_min needs."""
 MIN_TRIALS_S_MIN = 20
 """Trials per batch size (median) an interval of S_min needs."""
 MAX_SHAPE_S_MIN = 1.2
 """The largest tail shape k for which S_min gets an interval."""
+MAX_SEARCHED_S_MIN = 2
+"""The most metaparameters searched (varying across a study's trials) for which S_min gets
+an interval: a search over d metaparameters around a smooth optimum has tail shape up to
+d / 2, and above MAX_SHAPE_S_MIN the best trials' spacings cannot bound the bias."""
 _GRID_OCTAVES = 6.0
 _LN2 = math.log(2.0)
 
@@ -150,19 +163,20 @@ def _gammas(inv_k: Floats, r: int) -> Floats:
     return np.asarray(np.exp(gammaln(i + inv_k[:, None]) - gammaln(i)))
 
 
-def _levels(x: Floats, n: Floats) -> tuple[Floats, Floats, Floats]:
+def _levels(x: Floats, n: Floats, grid: Floats = INV_K_GRID
+            ) -> tuple[Floats, Floats, Floats]:
     """Each study's level μ_j (the law at its batch size), the tail scale σ and 1/k.
 
     ``x`` (R, K, r) lowest log steps per study (NaN where missing), ``n`` (K,) trials per
-    study. For each 1/k of a grid, the order statistics' expectations
+    study. For each 1/k of ``grid``, the order statistics' expectations
     x_(i) = μ_j + σ · n_j^(-1/k) · Γ(i + 1/k) / Γ(i) are fitted by least squares (one μ
     per study, one σ ≥ 0 shared); the 1/k with the smallest residuals wins. μ_j is then
     the study's minimum less its bias σ Γ(1 + 1/k) n_j^(-1/k).
     """
     ok = np.isfinite(x)
     r = x.shape[-1]
-    g = _gammas(INV_K_GRID, r)[None, :, None, :] * n[None, None, :, None] ** (
-        -INV_K_GRID[None, :, None, None])  # (1, G, K, r)
+    g = _gammas(grid, r)[None, :, None, :] * n[None, None, :, None] ** (
+        -grid[None, :, None, None])  # (1, G, K, r)
     xs = np.where(ok, x, 0.0)[:, None]  # (R, 1, K, r)
     w = ok[:, None].astype(float)
     count = np.maximum(w.sum(axis=-1, keepdims=True), 1)
@@ -181,16 +195,17 @@ def _levels(x: Floats, n: Floats) -> tuple[Floats, Floats, Floats]:
     # The minimum, not the fitted intercept, locates each study: near an endpoint the
     # minimum is by far the most precise order statistic; only its bias is subtracted.
     mu = x[..., 0] - c_best[:, None] * g[0, best, :, 0]  # (R, K)
-    return mu, c_best, INV_K_GRID[best]
+    return mu, c_best, grid[best]
 
 
-def estimate(log_b: Floats, x: Floats, n: Floats) -> Estimate:
+def estimate(log_b: Floats, x: Floats, n: Floats, grid: Floats = INV_K_GRID) -> Estimate:
     """Run the estimator on R data sets at once (see the module docstring).
 
     ``log_b`` (K,), ``x`` (R, K, r) each study's lowest log steps (NaN where missing),
-    ``n`` (K,) trials loaded per study (the draws, qualifying or not).
+    ``n`` (K,) trials loaded per study (the draws, qualifying or not), ``grid`` the tail
+    shapes 1/k to choose from.
     """
-    mu, scale, inv_k = _levels(x, n)
+    mu, scale, inv_k = _levels(x, n, grid)
     a, c = fit_law(log_b, mu)
     resid = mu - a[:, None] - np.log1p(np.exp(c[:, None] - log_b))
     return Estimate(a, c, inv_k, scale, (resid ** 2).sum(axis=1))
@@ -271,13 +286,25 @@ def _basic(point: float, draws: Floats, level: float, spread: float = 1.0,
     return float(point - hi * spread), float(point - lo * spread)
 
 
+def _reflected(inv_k: float, draws: Floats, grid: Floats) -> Floats:
+    """Shapes spread about the estimate as the simulated estimates spread about the truth
+    (reflected about it), folded back into the grid at its ends: at an end the estimate
+    piles up, and the truth can only lie inward."""
+    lo, hi = grid[0], grid[-1]
+    v = 2 * inv_k - draws
+    v = np.where(v > hi, 2 * hi - v, v)
+    v = np.where(v < lo, 2 * lo - v, v)
+    return np.clip(v, lo, hi)
+
+
 def _spread(est: Estimate, k: int) -> Floats:
     """The scatter of the corrected minima about the law (residual standard deviation)."""
     return np.sqrt(est.rss / max(k - 2, 1))
 
 
 def critical_intervals(hits: Mapping[int, ArrayLike], *, samples: int = 1000, seed: int = 0,
-                       level: float = 0.95) -> CriticalIntervals:
+                       level: float = 0.95, searched: int | None = None
+                       ) -> CriticalIntervals:
     """Intervals of S_min, B_crit and E_min from each study's trials (module docstring).
 
     ``hits[b]`` holds each loaded trial's first step at the goal at batch size b (``inf``
@@ -285,11 +312,15 @@ def critical_intervals(hits: Mapping[int, ArrayLike], *, samples: int = 1000, se
     gets no interval, and ``reasons`` says why, when the data cannot calibrate one: fewer
     than 4 batch sizes, fewer than 4 studies with 3 trials at the goal (the tail of the
     trial noise, and so the finite-trial bias, cannot be estimated), B_crit outside the
-    measured batch sizes or with no measured batch size beyond it on one side (the law
-    extrapolates, or its bend is not located), or residuals larger than the trial noise
-    explains (the curve does not follow the law). S_min and E_min also get none with
+    measured batch sizes or within a factor 4 (:data:`MARGIN`) of the smallest or largest
+    (the law extrapolates, or its bend is seen from one side), or residuals larger than the
+    trial noise explains (the curve does not follow the law). S_min and E_min also get none with
     fewer than 6 batch sizes, fewer than 20 trials per batch size (median), tied best
-    trials, or a tail shape k above 1.2 (see ``docs/fits.md``).
+    trials, more than 2 metaparameters ``searched`` (the count that varies across the
+    trials, when given: :func:`curvekit.measure.searched_metaparameters`), or a tail shape
+    k above 1.2 (see ``docs/fits.md``). Without ``searched`` only the tail's estimated
+    shape speaks for the search, and a search over many metaparameters can look like a
+    small one.
 
     >>> import numpy as np
     >>> hits = {int(b): np.full(2, 1000.0 * (1 + 64 / b)) for b in 2.0 ** np.arange(4, 10)}
@@ -301,6 +332,11 @@ def critical_intervals(hits: Mapping[int, ArrayLike], *, samples: int = 1000, se
     if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
         raise FitError(f"the number of simulations {samples!r} is not a positive whole "
                        "number; give one such as 1000")
+    if searched is not None and (isinstance(searched, bool) or not isinstance(searched, int)
+                                 or searched < 0):
+        raise FitError(f"the number of metaparameters searched {searched!r} is not a whole "
+                       "number from 0 up; give the count of metaparameters that vary across "
+                       "the trials (curvekit.measure.searched_metaparameters), or None")
     kept = {int(b): h for b, h in hits.items()
             if np.any(np.isfinite(np.asarray(h, dtype=float)))}
     sizes, x, n = _lowest(kept)
@@ -308,7 +344,8 @@ def critical_intervals(hits: Mapping[int, ArrayLike], *, samples: int = 1000, se
         raise FitError(f"a fit needs at least 3 batch sizes reaching the goal, got "
                        f"{len(sizes)}")
     log_b = np.log(sizes)
-    point = estimate(log_b, x[None], n)
+    grid = INV_K_GRID
+    point = estimate(log_b, x[None], n, grid)
     a, c = float(point.a[0]), float(point.c[0])
     inv_k, sigma = float(point.inv_k[0]), float(point.scale[0])
     s_min, b_crit = math.exp(a), math.exp(c)
@@ -328,12 +365,13 @@ def critical_intervals(hits: Mapping[int, ArrayLike], *, samples: int = 1000, se
     if "all" not in reasons:
         rng = np.random.default_rng(seed)
         sim = _simulate(log_b, a, c, inv_k, sigma, n, np.isfinite(x), rng, samples)
-        star = estimate(log_b, sim, n)
+        star = estimate(log_b, sim, n, grid)
         # The tail's shape is uncertain too: simulate again with shapes spread as the
-        # estimate spreads about the truth, reflected about the estimate.
-        shapes = np.clip(2 * inv_k - star.inv_k, INV_K_GRID[0], INV_K_GRID[-1])
+        # estimate spreads about the truth, reflected about the estimate (and folded back
+        # into the shapes allowed where that crosses an end).
+        shapes = _reflected(inv_k, star.inv_k, grid)
         sim = _simulate(log_b, a, c, shapes, sigma, n, np.isfinite(x), rng, samples)
-        star = estimate(log_b, sim, n)
+        star = estimate(log_b, sim, n, grid)
         if point.rss[0] > np.quantile(star.rss, LACK_OF_FIT):
             reasons["all"] = ("the measured steps scatter about the law more than the trial "
                               "noise explains (the curve does not follow S_min (1 + B_crit "
@@ -350,6 +388,13 @@ def critical_intervals(hits: Mapping[int, ArrayLike], *, samples: int = 1000, se
                 reasons["all"] = (f"B_crit {b_crit:,.0f} lies outside the measured batch "
                                   f"sizes ({sizes[0]:,.0f}–{sizes[-1]:,.0f}): the law "
                                   "extrapolates and the data only bound it")
+            elif not sizes[0] * MARGIN <= b_crit <= sizes[-1] / MARGIN:
+                reasons["all"] = (
+                    f"B_crit {b_crit:,.0f} lies within a factor {MARGIN:g} of the smallest or "
+                    f"largest measured batch size ({sizes[0]:,.0f}, {sizes[-1]:,.0f}): the "
+                    "bend of the law is seen from one side only, and intervals there are not "
+                    f"calibrated; measure batch sizes from {b_crit / MARGIN:,.0f} to "
+                    f"{b_crit * MARGIN:,.0f}")
             elif not sizes[INNER] <= b_crit <= sizes[-1 - INNER]:
                 reasons["all"] = (f"B_crit {b_crit:,.0f} lies beyond the second smallest or "
                                   f"second largest measured batch size ({sizes[1]:,.0f}, "
@@ -361,6 +406,14 @@ def critical_intervals(hits: Mapping[int, ArrayLike], *, samples: int = 1000, se
             f"only {len(sizes)} batch sizes reach the goal: too few to estimate the "
             f"finite-trial bias of S_min; an interval of S_min needs at least "
             f"{MIN_BATCH_SIZES_S_MIN}")
+    elif "all" not in reasons and searched is not None and searched > MAX_SEARCHED_S_MIN:
+        reasons["s_min"] = reasons["e_min"] = (
+            f"{searched} metaparameters vary across the trials: near the optimum the best of "
+            f"n trials approaches it as n^(-2/{searched}), too slowly for the spacings of the "
+            "best trials to bound its distance from the law's S_min (their tail looks like a "
+            "smaller search's); an interval of S_min needs at most "
+            f"{MAX_SEARCHED_S_MIN} metaparameters searched (tune the others once and hold "
+            "them fixed)")
     elif "all" not in reasons and trials < MIN_TRIALS_S_MIN:
         reasons["s_min"] = reasons["e_min"] = (
             f"{trials:g} trials per batch size (median) locate the law's S_min too loosely: "

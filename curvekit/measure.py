@@ -67,7 +67,8 @@ if TYPE_CHECKING:
 
 __all__ = ["DirectionWarning", "EmptyResultWarning", "Selection", "Subset", "best",
            "best_measurement", "direction_problem", "explain_empty", "metric_direction",
-           "steps_to_result", "trial_hits", "trial_outcomes", "warn_explained"]
+           "searched_metaparameters", "steps_to_result", "trial_hits", "trial_outcomes",
+           "warn_explained"]
 
 
 def _loaded_trials(store: Store, selection: Selection) -> tuple[str, list[object]]:
@@ -173,6 +174,38 @@ def trial_hits(store: Store, selection: Selection) -> pl.DataFrame:
            f"on t.batch_size = h.batch_size and t.trial_id = h.trial_id "
            f"order by t.batch_size, t.trial_id")
     return store.query(sql, [*trial_params, *params])
+
+
+def searched_metaparameters(store: Store, selection: Selection) -> int:
+    """How many metaparameters the loaded trials searched: the names that take more than
+    one value among the loaded trials of at least one batch size (a value is its number,
+    else its text, else its type; a trial without the metaparameter counts as one more
+    value).
+
+    The calibrated intervals of S_min read it (:func:`curvekit.intervals.critical_intervals`):
+    the more metaparameters a search tunes, the more slowly its best trial approaches the
+    optimum.
+
+    >>> import tempfile, curvekit
+    >>> from curvekit.store.store import Store
+    >>> home = tempfile.mkdtemp()
+    >>> _ = curvekit.demo(home)
+    >>> searched_metaparameters(Store.open(home), Selection(
+    ...     "demo/digits/fc_128_128_128/sgd", "val/classification_error", 0.1))
+    3
+    """
+    loaded, params = _loaded_trials(store, selection)
+    values = (f"select t.batch_size, t.trial_id, p.name, coalesce(cast(p.number as varchar), "
+              f"p.text, p.type) as value from ({loaded}) t join "
+              f"{store.source('parameters', selection.workload)} p "
+              f"on t.batch_size = p.batch_size and t.trial_id = p.trial_id")
+    counts = (f"select batch_size, name, count(distinct value) as different, count(*) as given "
+              f"from ({values}) group by batch_size, name")
+    trials = (f"select batch_size, count(*) as trials from ({loaded}) group by batch_size")
+    sql = (f"select count(distinct c.name) as searched from ({counts}) c join ({trials}) n "
+           f"on c.batch_size = n.batch_size where c.different > 1 or c.given < n.trials")
+    frame = store.query(sql, [*params, *params])
+    return int(frame["searched"][0]) if frame.height else 0
 
 
 def _first_hits(store: Store, selection: Selection) -> tuple[str, list[object]]:

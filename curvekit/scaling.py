@@ -736,7 +736,7 @@ def fit_workload(store: Store, selection: Selection, *, model: str = "both",
     """
     import polars as pl
 
-    from curvekit.measure import explain_empty, trial_hits, warn_explained
+    from curvekit.measure import explain_empty, searched_metaparameters, trial_hits, warn_explained
 
     excess = Excess() if excess is None else excess
     if model not in ("piecewise", "critical", "both"):
@@ -772,19 +772,22 @@ def fit_workload(store: Store, selection: Selection, *, model: str = "both",
             for name in ("perfect_scaling_end", "max_useful_batch_size", "diminishing_slope"):
                 intervals.intervals.pop(name, None)
         if critical is not None:
-            intervals = _with_critical(intervals, hits, bootstrap_samples, seed, level)
+            intervals = _with_critical(intervals, hits, bootstrap_samples, seed, level,
+                                       searched_metaparameters(store, selection))
     return WorkloadFit(workload, metric, goal, maximize, sizes, steps, regimes, critical,
                        intervals, predict_critical_batch(store, workload, hits_frame),
                        excess if critical is not None else None)
 
 
 def _with_critical(boot: Bootstrap, hits: dict[int, Floats], samples: int, seed: int,
-                   level: float) -> Bootstrap:
+                   level: float, searched: int) -> Bootstrap:
     """``boot`` with the calibrated intervals of S_min, B_crit and E_min (or the reasons
-    there are none) in place of the trial bootstrap's."""
+    there are none) in place of the trial bootstrap's; ``searched`` metaparameters vary
+    across the loaded trials."""
     from curvekit.intervals import critical_intervals
 
-    crit = critical_intervals(hits, samples=samples, seed=seed, level=level)
+    crit = critical_intervals(hits, samples=samples, seed=seed, level=level,
+                              searched=searched)
     merged = {**boot.intervals, **crit.intervals}
     draws = {**boot.samples, **crit.draws}
     return Bootstrap(boot.n, boot.seed, boot.level, merged,

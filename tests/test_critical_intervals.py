@@ -209,8 +209,11 @@ def test_intervals_decline_where_they_cannot_be_calibrated() -> None:
     assert result.intervals == {} and "outside the measured batch sizes" in (
         result.reasons["b_crit"])
     five_rng = np.random.default_rng(11)
+    tripling = 16 * 3.0 ** np.arange(5)  # a factor 81: room for B_crit a factor 4 inside
     for _ in range(20):  # a curve of 5 batch sizes whose B_crit gets an interval
-        five = critical_intervals(generate(SETTINGS[3], five_rng).hits, samples=100)
+        five = critical_intervals({int(x): 1000 * (1 + 144 / x) * np.exp(
+            2 * (five_rng.uniform(-1, 1, (30, 2)) ** 2).sum(axis=1)) for x in tripling},
+            samples=100)
         if "b_crit" in five.intervals:
             break
     assert "b_crit" in five.intervals and "s_min" not in five.intervals
@@ -242,3 +245,94 @@ def test_intervals_follow_the_units(seed: int, steps_factor: float, size_power: 
         if name in base.intervals:
             assert moved.intervals[name] == pytest.approx(
                 tuple(v * factor for v in base.intervals[name]), rel=1e-6)
+
+
+PARAMETER = st.dictionaries(st.sampled_from(["learning_rate", "momentum", "decay_steps"]),
+                            st.sampled_from([0.1, 0.2, 1.0]), max_size=3)
+
+
+@settings(max_examples=6, deadline=None)
+@given(studies=st.lists(st.lists(PARAMETER, min_size=1, max_size=3), min_size=1, max_size=3))
+def test_the_metaparameters_searched_are_those_that_vary(
+        studies: list[list[dict[str, float]]]) -> None:
+    """The count equals a plain reading of the trials' metaparameters: a name counts when
+    two loaded trials of one batch size give it different values, or one lacks it."""
+    import tempfile
+
+    from curvekit.measure import searched_metaparameters
+    from curvekit.store.build import convert
+    from curvekit.store.store import Store
+    from tests.conftest import ROOT, study_json, write_archive
+
+    members: dict[str, bytes] = {}
+    for j, trials in enumerate(studies):
+        bs = 8 * 2**j
+        members[f"{ROOT}/mnist/fc_1024/sgd/{bs}/study.json"] = study_json(bs)
+        for t, params in enumerate(trials, start=1):
+            members[f"{ROOT}/mnist/fc_1024/sgd/{bs}/{t}/metadata.json"] = json.dumps(
+                {"trial_id": t, "status": "COMPLETE", "steps": 200, "parameters": params,
+                 "_internal_study_name": "x", "_internal_trial_id": 7}).encode()
+            members[f"{ROOT}/mnist/fc_1024/sgd/{bs}/{t}/measurements.csv"] = (
+                b"step,val/classification_error\n0,0.9\n100,0.5\n200,0.25\n")
+    tmp = Path(tempfile.mkdtemp())
+    convert(write_archive(tmp / "a.tar.bz2", members), tmp / "home")
+    expected = {name for trials in studies for name in {n for p in trials for n in p}
+                if len({p.get(name) for p in trials}) > 1}
+    selection = curvekit.Selection("mnist/fc_1024/sgd", "val/classification_error", 0.3)
+    assert searched_metaparameters(Store.open(tmp / "home"), selection) == len(expected)
+
+
+NEAR_THE_ENDS = {  # generator seed: workloads of SETTINGS[6] whose B_crit is estimated
+    # within 1.5 octaves of an end of the batch sizes (and gets an interval)
+    5: [12, 20, 40, 49, 52, 54, 83, 92, 97, 110, 113, 118, 131, 141, 162, 166, 171, 195],
+    6: [10, 16, 20, 31, 38, 39, 40, 53, 59, 65, 66, 116, 133, 134, 135, 143, 150, 159, 163,
+        167, 180, 183, 188, 193, 195],
+}
+
+
+def test_b_crit_near_an_end_of_the_batch_sizes_gets_a_reason() -> None:
+    """Within a factor 4 of an end of the batch sizes the law's bend is seen from one side:
+    intervals of B_crit given there covered the law 82-91% of the time in the study (38 of
+    these 43); now each gets the reason, and what to measure."""
+    for seed, chosen in NEAR_THE_ENDS.items():
+        rng = np.random.default_rng(seed)
+        for i in range(chosen[-1] + 1):
+            w = generate(SETTINGS[6], rng)
+            if i in chosen:
+                result = critical_intervals(w.hits, samples=50, seed=i, searched=2)
+                assert result.intervals == {}
+                assert "within a factor 4 of the smallest or largest" in (
+                    result.reasons["b_crit"])
+                assert "measure batch sizes from" in result.reasons["b_crit"]
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 10**6), which=st.sampled_from([0, 3, 6]))
+def test_b_crit_gets_an_interval_only_a_factor_4_inside_the_batch_sizes(
+        seed: int, which: int) -> None:
+    w = generate(SETTINGS[which], np.random.default_rng(seed))
+    result = critical_intervals(w.hits, samples=40, seed=seed, searched=2)
+    sizes = sorted(w.hits)
+    if "b_crit" in result.intervals:
+        assert 4 * sizes[0] <= result.b_crit <= sizes[-1] / 4
+    elif sizes[0] <= result.b_crit <= sizes[-1] and not (
+            4 * sizes[0] <= result.b_crit <= sizes[-1] / 4):
+        assert "within a factor 4" in result.reasons["b_crit"]
+
+
+def test_s_min_is_declined_when_many_metaparameters_are_searched() -> None:
+    """A search over 4 metaparameters approaches the optimum as n^(-1/2): its best trials'
+    tail often looks like a smaller search's, and intervals of S_min given on that look
+    covered the law 76% of the time. The count searched is in the store, and with more
+    than 2 S_min gets a reason instead."""
+    rng = np.random.default_rng(12)
+    for i in range(6):
+        w = generate(SETTINGS[4], rng)
+        result = critical_intervals(w.hits, samples=60, seed=i, searched=4)
+        assert "s_min" not in result.intervals and "e_min" not in result.intervals
+        if "b_crit" in result.intervals:
+            assert "4 metaparameters vary across the trials" in result.reasons["s_min"]
+        two = critical_intervals(w.hits, samples=60, seed=i, searched=2)
+        assert two.intervals.get("b_crit") == result.intervals.get("b_crit")
+    with pytest.raises(FitError, match="metaparameters searched -1"):
+        critical_intervals(w.hits, samples=10, searched=-1)

@@ -276,3 +276,27 @@ def test_report_cells_show_bounds() -> None:
     index = _index([(data, "w/m/o", "")])
     assert "&gt; 55,000" in index and f"{row['b_crit']:,.0f}" not in index
     assert "<li>† w/m/o: B_crit lies above the largest measured batch size" in index
+
+
+def test_s_min_gets_no_interval_when_the_store_shows_many_metaparameters_searched(
+        tmp_path: Path) -> None:
+    """The demo's trials search 3 metaparameters (learning rate and its decay): their best
+    trials cannot bound S_min, whatever the tail of their steps looks like, and the fit says
+    so; B_crit's interval does not depend on it."""
+    from curvekit.intervals import critical_intervals
+    from curvekit.measure import searched_metaparameters, trial_hits
+    from curvekit.scaling import fit_workload
+    from curvekit.store.store import Store
+
+    curvekit.demo(tmp_path / "home")
+    store = Store.open(tmp_path / "home")
+    at = curvekit.Selection("demo/digits/fc_128_128_128/sgd", "val/classification_error", 0.1)
+    assert searched_metaparameters(store, at) == 3
+    row = fit_workload(store, at, bootstrap_samples=50, seed=1, explain=False).summary()
+    assert row["s_min_low"] is None and row["e_min_low"] is None
+    assert "3 metaparameters vary across the trials" in str(row["s_min_interval_note"])
+    hits = {int(b): g["step"].cast(float).fill_null(np.inf).to_numpy()
+            for (b,), g in trial_hits(store, at).group_by("batch_size")}
+    unknown = critical_intervals(hits, samples=50, seed=1)
+    assert (row["b_crit_low"], row["b_crit_high"]) == unknown.intervals.get(
+        "b_crit", (None, None))
