@@ -22,10 +22,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import polars as pl
 
+from curvekit.plotting.colors import assign
 from curvekit.plotting.layout import (
     AUTO,
     CONFIG,
-    LEGEND_OFFSET,
+    GUIDE,
+    INSIDE,
     LINE_WITH_TRIANGLE,
     MIN_FONT,
     PALETTE,
@@ -56,6 +58,7 @@ __all__ = [
     "contour_lines",
     "grouped",
     "half_decade_limits",
+    "legend_strip",
     "legible_title",
     "log2_axis",
     "log10_axis",
@@ -70,6 +73,7 @@ __all__ = [
     "series_colors",
     "sizes_text",
     "steps_chart",
+    "within_limits",
 ]
 
 LegendOrient = Literal["left", "right", "top", "bottom", "top-left", "top-right",
@@ -103,10 +107,11 @@ def _tooltips(*fields: str) -> list[Spec]:
 
 
 def _legend(orient: LegendOrient | None, size: float) -> Spec:
-    """A legend inside the plot: at ``orient`` (e.g. ``top-left``), or, without one, at the
-    corner where it covers the least data (:func:`~curvekit.plotting.layout.place_legends`),
-    so that a legend never widens a figure beyond its size. A ``left`` ... ``bottom``
-    orient puts it outside, for a chart that stands alone.
+    """A legend inside the plot where it covers no data: at ``orient`` (e.g. ``top-left``)
+    if that corner is free, else at a free corner, else under the plot
+    (:func:`~curvekit.plotting.layout.place_legends`), so that a legend never covers data
+    and never widens a figure beyond its size. A ``left`` ... ``bottom`` orient puts it
+    outside, for a chart that stands alone.
 
     Its labels are never smaller than the legible minimum, whatever the spec asks; its
     symbol is drawn as the series is (a "^-" curve: a line with a triangle).
@@ -114,8 +119,7 @@ def _legend(orient: LegendOrient | None, size: float) -> Spec:
     size = max(size, MIN_FONT["legend_label"])
     legend: Spec = {"orient": orient or AUTO, "labelFontSize": size, "symbolSize": 60}
     if legend["orient"] in (AUTO, "top-left", "top-right", "bottom-left", "bottom-right"):
-        legend.update({"fillColor": "rgba(255,255,255,0.85)", "padding": 3,
-                       "strokeColor": "#ccc", "offset": LEGEND_OFFSET, "rowPadding": 2})
+        legend.update(INSIDE)
     return legend
 
 
@@ -137,15 +141,58 @@ def _curve_legend(orient: LegendOrient | None, size: float,
 
 def series_colors(labels: Sequence[str], fixed: Mapping[str, str] | None = None
                   ) -> list[str]:
-    """The colour of each series in ``labels``: ``fixed`` ones as given, the others
-    :data:`~curvekit.plotting.layout.PALETTE`'s in order.
+    """The colour of each series in ``labels``, drawn together: ``fixed`` ones as given,
+    the others their own (:func:`curvekit.plotting.colors.assign`: the same series has
+    the same colour in every chart).
 
-    >>> series_colors(["a", "Linear Heuristic", "b"], {"Linear Heuristic": "black"})
-    ['#4c72b0', 'black', '#dd8452']
+    >>> series_colors(["Nesterov Momentum", "Linear Heuristic", "SGD"],
+    ...               {"Linear Heuristic": "black"})
+    ['#55a868', 'black', '#4c72b0']
     """
-    fixed = fixed or {}
-    free = iter(PALETTE * (len(labels) // len(PALETTE) + 1))
-    return [fixed[label] if label in fixed else next(free) for label in labels]
+    return assign(labels, fixed=fixed)
+
+
+def legend_strip(channels: Sequence[tuple[str, Spec]], width: float,
+                 datasets: Datasets) -> Spec:
+    """A chart that draws nothing but the legends of ``channels`` ((channel name, encoding)
+    of a figure's panel, with its scale and legend), their entries in rows across
+    ``width`` px: a figure's shared legend under its grid, when no panel has a corner free
+    of data for it.
+
+    Each entry is drawn as in the panels (the same scales and symbols); no mark is drawn:
+    the scales' domains list the entries.
+
+    >>> color = channel("curve:N", scale={"domain": ["a", "b"], "range": ["red", "blue"]},
+    ...                 legend={"orient": "top-right"})
+    >>> strip = legend_strip([("color", color)], 600, {})
+    >>> legend = strip["layer"][0]["encoding"]["color"]["legend"]
+    >>> legend["orient"], legend["direction"], legend["columns"]
+    ('top', 'horizontal', 2)
+    """
+    by_field: dict[str, dict[str, Spec]] = {}
+    for name, enc in channels:
+        by_field.setdefault(str(enc["field"]), {})[name] = enc
+    layers: list[Spec] = []
+    for field, encodings in by_field.items():
+        entries = next(list(e["scale"]["domain"]) for e in encodings.values())
+        size = max(float((e.get("legend") or {}).get("labelFontSize", TEXT["legend_label"]))
+                   for e in encodings.values())
+        # as many entries to a row as fit the width (symbol, label and the gap after it)
+        widest = max(text_width(str(e), size) for e in entries) + 16 + 16
+        columns = max(1, min(len(entries), int(width // widest)))
+        encoding: Spec = {}
+        for name, enc in encodings.items():
+            legend = enc.get("legend")
+            if legend:
+                legend = {k: v for k, v in legend.items()
+                          if k not in ("fillColor", "strokeColor", "offset", "padding")}
+                legend.update({"orient": "top", "direction": "horizontal",
+                               "columns": columns})
+            encoding[name] = {**enc, "legend": legend}
+        rows = pl.DataFrame({field: [str(e) for e in entries]})
+        layers.append({"data": dataset(rows, datasets), "transform": [{"filter": "false"}],
+                       "mark": {"type": "point"}, "encoding": encoding})
+    return {"layer": layers, "width": width, "height": 1, "view": {"stroke": None}}
 
 
 def legible_title(title: Title, width: float | None) -> Title:
@@ -224,20 +271,28 @@ def axis_title(title: str, length: float) -> str | list[str]:
     return lines[0] if len(lines) == 1 else lines
 
 
-def log2_axis(title: str, values: Sequence[float], domain: tuple[float, float] | None = None,
+def log2_axis(title: str, values: Sequence[float], limits: tuple[float, float] | None = None,
               *, length: float = 200, orient: Literal["x", "y"] = "x") -> tuple[Spec, Spec]:
     """A log2 scale with power-of-two ticks labelled 2ᵏ: (scale, axis) properties.
 
-    Without a ``domain`` (the spec's fixed limits), the domain is the values' range padded
-    by :data:`~curvekit.plotting.layout.EDGE_PAD` pixels at each end, so that no marker is
-    cut by the frame. The ticks are every power of two, or every other, every third ... as
-    the axis's ``length`` in pixels allows without two labels overlapping.
+    The domain is the values' range, or the spec's fixed ``limits``, padded by
+    :data:`~curvekit.plotting.layout.EDGE_PAD` pixels at each end, so that no marker is
+    cut by the frame, not even one exactly on a fixed limit (the chart leaves out what
+    lies beyond fixed limits, and says so). The ticks are the powers of two inside the
+    range (or the limits), every one, every other, every third ... as the axis's
+    ``length`` in pixels allows without two labels overlapping.
+
+    >>> scale, axis = log2_axis("Steps", [], (2.0**-11, 2.0), length=150, orient="y")
+    >>> scale["domain"][0] < 2.0**-11 and scale["domain"][1] > 2.0
+    True
+    >>> 2.0**-11 <= min(axis["values"]) and max(axis["values"]) <= 2.0
+    True
     """
-    if domain is None:
-        domain = padded_log_domain(values, length)
+    domain = padded_log_domain(list(limits) if limits is not None else values, length)
     scale: Spec = {"type": "log", "base": 2, "domain": list(domain), "nice": False}
-    ticks = [t for t in _powers_of_two([*values, *domain])
-             if domain[0] * (1 - 1e-12) <= t <= domain[1] * (1 + 1e-12)]
+    lo, hi = limits if limits is not None else domain
+    ticks = [t for t in _powers_of_two([*values, lo, hi])
+             if lo * (1 - 1e-12) <= t <= hi * (1 + 1e-12)]
     ticks = spaced_ticks(ticks, length, orient, _power_label(2), domain=domain)
     axis = {"title": axis_title(title, length), "values": ticks, "grid": True,
             "labelExpr": power_label_expr(2)}
@@ -245,20 +300,27 @@ def log2_axis(title: str, values: Sequence[float], domain: tuple[float, float] |
 
 
 def log10_axis(title: str, domain: tuple[float, float], *, length: float = 200,
-               orient: Literal["x", "y"] = "x") -> tuple[Spec, Spec]:
+               orient: Literal["x", "y"] = "x", limits: bool = False) -> tuple[Spec, Spec]:
     """A log10 scale over ``domain`` with power-of-ten ticks labelled 10ᵏ, spaced as
-    :func:`log2_axis` spaces its ticks: (scale, axis) properties.
+    :func:`log2_axis` spaces its ticks: (scale, axis) properties. With ``limits``,
+    ``domain`` is a chart's limits (fixed, or the scatters' half decades): the scale is
+    padded beyond them by :data:`~curvekit.plotting.layout.EDGE_PAD` pixels, so that a
+    marker on a limit is whole, and the ticks stay inside them.
 
     >>> scale, axis = log10_axis("Learning Rate", (1e-4, 1e-1))
     >>> axis["values"] == [1e-4, 1e-3, 1e-2, 1e-1]
     True
+    >>> scale, axis = log10_axis("Learning Rate", (1e-4, 1e-1), limits=True)
+    >>> scale["domain"][0] < 1e-4 and axis["values"][0] == 1e-4
+    True
     """
     lo, hi = math.ceil(math.log10(domain[0]) - 1e-9), math.floor(math.log10(domain[1]) + 1e-9)
     ticks = [float(f"1e{k}") for k in range(lo, hi + 1)]
-    ticks = spaced_ticks(ticks, length, orient, _power_label(10), domain=domain)
+    shown = padded_log_domain(list(domain), length) if limits else domain
+    ticks = spaced_ticks(ticks, length, orient, _power_label(10), domain=shown)
     axis = {"title": axis_title(title, length), "values": ticks, "grid": True,
             "labelExpr": power_label_expr(10)}
-    return {"type": "log", "domain": list(domain), "nice": False}, axis
+    return {"type": "log", "domain": list(shown), "nice": False}, axis
 
 
 def log10_domain(values: Sequence[float], length: float) -> tuple[float, float]:
@@ -336,9 +398,10 @@ def _unlabelled(notes: Sequence[str], labels: Sequence[str]) -> list[str]:
     return [n.removeprefix(f"{labels[0]}: ") for n in notes]
 
 
-def clipped_notes(data: pl.DataFrame, column: str, ylim: tuple[float, float] | None
-                  ) -> list[str]:
-    """Notes naming each curve's points beyond fixed y limits (they are not drawn).
+def clipped_notes(data: pl.DataFrame, column: str, ylim: tuple[float, float] | None,
+                  axis: str = "y") -> list[str]:
+    """Notes naming each curve's points beyond fixed limits of the ``axis`` that draws
+    ``column`` (they are not drawn).
 
     >>> d = pl.DataFrame({"curve": ["a", "a"], "batch_size": [2.0, 4.0], "step": [1.0, 8.0]})
     >>> clipped_notes(d, "step", (0.5, 4.0))
@@ -346,9 +409,38 @@ def clipped_notes(data: pl.DataFrame, column: str, ylim: tuple[float, float] | N
     """
     if ylim is None:
         return []
-    out = data.filter((pl.col(column) < ylim[0]) | (pl.col(column) > ylim[1]))
-    return [f"{label}: B={sizes_text(part['batch_size'].to_list())} beyond the y limits, "
-            "not drawn" for (label,), part in out.group_by("curve", maintain_order=True)]
+    out = data.filter(_beyond(column, ylim))
+    return [f"{label}: B={sizes_text(part['batch_size'].to_list())} beyond the {axis} "
+            "limits, not drawn" for (label,), part in out.group_by("curve", maintain_order=True)]
+
+
+def _beyond(column: str, lim: tuple[float, float]) -> pl.Expr:
+    return (pl.col(column) < lim[0]) | (pl.col(column) > lim[1])
+
+
+def within_limits(data: pl.DataFrame, column: str, lim: tuple[float, float] | None
+                  ) -> pl.DataFrame:
+    """The rows of ``data`` (``curve``, ``batch_size``, ``column``, optionally
+    ``segment``) inside fixed limits, each curve's line broken where a point beyond them
+    was left out (the axis is padded past its limits, so the point would otherwise show
+    in the padding; :func:`clipped_notes` names what is left out).
+
+    >>> d = pl.DataFrame({"curve": ["a"] * 3, "batch_size": [1.0, 2.0, 4.0],
+    ...                   "step": [1.0, 9.0, 2.0]})
+    >>> within_limits(d, "step", (0.5, 4.0))["segment"].to_list()
+    ['a 0', 'a 1']
+    """
+    if "segment" not in data.columns:
+        data = data.with_columns(pl.col("curve").cast(pl.String).alias("segment"))
+    if lim is None:
+        return data
+    parts = []
+    for _, part in data.group_by("curve", maintain_order=True):
+        part = part.sort("batch_size").with_columns(
+            _beyond(column, lim).cast(pl.Int64).cum_sum().cast(pl.String).alias("_gap"))
+        parts.append(part.filter(~_beyond(column, lim)).with_columns(
+            (pl.col("segment") + " " + pl.col("_gap")).alias("segment")).drop("_gap"))
+    return pl.concat(parts) if parts else data
 
 
 def steps_chart(
@@ -419,6 +511,7 @@ def steps_chart(
                                     pl.lit("perfect scaling").alias("line")))
     if lines:
         line = pl.concat(lines)
+    data = within_limits(data, "step", ylim)
     ys = data["step"].to_list() + ([] if line is None else line["step"].to_list())
     if fit is not None:
         ys += [float(v) for v in fit.predict(fit.batch_sizes)]
@@ -482,12 +575,13 @@ def steps_chart(
 
 
 def recolor(panels: Sequence[Spec]) -> None:
-    """Give each series one colour across the ``panels`` of a figure.
+    """Give each series one colour across the ``panels`` of a figure, the one it has in
+    every other figure (:func:`curvekit.plotting.colors.assign`).
 
-    Series are coloured in order of first appearance, each with the first palette colour
-    that no series sharing a panel with it has (fixed colours, the heuristic lines', are
-    kept): a series keeps its colour in every panel, the curves of one panel differ, and a
-    figure of one curve per panel draws them all in the first colour, as the paper does.
+    A series keeps its colour in every panel, the curves of one panel differ (a series
+    whose own colour a neighbour drawn before it has takes the next free one), the fixed
+    colours of the heuristic lines are kept, and a figure of one curve per panel draws
+    them all in the first colour, as the paper does.
     """
     channels = []
     for panel in panels:
@@ -503,10 +597,8 @@ def recolor(panels: Sequence[Spec]) -> None:
         labels = [str(label) for label in scale["domain"] if label not in HEURISTIC_COLORS]
         for label in labels:
             neighbours.setdefault(label, set()).update(x for x in labels if x != label)
-    colors: dict[str, str] = {}
-    for label, others in neighbours.items():
-        taken = {colors[o] for o in others if o in colors}
-        colors[label] = next((c for c in PALETTE if c not in taken), PALETTE[0])
+    order = list(neighbours)
+    colors = dict(zip(order, assign(order, neighbours=neighbours), strict=True))
     for scale in channels:
         scale["range"] = [HEURISTIC_COLORS.get(str(label), colors.get(str(label), "black"))
                           for label in scale["domain"]]
@@ -746,9 +838,11 @@ def best_chart(
     x_scale, x_axis = log2_axis("Batch Size", data["batch_size"].to_list(), xlim,
                                 length=width)
     values = data["value"].to_list() + ([] if goal_line is None else [goal_line])
-    y_domain = ylim or padded_linear_domain(values, height)
+    # fixed limits are padded too, so that a marker on one is whole
+    y_domain = padded_linear_domain(list(ylim) if ylim else values, height)
     y_scale: Spec = {"zero": False, "domain": list(y_domain), "nice": False}
-    notes += clipped_notes(data, "value", ylim)
+    notes += clipped_notes(data, "batch_size", xlim, "x") + clipped_notes(data, "value", ylim)
+    data = within_limits(within_limits(data, "batch_size", xlim), "value", ylim)
     labels = [label for label, _ in curves]
     color = channel("curve:N", sort=labels, title=None,
                     scale={"domain": labels, "range": series_colors(labels)},
@@ -761,7 +855,7 @@ def best_chart(
         "encoding": {"x": channel("batch_size:Q", scale=x_scale, axis=x_axis),
                      "y": channel("value:Q", title=y_title, scale=y_scale,
                                   axis={"title": axis_title(y_title, height)}),
-                     "color": color,
+                     "color": color, "detail": channel("segment:N"),
                      "tooltip": _tooltips("curve:N", "batch_size:Q", "value:Q")}}]
     if goal_line is not None:
         rule = pl.DataFrame({"value": [goal_line], "label": [goal_label]})
@@ -789,12 +883,15 @@ STAR_SHAPE = ("M0,-1L0.2245,-0.309L0.9511,-0.309L0.3633,0.118L0.5878,0.809L0,0.3
 
 
 def contour_lines(xlim: tuple[float, float], ylim: tuple[float, float],
-                  levels: int = 10) -> pl.DataFrame:
+                  levels: int = 10, *,
+                  box: tuple[tuple[float, float], tuple[float, float]] | None = None
+                  ) -> pl.DataFrame:
     """Lines of constant effective learning rate ``x / y`` across a log–log box.
 
     The levels are ``levels`` evenly spaced values of log10(x / y) strictly inside its range
-    over the box (the range a 50 × 50 log-spaced grid spans). In log–log coordinates each
-    line is straight, so two end points clipped to the box draw it exactly.
+    over the limits (the range a 50 × 50 log-spaced grid spans). In log–log coordinates
+    each line is straight, so two end points clipped to the ``box`` (default: the limits;
+    a plot padded past its limits passes its padded domain) draw it exactly.
 
     >>> lines = contour_lines((1e-4, 1e-1), (1e-4, 1e-1))
     >>> lines["level"].n_unique(), lines.height
@@ -802,6 +899,8 @@ def contour_lines(xlim: tuple[float, float], ylim: tuple[float, float],
     """
     (x0, x1), (y0, y1) = (map(math.log10, xlim)), (map(math.log10, ylim))
     lo, hi = x0 - y1, x1 - y0
+    if box is not None:
+        (x0, x1), (y0, y1) = (map(math.log10, box[0])), (map(math.log10, box[1]))
     rows: list[tuple[int, float, float]] = []
     step = (hi - lo) / (levels + 1)
     for i in range(levels):
@@ -884,16 +983,25 @@ def scatter_chart(
         "outcome", "winner", pl.col("trial_id"),
         *(["batch_size"] if select is not None else []))
     xlim = xlim or half_decade_limits(data["learning_rate"].to_list())
-    x_scale, x_axis = log10_axis("Learning Rate", xlim, length=width)
+    # the limits are padded, so that a marker on one is whole; what lies beyond them is
+    # left out, and said so
+    x_scale, x_axis = log10_axis("Learning Rate", xlim, length=width, limits=True)
     x = channel("learning_rate:Q", scale=x_scale, axis=x_axis)
+    beyond = _beyond("learning_rate", xlim)
     datasets: Datasets = {}
     layers: list[Spec] = []
     if with_momentum:
         ylim = ylim or half_decade_limits(data["one_minus_momentum"].to_list())
-        y_scale, y_axis = log10_axis("1 - Momentum", ylim, length=height, orient="y")
+        y_scale, y_axis = log10_axis("1 - Momentum", ylim, length=height, orient="y",
+                                     limits=True)
         y = channel("one_minus_momentum:Q", scale=y_scale, axis=y_axis)
+        beyond = beyond | _beyond("one_minus_momentum", ylim)
+        box = (x_scale["domain"][0], x_scale["domain"][1])
         layers.append({
-            "data": dataset(contour_lines(xlim, ylim), datasets),
+            "description": f"{GUIDE}contours of constant effective learning rate",
+            "data": dataset(contour_lines(xlim, ylim, box=(box, (y_scale["domain"][0],
+                                                                y_scale["domain"][1]))),
+                            datasets),
             "mark": {"type": "line", "color": "black", "opacity": 0.5, "strokeWidth": 0.8,
                      "clip": True},
             "encoding": {"x": channel("x:Q", scale=x_scale), "y": channel("y:Q", scale=y_scale),
@@ -901,6 +1009,11 @@ def scatter_chart(
     else:
         y = channel("outcome:N", title=None, sort=list(OUTCOMES),
                     scale={"domain": list(OUTCOMES)}, axis={"grid": False})
+    # a trial missing a value is drawn nowhere either way; one beyond a limit is counted
+    hidden = data.filter(beyond.fill_null(False))
+    data = data.filter(~beyond.fill_null(False))
+    notes = ([f"{hidden.height} trial{'s' if hidden.height > 1 else ''} beyond the axes' "
+              "limits, not drawn"] if hidden.height else [])
     keys = _legend(legend, legend_size) if legend else None
     if outcomes is None:
         outcomes = scatter_outcomes(trials)
@@ -939,7 +1052,7 @@ def scatter_chart(
                           "batch size ")]
         points["transform"] = star["transform"] = _only("batch_size", "select_batch_size")
     return _layers([*layers, points, star], datasets, title=title, width=width,
-                   height=height, params=params)
+                   height=height, params=params, notes=notes)
 
 
 def search_space_chart(

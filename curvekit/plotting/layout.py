@@ -32,17 +32,25 @@ from typing import Any, Literal
 __all__ = [
     "CONFIG",
     "EDGE_PAD",
+    "GUIDE",
+    "INSIDE",
     "LABEL_GAP",
     "LINE_WITH_TRIANGLE",
     "MIN_FONT",
+    "OUTSIDE",
     "PALETTE",
     "TEXT",
     "TITLE_OVERHANG",
     "best_corner",
     "data_points",
     "fits",
+    "fits_inside",
+    "free_corner",
+    "inside",
     "legend_box",
-    "legend_cover",
+    "legend_corner",
+    "legend_overlaps",
+    "outside",
     "padded_linear_domain",
     "padded_log_domain",
     "place_legends",
@@ -216,6 +224,14 @@ CORNERS = ("top-right", "top-left", "bottom-left", "bottom-right")
 LEGEND_OFFSET = 4.0
 """Pixels between an inside legend and the plot's frame."""
 
+OUTSIDE = "bottom"
+"""Where a legend goes when no corner of its plot is free of data: under the plot (a
+figure's shared legend goes under the whole grid instead)."""
+
+GUIDE = "guide: "
+"""The start of the ``description`` of a layer that draws a guide, not data (the scatters'
+contours of constant effective learning rate): a legend may cover a guide."""
+
 
 def _position(value: Any, scale: dict[str, Any], length: float, flip: bool) -> float | None:
     """Pixel position of ``value`` on a quantitative scale with a known domain."""
@@ -251,6 +267,8 @@ def data_points(layers: Sequence[dict[str, Any]], datasets: dict[str, list[dict[
                 scales.setdefault(name, enc["scale"])
     points: list[tuple[float, float]] = []
     for layer in layers:
+        if str(layer.get("description", "")).startswith(GUIDE):
+            continue
         enc = layer.get("encoding", {})
         rows = datasets.get((layer.get("data") or {}).get("name", ""), [])
         fx, fy = _field(enc.get("x")), _field(enc.get("y"))
@@ -288,6 +306,21 @@ def legend_box(labels: Sequence[str], size: float) -> tuple[float, float]:
     return widest + 16 + 8, len(labels) * (size + 4) + 8
 
 
+def _covered(points: Sequence[tuple[float, float]], box: tuple[float, float], width: float,
+             height: float, corner: str) -> int:
+    """How many ``points`` a legend of size ``box`` at ``corner`` covers (within 4 px)."""
+    w, h = box[0] + LEGEND_OFFSET, box[1] + LEGEND_OFFSET
+    x0 = width - w if corner.endswith("right") else 0.0
+    y0 = height - h if corner.startswith("bottom") else 0.0
+    return sum(1 for px, py in points
+               if x0 - 4 <= px <= x0 + w + 4 and y0 - 4 <= py <= y0 + h + 4)
+
+
+def fits_inside(box: tuple[float, float], width: float, height: float) -> bool:
+    """Whether a legend of size ``box`` fits inside a ``width`` × ``height`` plot at all."""
+    return box[0] + LEGEND_OFFSET <= width and box[1] + LEGEND_OFFSET <= height
+
+
 def best_corner(points: Sequence[tuple[float, float]], box: tuple[float, float],
                 width: float, height: float, prefer: Sequence[str] = CORNERS) -> str:
     """The corner of a ``width`` × ``height`` plot where a legend of size ``box`` covers
@@ -296,16 +329,24 @@ def best_corner(points: Sequence[tuple[float, float]], box: tuple[float, float],
     >>> best_corner([(5.0, 5.0), (190.0, 5.0)], (40, 20), 200, 100)
     'bottom-left'
     """
-    w, h = box[0] + LEGEND_OFFSET, box[1] + LEGEND_OFFSET
-
-    def covered(corner: str) -> int:
-        x0 = width - w if corner.endswith("right") else 0.0
-        y0 = height - h if corner.startswith("bottom") else 0.0
-        return sum(1 for px, py in points
-                   if x0 - 4 <= px <= x0 + w + 4 and y0 - 4 <= py <= y0 + h + 4)
-
     order = [*prefer, *(c for c in CORNERS if c not in prefer)]
-    return min(order, key=lambda c: (covered(c), order.index(c)))
+    return min(order, key=lambda c: (_covered(points, box, width, height, c), order.index(c)))
+
+
+def free_corner(points: Sequence[tuple[float, float]], box: tuple[float, float],
+                width: float, height: float, prefer: Sequence[str] = CORNERS) -> str | None:
+    """The first corner (of ``prefer``, then the others) where a legend of size ``box``
+    covers none of the ``points``, or None: a legend must then go outside the plot.
+
+    >>> free_corner([(5.0, 5.0), (190.0, 5.0)], (40, 20), 200, 100)
+    'bottom-left'
+    >>> free_corner([(5.0, 5.0), (190.0, 5.0)], (250, 20), 200, 100) is None
+    True
+    """
+    if not fits_inside(box, width, height):
+        return None
+    order = [*prefer, *(c for c in CORNERS if c not in prefer)]
+    return next((c for c in order if _covered(points, box, width, height, c) == 0), None)
 
 
 def _inside_legends(spec: dict[str, Any], orients: Sequence[str]
@@ -334,29 +375,68 @@ def _inside_legends(spec: dict[str, Any], orients: Sequence[str]
 
 
 def place_legends(spec: dict[str, Any]) -> None:
-    """Put every legend of a layered chart whose orient is :data:`AUTO` inside the plot,
-    at the corner where it covers the least data (all of them at one corner, stacked)."""
-    auto, labels, size = _inside_legends(spec, (AUTO,))
-    if not auto:
+    """Put the legends of a layered chart where they cover no data: inside the plot, at
+    the corner the chart asks for (:data:`AUTO`: any) if it is free, else at the first
+    free corner, else :data:`OUTSIDE` the plot, under it (all of them at one place,
+    stacked). Legends the chart puts outside itself (``left`` ... ``bottom``) stay."""
+    found, labels, size = _inside_legends(spec, (AUTO, *CORNERS))
+    if not found:
         return
     width, height = float(spec.get("width", 200)), float(spec.get("height", 175))
     points = data_points(spec.get("layer", []), spec.get("datasets", {}), width, height)
-    corner = best_corner(points, legend_box(labels, size), width, height)
-    for legend in auto:
-        legend["orient"] = corner
+    asked = [str(a["orient"]) for a in found if a["orient"] in CORNERS]
+    corner = free_corner(points, legend_box(labels, size), width, height, asked[:1] or CORNERS)
+    for legend in found:
+        if corner is None:
+            outside(legend)
+        else:
+            inside(legend, corner)
 
 
-def legend_cover(spec: dict[str, Any], datasets: dict[str, list[dict[str, Any]]]) -> int:
+INSIDE = {"fillColor": "rgba(255,255,255,0.85)", "padding": 3, "strokeColor": "#ccc",
+          "offset": LEGEND_OFFSET, "rowPadding": 2}
+"""The frame of a legend inside a plot."""
+
+
+def inside(legend: dict[str, Any], corner: str) -> None:
+    """Put a legend inside its plot at ``corner``, in its frame."""
+    legend.update({**INSIDE, "orient": corner})
+    legend.pop("direction", None)
+
+
+def outside(legend: dict[str, Any]) -> None:
+    """Move an inside legend :data:`OUTSIDE` the plot, under it, without its frame."""
+    legend["orient"] = OUTSIDE
+    legend["direction"] = "vertical"
+    for key in ("fillColor", "strokeColor", "offset"):
+        legend.pop(key, None)
+
+
+def legend_corner(spec: dict[str, Any], datasets: dict[str, list[dict[str, Any]]]
+                  ) -> str | None:
+    """The corner where the inside legends of a layered chart would cover none of its data
+    (the corner they sit at first), or None (a figure keeps a shared legend on a panel
+    where this is a corner, or draws it beside the grid)."""
+    legends, labels, size = _inside_legends({**spec, "datasets": datasets},
+                                            (AUTO, *CORNERS, OUTSIDE))
+    if not legends:
+        return None
+    width, height = float(spec.get("width", 200)), float(spec.get("height", 175))
+    points = data_points(spec.get("layer", []), datasets, width, height)
+    asked = [str(a["orient"]) for a in legends if a["orient"] in CORNERS]
+    return free_corner(points, legend_box(labels, size), width, height, asked[:1] or CORNERS)
+
+
+def legend_overlaps(spec: dict[str, Any], datasets: dict[str, list[dict[str, Any]]]) -> int:
     """How many drawn points the inside legends of a layered chart cover where they are
-    (a figure keeps a shared legend on the panel where this is least)."""
+    (0 for legends outside the plot): the rule :func:`place_legends` keeps is that this
+    is always 0."""
     legends, labels, size = _inside_legends({**spec, "datasets": datasets}, CORNERS)
     if not legends:
         return 0
     width, height = float(spec.get("width", 200)), float(spec.get("height", 175))
     points = data_points(spec.get("layer", []), datasets, width, height)
-    w, h = legend_box(labels, size)
-    corner = str(legends[0]["orient"])
-    x0 = width - w - LEGEND_OFFSET if corner.endswith("right") else 0.0
-    y0 = height - h - LEGEND_OFFSET if corner.startswith("bottom") else 0.0
-    return sum(1 for px, py in points if x0 - 4 <= px <= x0 + w + LEGEND_OFFSET + 4
-               and y0 - 4 <= py <= y0 + h + LEGEND_OFFSET + 4)
+    box = legend_box(labels, size)
+    if not fits_inside(box, width, height):
+        return len(points) or 1
+    return _covered(points, box, width, height, str(legends[0]["orient"]))

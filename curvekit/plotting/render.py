@@ -31,6 +31,7 @@ from curvekit.plotting.builders import (
     align_titles,
     best_chart,
     half_decade_limits,
+    legend_strip,
     legible_title,
     metaparameter_chart,
     note_layer,
@@ -41,7 +42,7 @@ from curvekit.plotting.builders import (
     search_space_chart,
     steps_chart,
 )
-from curvekit.plotting.layout import CONFIG, TEXT, TITLE_OVERHANG, legend_cover
+from curvekit.plotting.layout import CONFIG, TEXT, TITLE_OVERHANG, inside, legend_corner
 from curvekit.plotting.paper import FIGURES, PARTS
 from curvekit.plotting.plots import provenance
 from curvekit.plotting.spec import RECONSTRUCTED_FROM, Curve, Figure, Panel
@@ -385,9 +386,9 @@ def _plain(title: Any) -> str:
     return " ".join(title) if isinstance(title, list) else str(title or "")
 
 
-def _legend_channels(panel: Spec) -> list[Spec]:
-    """The encoding channels of a panel that draw a legend."""
-    return [enc for layer in panel.get("layer", [])
+def _legend_channels(panel: Spec) -> list[tuple[str, Spec]]:
+    """The encoding channels of a panel that draw a legend: (channel name, encoding)."""
+    return [(name, enc) for layer in panel.get("layer", [])
             for name, enc in layer.get("encoding", {}).items()
             if name in _LEGEND_CHANNELS and enc.get("type") == "nominal"
             and enc.get("legend", {}) is not None and "field" in enc]
@@ -396,28 +397,38 @@ def _legend_channels(panel: Spec) -> list[Spec]:
 _LEGEND_CHANNELS = ("color", "fill", "stroke", "shape", "size", "opacity", "strokeDash")
 
 
-def _share_legends(panels: list[Spec], cols: int) -> None:
-    """One legend for a figure whose panels all have the same one: kept inside the plot of
-    the panel where it covers the least data (the first row's last on a tie), dropped from
-    the others, so that it never widens the figure."""
+def _share_legends(panels: list[Spec], cols: int, width: float, datasets: dict[str, Any]
+                   ) -> Spec | None:
+    """One legend for a figure whose panels all have the same one, where it covers no
+    data: inside the plot of a panel with a corner free of data (the first row's last
+    panel if it has one, else the first that has), dropped from the others; or, when no
+    panel has a free corner, under the grid: the returned strip (a row of its own,
+    ``width`` px wide, its data in ``datasets``). A figure of panels with different
+    legends keeps each panel's, each placed by its builder where it covers no data."""
     if len(panels) < 2:
-        return
+        return None
 
     def signature(panel: Spec) -> str:
         return structured.dumps([(c["field"], c.get("scale", {}).get("domain"), c.get("sort"))
-                           for c in _legend_channels(panel)])
+                                 for _, c in _legend_channels(panel)])
 
     first = signature(panels[0])
     if first == "[]" or any(signature(p) != first for p in panels[1:]):
-        return
-    # the first row's last panel, unless another's legend covers less of its data
+        return None
     preferred = min(cols, len(panels)) - 1
-    keep = min(range(len(panels)), key=lambda i: (
-        legend_cover(panels[i], panels[i].get("datasets", {})), i != preferred, i))
+    order = [preferred, *(i for i in range(len(panels)) if i != preferred)]
+    corners = {i: legend_corner(panels[i], panels[i].get("datasets", {})) for i in order}
+    keep = next((i for i in order if corners[i] is not None), None)
+    strip = None
+    if keep is None:
+        strip = legend_strip(_legend_channels(panels[preferred]), width, datasets)
     for i, panel in enumerate(panels):
-        for enc in _legend_channels(panel):
+        for _, enc in _legend_channels(panel):
             if i != keep:
                 enc["legend"] = None
+            else:
+                inside(enc["legend"], str(corners[i]))
+    return strip
 
 
 def _provenance(spec: Figure, store: Store) -> dict[str, Any]:
@@ -433,9 +444,11 @@ def _provenance(spec: Figure, store: Store) -> dict[str, Any]:
                               for c, s in curves])
 
 
-# Each panel keeps its own legend where the spec places it.
-_LEGENDS = {"legend": {"color": "independent", "shape": "independent",
-                       "opacity": "independent", "strokeDash": "independent"}}
+# Each panel keeps its own legend, and its own scales: merged across the grid, the
+# scatters' outcome scales of panels (or parts) that show different outcomes would pair
+# one panel's entries with another's colours and shapes.
+_OWN = {name: "independent" for name in ("color", "shape", "opacity", "strokeDash", "size")}
+_LEGENDS = {"legend": dict(_OWN), "scale": dict(_OWN)}
 
 
 def _title(spec: Figure) -> str:
@@ -452,7 +465,7 @@ def _grid(spec: Figure, store: Store, datasets: dict[str, Any]
     ``datasets``, and their notes."""
     panels, notes = _charts(spec, store)
     recolor(panels)
-    _share_legends(panels, spec.cols)
+    strip = _share_legends(panels, spec.cols, spec.size_px[0] - 60, datasets)
     for panel in panels:
         datasets.update(panel.pop("datasets"))
         del panel["$schema"]
@@ -461,7 +474,7 @@ def _grid(spec: Figure, store: Store, datasets: dict[str, Any]
         align_titles(panels[i:i + spec.cols])
     rows = [{"hconcat": panels[i:i + spec.cols], "resolve": _LEGENDS}
             for i in range(0, len(panels), spec.cols)]
-    return rows, notes
+    return rows + ([strip] if strip is not None else []), notes
 
 
 def figure_spec(number: int | str, store: Store | None = None
