@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 __all__ = [
     "HEURISTIC_COLORS",
     "OUTCOMES",
+    "WITHIN",
     "Title",
     "align_titles",
     "axis_title",
@@ -152,26 +153,28 @@ def series_colors(labels: Sequence[str], fixed: Mapping[str, str] | None = None
     return assign(labels, fixed=fixed)
 
 
-def legend_strip(channels: Sequence[tuple[str, Spec]], width: float,
+def legend_strip(channels: Sequence[tuple[str, Spec, Any]], width: float,
                  datasets: Datasets) -> Spec:
-    """A chart that draws nothing but the legends of ``channels`` ((channel name, encoding)
-    of a figure's panel, with its scale and legend), their entries in rows across
-    ``width`` px: a figure's shared legend under its grid, when no panel has a corner free
-    of data for it.
+    """A chart that draws nothing but the legends of ``channels`` ((channel name, encoding,
+    the layer's mark) of a figure's panel, with its scale and legend), their entries in
+    rows across ``width`` px: a figure's shared legend under its grid, when no panel has a
+    corner free of data for it.
 
-    Each entry is drawn as in the panels (the same scales and symbols); no mark is drawn:
-    the scales' domains list the entries.
+    Each entry is drawn as in the panels (the same scales, marks and symbols); no mark is
+    drawn: the scales' domains list the entries.
 
     >>> color = channel("curve:N", scale={"domain": ["a", "b"], "range": ["red", "blue"]},
     ...                 legend={"orient": "top-right"})
-    >>> strip = legend_strip([("color", color)], 600, {})
+    >>> strip = legend_strip([("color", color, "line")], 600, {})
     >>> legend = strip["layer"][0]["encoding"]["color"]["legend"]
     >>> legend["orient"], legend["direction"], legend["columns"]
     ('top', 'horizontal', 2)
     """
     by_field: dict[str, dict[str, Spec]] = {}
-    for name, enc in channels:
+    marks: dict[str, Any] = {}
+    for name, enc, mark in channels:
         by_field.setdefault(str(enc["field"]), {})[name] = enc
+        marks.setdefault(str(enc["field"]), mark)
     layers: list[Spec] = []
     for field, encodings in by_field.items():
         entries = next(list(e["scale"]["domain"]) for e in encodings.values())
@@ -191,7 +194,7 @@ def legend_strip(channels: Sequence[tuple[str, Spec]], width: float,
             encoding[name] = {**enc, "legend": legend}
         rows = pl.DataFrame({field: [str(e) for e in entries]})
         layers.append({"data": dataset(rows, datasets), "transform": [{"filter": "false"}],
-                       "mark": {"type": "point"}, "encoding": encoding})
+                       "mark": marks[field], "encoding": encoding})
     return {"layer": layers, "width": width, "height": 1, "view": {"stroke": None}}
 
 
@@ -420,27 +423,39 @@ def _beyond(column: str, lim: tuple[float, float]) -> pl.Expr:
 
 def within_limits(data: pl.DataFrame, column: str, lim: tuple[float, float] | None
                   ) -> pl.DataFrame:
-    """The rows of ``data`` (``curve``, ``batch_size``, ``column``, optionally
-    ``segment``) inside fixed limits, each curve's line broken where a point beyond them
-    was left out (the axis is padded past its limits, so the point would otherwise show
-    in the padding; :func:`clipped_notes` names what is left out).
+    """``data`` (``curve``, ``batch_size``, ``column``, optionally ``segment``) with a
+    ``within`` column, false for a point beyond fixed limits, and each curve's line broken
+    where such a point lies.
+
+    The axis is padded past its limits (so that a marker on one is whole), so a chart
+    draws only the rows ``within`` them (:data:`WITHIN`); the others stay in its data,
+    as the figure's numbers, and :func:`clipped_notes` names them. Applied twice (x, then
+    y limits), a point is within if it is within both.
 
     >>> d = pl.DataFrame({"curve": ["a"] * 3, "batch_size": [1.0, 2.0, 4.0],
     ...                   "step": [1.0, 9.0, 2.0]})
-    >>> within_limits(d, "step", (0.5, 4.0))["segment"].to_list()
-    ['a 0', 'a 1']
+    >>> out = within_limits(d, "step", (0.5, 4.0))
+    >>> out["within"].to_list(), out.filter("within")["segment"].to_list()
+    ([True, False, True], ['a 0', 'a 1'])
     """
     if "segment" not in data.columns:
         data = data.with_columns(pl.col("curve").cast(pl.String).alias("segment"))
+    if "within" not in data.columns:
+        data = data.with_columns(pl.lit(True).alias("within"))
     if lim is None:
         return data
     parts = []
     for _, part in data.group_by("curve", maintain_order=True):
+        beyond = _beyond(column, lim).fill_null(False)
         part = part.sort("batch_size").with_columns(
-            _beyond(column, lim).cast(pl.Int64).cum_sum().cast(pl.String).alias("_gap"))
-        parts.append(part.filter(~_beyond(column, lim)).with_columns(
-            (pl.col("segment") + " " + pl.col("_gap")).alias("segment")).drop("_gap"))
+            (pl.col("segment") + " " + beyond.cast(pl.Int64).cum_sum().cast(pl.String))
+            .alias("segment"), (pl.col("within") & ~beyond).alias("within"))
+        parts.append(part)
     return pl.concat(parts) if parts else data
+
+
+WITHIN: Spec = {"filter": "datum.within"}
+"""The transform that draws only the rows :func:`within_limits` keeps."""
 
 
 def steps_chart(
@@ -512,7 +527,7 @@ def steps_chart(
     if lines:
         line = pl.concat(lines)
     data = within_limits(data, "step", ylim)
-    ys = data["step"].to_list() + ([] if line is None else line["step"].to_list())
+    ys = data.filter("within")["step"].to_list() + ([] if line is None else line["step"].to_list())
     if fit is not None:
         ys += [float(v) for v in fit.predict(fit.batch_sizes)]
     x_scale, x_axis = log2_axis("Batch Size", data["batch_size"].to_list(), length=width)
@@ -527,14 +542,17 @@ def steps_chart(
     if keyed is None:
         keyed = len(curves) > 1 or bool(notes)
     keyed = keyed or fit is not None
+    name = _param_name(select) if select is not None else None
+    keys = _curve_legend(legend, legend_size) if keyed else None
+    if keys is not None and name is not None:
+        # one curve shows at a time: the legend keys that one, not every choice
+        keys["values"] = {"expr": f"[{name}]"}
     color = channel("curve:N", sort=labels, title=None,
-                    scale={"domain": labels, "range": series_colors(labels)},
-                    legend=_curve_legend(legend, legend_size) if keyed else None)
+                    scale={"domain": labels, "range": series_colors(labels)}, legend=keys)
     x = channel("batch_size:Q", scale=x_scale, axis=x_axis)
     y = channel("step:Q", scale=y_scale, axis=y_axis)
     datasets: Datasets = {}
     layers: list[Spec] = []
-    name = _param_name(select) if select is not None else None
     if fit is not None:
         # With a drop-down, the fit (made at the main goal) shows with that goal only.
         shown = (None if name is None else
@@ -547,6 +565,8 @@ def steps_chart(
         "mark": {"type": "line", "clip": clip, "point": _TRIANGLES},
         "encoding": {"x": x, "y": y, "color": color, "detail": channel("segment:N"),
                      "tooltip": _tooltips("curve:N", "batch_size:Q", "step:Q")}}
+    if ylim is not None:  # what lies beyond the limits is noted, not drawn
+        curve_layer["transform"] = [WITHIN]
     line_layer: Spec | None = None if line is None else {
         "data": dataset(line, datasets),
         "mark": {"type": "line", "color": "black", "strokeDash": [5, 4], "strokeWidth": 1,
@@ -560,7 +580,7 @@ def steps_chart(
     params = None
     if name is not None and labels:
         params = [_select(name, scaling_label or labels[0], labels, f"{select} ")]
-        curve_layer["transform"] = _only("curve", name)
+        curve_layer["transform"] = [*curve_layer.get("transform", []), *_only("curve", name)]
         if line_layer is not None:
             line_layer["transform"] = _only("curve", name)
     layers.append(curve_layer)
@@ -852,6 +872,7 @@ def best_chart(
         "data": dataset(data, datasets),
         "mark": {"type": "line", "clip": xlim is not None or ylim is not None,
                  "point": _TRIANGLES},
+        **({"transform": [WITHIN]} if xlim is not None or ylim is not None else {}),
         "encoding": {"x": channel("batch_size:Q", scale=x_scale, axis=x_axis),
                      "y": channel("value:Q", title=y_title, scale=y_scale,
                                   axis={"title": axis_title(y_title, height)}),
@@ -1009,11 +1030,12 @@ def scatter_chart(
     else:
         y = channel("outcome:N", title=None, sort=list(OUTCOMES),
                     scale={"domain": list(OUTCOMES)}, axis={"grid": False})
-    # a trial missing a value is drawn nowhere either way; one beyond a limit is counted
-    hidden = data.filter(beyond.fill_null(False))
-    data = data.filter(~beyond.fill_null(False))
-    notes = ([f"{hidden.height} trial{'s' if hidden.height > 1 else ''} beyond the axes' "
-              "limits, not drawn"] if hidden.height else [])
+    # a trial beyond a limit stays in the data (the figure's numbers), is not drawn (the
+    # axes are padded past the limits) and is counted in a note
+    data = data.with_columns((~beyond.fill_null(False)).alias("within"))
+    hidden = data.height - data["within"].sum()
+    notes = ([f"{hidden} trial{'s' if hidden > 1 else ''} beyond the axes' limits, not "
+              "drawn"] if hidden else [])
     keys = _legend(legend, legend_size) if legend else None
     if outcomes is None:
         outcomes = scatter_outcomes(trials)
@@ -1047,10 +1069,12 @@ def scatter_chart(
         "encoding": {"x": x, "y": y if with_momentum else {**y, "field": "row"},
                      "color": color, "shape": shape}}
     params = None
+    points["transform"] = [WITHIN]
     if select:
         params = [_select("select_batch_size", int(select[0]), [int(b) for b in select],
                           "batch size ")]
-        points["transform"] = star["transform"] = _only("batch_size", "select_batch_size")
+        points["transform"] += _only("batch_size", "select_batch_size")
+    star["transform"] = points["transform"]
     return _layers([*layers, points, star], datasets, title=title, width=width,
                    height=height, params=params, notes=notes)
 
@@ -1061,13 +1085,16 @@ def search_space_chart(
     *,
     title: Title,
     y_title: str = "Learning Rate",
+    studies: Sequence[float] | None = None,
     width: float = 200,
     height: float = 175,
 ) -> Spec:
     """The winning learning rate per batch size inside the searched range, x log2, y log10.
 
     ``winners`` has ``batch_size`` and ``value``; ``band`` has ``batch_size``, ``low`` and
-    ``high``. A non-positive ``low`` is drawn at the axis floor.
+    ``high``. A non-positive ``low`` is drawn at the axis floor. ``studies`` (the batch
+    sizes the workload has) breaks the line where a batch size did not reach the goal, and
+    the chart says which (:func:`broken_lines`).
     """
     positive = [v for v in [*winners["value"].to_list(), *band["low"].to_list(),
                             *band["high"].to_list()] if v is not None and v > 0]
@@ -1097,8 +1124,14 @@ def search_space_chart(
             "mark": {"type": "area", "opacity": 0.2, "stroke": "grey", "strokeWidth": 0.5},
             "encoding": {"x": x, "y": channel("low:Q", scale=y_scale, axis=y_axis),
                          "y2": {"field": "high"}, "color": color}}
+    winners, notes = broken_lines(
+        winners.select(pl.col("batch_size").cast(pl.Float64), "value")
+        .with_columns(pl.lit("Optimal Learning Rate").alias("curve")),
+        None if studies is None else {"Optimal Learning Rate": studies})
     winners = winners.with_columns(pl.lit("Optimal Learning Rate").alias("series"))
     line = {"data": dataset(winners, datasets), "mark": {"type": "line", "point": _TRIANGLES},
             "encoding": {"x": x, "y": channel("value:Q", scale=y_scale), "color": color,
+                         "detail": channel("segment:N"),
                          "tooltip": _tooltips("batch_size:Q", "value:Q")}}
-    return _layers([area, line], datasets, title=title, width=width, height=height)
+    return _layers([area, line], datasets, title=title, width=width, height=height,
+                   notes=_unlabelled(notes, ["Optimal Learning Rate"]))

@@ -138,14 +138,18 @@ several curves), by label: no two series of one panel share a colour, and a mode
 set compared under two labels (ResNet-50 and "ImageNet, 0.25") has one colour."""
 
 
+_NAMED = tuple(c for c in PALETTE if c != "#8c8c8c")
+"""The colours a name may get: the palette but its grey, which reads as a guide line."""
+
+
 def name_color(label: str) -> str:
     """The palette colour of a series no table names: from a hash of its name (CRC-32),
-    the same in every process.
+    the same in every process; never the palette's grey.
 
     >>> name_color("val/classification_error < 0.3") == name_color("val/classification_error < 0.3")
     True
     """
-    return PALETTE[zlib.crc32(label.encode("utf-8")) % len(PALETTE)]
+    return _NAMED[zlib.crc32(label.encode("utf-8")) % len(_NAMED)]
 
 
 def series_color(label: str) -> str:

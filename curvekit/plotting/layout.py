@@ -285,6 +285,8 @@ def data_points(layers: Sequence[dict[str, Any]], datasets: dict[str, list[dict[
         group = _field(enc.get("detail")) or _field(enc.get("color")) or ""
         last: dict[Any, tuple[float, float]] = {}
         for row in sorted(rows, key=lambda r: (str(r.get(group)), r.get(fx) or 0)):
+            if row.get("within") is False:  # beyond fixed limits: not drawn
+                continue
             px = _position(row.get(fx), scales["x"], width, False)
             py = _position(row.get(fy), scales["y"], height, True)
             if px is None or py is None:
@@ -350,28 +352,38 @@ def free_corner(points: Sequence[tuple[float, float]], box: tuple[float, float],
 
 
 def _inside_legends(spec: dict[str, Any], orients: Sequence[str]
-                    ) -> tuple[list[dict[str, Any]], list[str], float]:
-    """The legends of a layered chart with one of ``orients``, their entries and the
-    largest label size."""
+                    ) -> tuple[list[dict[str, Any]], tuple[float, float]]:
+    """The legends of a layered chart with one of ``orients``, and the size of the box
+    they take together.
+
+    Channels of one field share a legend (the scatter's colour and shape); legends of
+    different fields at one corner sit side by side, as Vega draws them.
+    """
     layers = spec.get("layer", [])
     datasets = spec.get("datasets", {})
-    auto: list[dict[str, Any]] = []
-    labels: list[str] = []
+    found: list[dict[str, Any]] = []
+    fields: dict[str, tuple[list[str], float]] = {}
     for layer in layers:
         rows = datasets.get((layer.get("data") or {}).get("name", ""), [])
         for enc in layer.get("encoding", {}).values():
             legend = enc.get("legend") if isinstance(enc, dict) else None
             if not isinstance(legend, dict) or legend.get("orient") not in orients:
                 continue
-            auto.append(legend)
+            found.append(legend)
             domain = (enc.get("scale") or {}).get("domain") or enc.get("sort")
-            field = enc.get("field")
+            field = str(enc.get("field"))
             entries = domain if isinstance(domain, list) else list(
                 dict.fromkeys(r.get(field) for r in rows))
-            labels += [str(e) for e in entries]
-    size = max((float(a.get("labelFontSize", TEXT["legend_label"])) for a in auto),
-               default=TEXT["legend_label"])
-    return auto, list(dict.fromkeys(labels)), size
+            if isinstance(legend.get("values"), dict) and entries:
+                # one entry at a time (the one chosen in a drop-down): room for the widest
+                entries = [max(entries, key=lambda e: len(str(e)))]
+            size = float(legend.get("labelFontSize", TEXT["legend_label"]))
+            known, largest = fields.get(field, ([], 0.0))
+            fields[field] = (list(dict.fromkeys([*known, *map(str, entries)])),
+                             max(largest, size))
+    boxes = [legend_box(labels, size) for labels, size in fields.values()]
+    width = sum(w for w, _ in boxes) + LEGEND_OFFSET * max(len(boxes) - 1, 0)
+    return found, (width, max((h for _, h in boxes), default=0.0))
 
 
 def place_legends(spec: dict[str, Any]) -> None:
@@ -379,13 +391,13 @@ def place_legends(spec: dict[str, Any]) -> None:
     the corner the chart asks for (:data:`AUTO`: any) if it is free, else at the first
     free corner, else :data:`OUTSIDE` the plot, under it (all of them at one place,
     stacked). Legends the chart puts outside itself (``left`` ... ``bottom``) stay."""
-    found, labels, size = _inside_legends(spec, (AUTO, *CORNERS))
+    found, box = _inside_legends(spec, (AUTO, *CORNERS))
     if not found:
         return
     width, height = float(spec.get("width", 200)), float(spec.get("height", 175))
     points = data_points(spec.get("layer", []), spec.get("datasets", {}), width, height)
     asked = [str(a["orient"]) for a in found if a["orient"] in CORNERS]
-    corner = free_corner(points, legend_box(labels, size), width, height, asked[:1] or CORNERS)
+    corner = free_corner(points, box, width, height, asked[:1] or CORNERS)
     for legend in found:
         if corner is None:
             outside(legend)
@@ -417,26 +429,24 @@ def legend_corner(spec: dict[str, Any], datasets: dict[str, list[dict[str, Any]]
     """The corner where the inside legends of a layered chart would cover none of its data
     (the corner they sit at first), or None (a figure keeps a shared legend on a panel
     where this is a corner, or draws it beside the grid)."""
-    legends, labels, size = _inside_legends({**spec, "datasets": datasets},
-                                            (AUTO, *CORNERS, OUTSIDE))
+    legends, box = _inside_legends({**spec, "datasets": datasets}, (AUTO, *CORNERS, OUTSIDE))
     if not legends:
         return None
     width, height = float(spec.get("width", 200)), float(spec.get("height", 175))
     points = data_points(spec.get("layer", []), datasets, width, height)
     asked = [str(a["orient"]) for a in legends if a["orient"] in CORNERS]
-    return free_corner(points, legend_box(labels, size), width, height, asked[:1] or CORNERS)
+    return free_corner(points, box, width, height, asked[:1] or CORNERS)
 
 
 def legend_overlaps(spec: dict[str, Any], datasets: dict[str, list[dict[str, Any]]]) -> int:
     """How many drawn points the inside legends of a layered chart cover where they are
     (0 for legends outside the plot): the rule :func:`place_legends` keeps is that this
     is always 0."""
-    legends, labels, size = _inside_legends({**spec, "datasets": datasets}, CORNERS)
+    legends, box = _inside_legends({**spec, "datasets": datasets}, CORNERS)
     if not legends:
         return 0
     width, height = float(spec.get("width", 200)), float(spec.get("height", 175))
     points = data_points(spec.get("layer", []), datasets, width, height)
-    box = legend_box(labels, size)
     if not fits_inside(box, width, height):
         return len(points) or 1
     return _covered(points, box, width, height, str(legends[0]["orient"]))

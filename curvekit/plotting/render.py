@@ -168,7 +168,8 @@ def _search_space(store: Store, panel: Panel, title: Title, width: float, height
     frame = pl.DataFrame(band, schema={"batch_size": pl.Int64, "low": pl.Float64,
                                        "high": pl.Float64}, orient="row")
     return search_space_chart(winners, frame, title=title, y_title=panel.y_title or
-                              "Learning Rate", width=width, height=height)
+                              "Learning Rate", studies=_studies(store, panel)[c.label],
+                              width=width, height=height)
 
 
 def _panel(store: Store, panel: Panel, width: float, height: float,
@@ -386,9 +387,10 @@ def _plain(title: Any) -> str:
     return " ".join(title) if isinstance(title, list) else str(title or "")
 
 
-def _legend_channels(panel: Spec) -> list[tuple[str, Spec]]:
-    """The encoding channels of a panel that draw a legend: (channel name, encoding)."""
-    return [(name, enc) for layer in panel.get("layer", [])
+def _legend_channels(panel: Spec) -> list[tuple[str, Spec, Any]]:
+    """The encoding channels of a panel that draw a legend: (channel name, encoding, its
+    layer's mark)."""
+    return [(name, enc, layer.get("mark")) for layer in panel.get("layer", [])
             for name, enc in layer.get("encoding", {}).items()
             if name in _LEGEND_CHANNELS and enc.get("type") == "nominal"
             and enc.get("legend", {}) is not None and "field" in enc]
@@ -410,7 +412,7 @@ def _share_legends(panels: list[Spec], cols: int, width: float, datasets: dict[s
 
     def signature(panel: Spec) -> str:
         return structured.dumps([(c["field"], c.get("scale", {}).get("domain"), c.get("sort"))
-                                 for _, c in _legend_channels(panel)])
+                                 for _, c, _ in _legend_channels(panel)])
 
     first = signature(panels[0])
     if first == "[]" or any(signature(p) != first for p in panels[1:]):
@@ -423,7 +425,7 @@ def _share_legends(panels: list[Spec], cols: int, width: float, datasets: dict[s
     if keep is None:
         strip = legend_strip(_legend_channels(panels[preferred]), width, datasets)
     for i, panel in enumerate(panels):
-        for _, enc in _legend_channels(panel):
+        for _, enc, _ in _legend_channels(panel):
             if i != keep:
                 enc["legend"] = None
             else:
@@ -459,11 +461,28 @@ def _title(spec: Figure) -> str:
     return f"{spec.label}: {spec.title}"
 
 
+def _outer_axis_titles(panels: list[Spec], cols: int) -> None:
+    """Keep the y axis titles of the left column and the x axis titles of the bottom row
+    only (the panels of a grid on the same axes say them once)."""
+    bottom = len(panels) - ((len(panels) - 1) % cols + 1)
+    for i, panel in enumerate(panels):
+        for layer in panel.get("layer", []):
+            for name, keep in (("x", i >= bottom), ("y", i % cols == 0)):
+                enc = layer.get("encoding", {}).get(name)
+                if keep or not isinstance(enc, dict):
+                    continue
+                enc["title"] = None
+                if isinstance(enc.get("axis"), dict):
+                    enc["axis"]["title"] = None
+
+
 def _grid(spec: Figure, store: Store, datasets: dict[str, Any]
           ) -> tuple[list[Spec], list[str]]:
     """The rows of one figure's (or part's) grid of panels, their data moved into
     ``datasets``, and their notes."""
     panels, notes = _charts(spec, store)
+    if spec.outer_axis_titles:
+        _outer_axis_titles(panels, spec.cols)
     recolor(panels)
     strip = _share_legends(panels, spec.cols, spec.size_px[0] - 60, datasets)
     for panel in panels:
@@ -483,7 +502,9 @@ def figure_spec(number: int | str, store: Store | None = None
     provenance.
 
     The spec is a grid (rows of ``hconcat`` in a ``vconcat``) of one layered chart per
-    panel, with the panels' data in its ``datasets``. A figure in parts (Figure 9) is a
+    panel, with the panels' data in its ``datasets``; when the panels share a legend that
+    no panel has a corner free of data for, a last row (a layered chart, no ``hconcat``)
+    draws only that legend. A figure in parts (Figure 9) is a
     ``vconcat`` of its parts, each titled and holding its own grid; ``"9a"`` or ``"9b"``
     draws one part alone. Under the figure's title a line says where its definition comes
     from: the paper's reproduction notebook (Figures 1–11), or a reconstruction not checked
