@@ -901,3 +901,53 @@ def test_any_series_gets_its_own_stable_colour(labels: list[str]) -> None:
         assert name_color(labels[0]) != "#8c8c8c"  # grey reads as a guide line
     else:  # alone: the table's colour, else blue
         assert colours == [SERIES_COLORS.get(labels[0], "#4c72b0")]
+
+
+def test_panels_keep_their_own_scales(specs: dict[int, Spec]) -> None:
+    """Merged across a grid (or across Figure 9's two parts), the scatters' outcome
+    scales paired one panel's entries with another's colours and shapes: stars drawn as
+    black crosses, achieved trials as red triangles."""
+    def concats(node: Spec) -> Iterator[Spec]:
+        if "vconcat" in node or "hconcat" in node:
+            yield node
+        for part in node.get("vconcat", []) + node.get("hconcat", []):
+            yield from concats(part)
+
+    for spec in specs.values():
+        for node in concats(spec):
+            for channel in ("color", "shape", "opacity", "size", "strokeDash"):
+                assert node["resolve"]["scale"][channel] == "independent"
+    for chart in _charts(specs[19]):
+        points = chart["layer"][-2]["encoding"]
+        styles = dict(zip(points["shape"]["scale"]["domain"], points["shape"]["scale"]["range"],
+                          strict=True))
+        assert styles.get("Goal Achieved", "circle") == "circle"
+        assert styles.get("Best Trial", "M0,-1").startswith("M0,-1")  # the star's path
+
+
+def test_figure23_titles_its_outer_axes_only() -> None:
+    from curvekit.plotting.render import _outer_axis_titles
+
+    assert FIGURES[23].outer_axis_titles and not FIGURES[1].outer_axis_titles
+    curve = pl.DataFrame({"batch_size": [2, 4], "step": [100.0, 60.0]})
+    panels = [steps_chart([("w", curve)], title=str(i), scaling_label="w") for i in range(33)]
+    _outer_axis_titles(panels, 5)
+    for i, panel in enumerate(panels):
+        enc = panel["layer"][0]["encoding"]
+        assert (enc["y"]["axis"]["title"] is not None) == (i % 5 == 0), i
+        assert (enc["x"]["axis"]["title"] is not None) == (i >= 30), i  # the last row
+
+
+def test_search_space_line_breaks_where_the_goal_was_missed() -> None:
+    from curvekit.plotting.builders import search_space_chart
+
+    winners = pl.DataFrame({"batch_size": [16, 32, 128], "value": [0.01, 0.02, 0.05]})
+    band = pl.DataFrame({"batch_size": [16, 32, 64, 128], "low": [1e-4] * 4,
+                         "high": [1.0] * 4})
+    spec = search_space_chart(winners, band, title="t", studies=[16.0, 32.0, 64.0, 128.0])
+    line = spec["layer"][1]
+    assert line["encoding"]["detail"]["field"] == "segment"
+    rows = spec["datasets"][line["data"]["name"]]
+    segments = {r["batch_size"]: r["segment"] for r in rows}
+    assert segments[16] == segments[32] != segments[128]
+    assert spec["usermeta"]["notes"] == ["goal not reached at B=64"]
