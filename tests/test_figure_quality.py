@@ -142,7 +142,8 @@ def _legend_entries_drawn(spec: Spec) -> list[str]:
                         name not in ("color", "shape", "stroke", "opacity", "strokeDash"):
                     continue
                 field = enc["field"]
-                drawn |= {(field, str(r.get(field))) for r in rows}
+                # a row beyond fixed limits is in the data, not drawn
+                drawn |= {(field, str(r.get(field))) for r in rows if r.get("within") is not False}
                 if enc.get("legend", {}) is None:
                     continue
                 domain = enc.get("scale", {}).get("domain") or enc.get("sort")
@@ -626,9 +627,9 @@ def test_rule_goal_is_reached_by_every_batch_size(values: list[float], maximize:
 # -- legends never cover data -----------------------------------------------------------------
 
 def _covered_points(chart: Spec, datasets: dict[str, Any]) -> int:
-    """Data points under the chart's inside legends, the box estimated here on its own:
-    per legend (one per field) the widest label, a symbol and padding, one row per entry;
-    legends at one corner side by side."""
+    """Data points under the chart's inside legends, and legends overlapping another, the
+    boxes estimated here on their own: per legend (one per field) the widest label, a
+    symbol and padding, one row per entry."""
     from curvekit.plotting.layout import data_points
 
     fields: dict[str, tuple[list[str], float, str]] = {}
@@ -642,19 +643,21 @@ def _covered_points(chart: Spec, datasets: dict[str, Any]) -> int:
                 entries = [max(entries, key=len)]
             size = legend.get("labelFontSize", TEXT["legend_label"])
             fields[enc["field"]] = (entries, size, legend["orient"])
-    if not fields:
-        return 0
-    w = sum(max(len(e) for e in es) * size * 0.6 + 24 for es, size, _ in fields.values())
-    w += 4 * (len(fields) - 1) + 4
-    h = max(len(es) * (size + 4) + 8 for es, size, _ in fields.values()) + 4
-    corner = next(iter(fields.values()))[2]
     width, height = chart["width"], chart["height"]
-    if w > width or h > height:
-        return 1_000_000  # no corner can hold it
-    x0 = width - w if corner.endswith("right") else 0.0
-    y0 = height - h if corner.startswith("bottom") else 0.0
     points = data_points(chart["layer"], datasets, width, height)
-    return sum(1 for x, y in points if x0 - 4 <= x <= x0 + w + 4 and y0 - 4 <= y <= y0 + h + 4)
+    boxes = []
+    for entries, size, corner in fields.values():
+        w = max(len(e) for e in entries) * size * 0.6 + 24 + 4
+        h = len(entries) * (size + 4) + 8 + 4
+        if w > width or h > height:
+            return 1_000_000  # no corner can hold it
+        x0 = width - w if corner.endswith("right") else 0.0
+        y0 = height - h if corner.startswith("bottom") else 0.0
+        boxes.append((x0, y0, x0 + w, y0 + h))
+    covered = sum(1 for x, y in points for x0, y0, x1, y1 in boxes
+                  if x0 - 4 <= x <= x1 + 4 and y0 - 4 <= y <= y1 + 4)
+    return covered + sum(1 for a, b in itertools.combinations(boxes, 2)
+                         if a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3])
 
 
 def test_legends_never_cover_data_in_any_figure(specs: dict[int, Spec]) -> None:

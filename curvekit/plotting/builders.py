@@ -959,11 +959,25 @@ BEST_TRIAL = "Best Trial"
 """The legend entry of the winning trial's star."""
 
 
-def scatter_outcomes(trials: pl.DataFrame) -> set[str]:
-    """The legend entries a scatter of ``trials`` draws: their outcomes, and the star of
-    the winner if there is one."""
-    found = set(trials["outcome"].to_list())
-    return found | ({BEST_TRIAL} if trials["winner"].any() else set())
+def scatter_outcomes(trials: pl.DataFrame, xlim: tuple[float, float] | None = None,
+                     ylim: tuple[float, float] | None = None) -> set[str]:
+    """The legend entries a scatter of ``trials`` draws: the outcomes of the trials it
+    draws (those within ``xlim`` on learning rate and ``ylim`` on 1 − momentum, when
+    given), and the star if the winner is among them.
+
+    >>> t = pl.DataFrame({"learning_rate": [0.01, 0.5], "momentum": [0.9, 0.9],
+    ...                   "outcome": ["Goal Not Achieved", "Goal Achieved"],
+    ...                   "winner": [False, True]})
+    >>> sorted(scatter_outcomes(t)), sorted(scatter_outcomes(t, (1e-4, 0.1)))
+    (['Best Trial', 'Goal Achieved', 'Goal Not Achieved'], ['Goal Not Achieved'])
+    """
+    drawn = trials.filter(~_beyond("learning_rate", xlim).fill_null(False)) if xlim else trials
+    momentum = drawn["momentum"].cast(pl.Float64)
+    if ylim and bool(momentum.fill_null(0).ne(0).any()):
+        one_minus = (1 - pl.col("momentum").cast(pl.Float64)).round(12)
+        drawn = drawn.filter(~((one_minus < ylim[0]) | (one_minus > ylim[1])).fill_null(False))
+    found = set(drawn["outcome"].to_list())
+    return found | ({BEST_TRIAL} if drawn["winner"].any() else set())
 
 
 def scatter_chart(
@@ -1038,7 +1052,7 @@ def scatter_chart(
               "drawn"] if hidden else [])
     keys = _legend(legend, legend_size) if legend else None
     if outcomes is None:
-        outcomes = scatter_outcomes(trials)
+        outcomes = scatter_outcomes(trials, xlim, ylim if with_momentum else None)
     entries = [e for e in (*OUTCOMES, BEST_TRIAL) if e in outcomes]
 
     def by_outcome(values: list[Any], **properties: Any) -> Spec:

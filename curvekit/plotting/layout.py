@@ -351,25 +351,23 @@ def free_corner(points: Sequence[tuple[float, float]], box: tuple[float, float],
     return next((c for c in order if _covered(points, box, width, height, c) == 0), None)
 
 
-def _inside_legends(spec: dict[str, Any], orients: Sequence[str]
-                    ) -> tuple[list[dict[str, Any]], tuple[float, float]]:
-    """The legends of a layered chart with one of ``orients``, and the size of the box
-    they take together.
+Legend = tuple[str, list[dict[str, Any]], tuple[float, float]]
+"""One legend of a chart: its field, the legend properties of the channels that draw it
+(a scatter's colour and shape share one), and its estimated size."""
 
-    Channels of one field share a legend (the scatter's colour and shape); legends of
-    different fields at one corner sit side by side, as Vega draws them.
-    """
+
+def _inside_legends(spec: dict[str, Any], orients: Sequence[str]) -> list[Legend]:
+    """The legends of a layered chart with one of ``orients``, one per field (Vega draws
+    the channels of one field as one legend), in the order the layers give them."""
     layers = spec.get("layer", [])
     datasets = spec.get("datasets", {})
-    found: list[dict[str, Any]] = []
-    fields: dict[str, tuple[list[str], float]] = {}
+    fields: dict[str, tuple[list[dict[str, Any]], list[str], float]] = {}
     for layer in layers:
         rows = datasets.get((layer.get("data") or {}).get("name", ""), [])
         for enc in layer.get("encoding", {}).values():
             legend = enc.get("legend") if isinstance(enc, dict) else None
             if not isinstance(legend, dict) or legend.get("orient") not in orients:
                 continue
-            found.append(legend)
             domain = (enc.get("scale") or {}).get("domain") or enc.get("sort")
             field = str(enc.get("field"))
             entries = domain if isinstance(domain, list) else list(
@@ -378,31 +376,56 @@ def _inside_legends(spec: dict[str, Any], orients: Sequence[str]
                 # one entry at a time (the one chosen in a drop-down): room for the widest
                 entries = [max(entries, key=lambda e: len(str(e)))]
             size = float(legend.get("labelFontSize", TEXT["legend_label"]))
-            known, largest = fields.get(field, ([], 0.0))
-            fields[field] = (list(dict.fromkeys([*known, *map(str, entries)])),
+            found, labels, largest = fields.get(field, ([], [], 0.0))
+            fields[field] = ([*found, legend], list(dict.fromkeys([*labels, *map(str, entries)])),
                              max(largest, size))
-    boxes = [legend_box(labels, size) for labels, size in fields.values()]
-    width = sum(w for w, _ in boxes) + LEGEND_OFFSET * max(len(boxes) - 1, 0)
-    return found, (width, max((h for _, h in boxes), default=0.0))
+    return [(field, found, legend_box(labels, size))
+            for field, (found, labels, size) in fields.items()]
+
+
+def _box_points(corner: str, box: tuple[float, float], width: float, height: float
+                ) -> list[tuple[float, float]]:
+    """Points filling a legend's box at ``corner`` (every 5 px), so that the next legend
+    keeps clear of it."""
+    w, h = box[0] + LEGEND_OFFSET, box[1] + LEGEND_OFFSET
+    x0 = width - w if corner.endswith("right") else 0.0
+    y0 = height - h if corner.startswith("bottom") else 0.0
+    return [(x0 + i * 5.0, y0 + j * 5.0) for i in range(int(w // 5) + 1)
+            for j in range(int(h // 5) + 1)]
+
+
+def _corners(spec: dict[str, Any], datasets: dict[str, list[dict[str, Any]]],
+             orients: Sequence[str]) -> list[tuple[Legend, str | None]]:
+    """Each legend of a chart with a corner free of its data and of the legends placed
+    before it (the corner it asks for first, each legend a corner of its own), or None."""
+    width, height = float(spec.get("width", 200)), float(spec.get("height", 175))
+    points = data_points(spec.get("layer", []), datasets, width, height)
+    out: list[tuple[Legend, str | None]] = []
+    used: list[str] = []
+    for legend in _inside_legends({**spec, "datasets": datasets}, orients):
+        asked = [str(a["orient"]) for a in legend[1] if a["orient"] in CORNERS]
+        order = [c for c in [*asked[:1], *CORNERS] if c not in used]
+        corner = free_corner(points, legend[2], width, height, order) if order else None
+        if corner is not None and corner not in used:
+            used.append(corner)
+            points = [*points, *_box_points(corner, legend[2], width, height)]
+        else:
+            corner = None
+        out.append((legend, corner))
+    return out
 
 
 def place_legends(spec: dict[str, Any]) -> None:
-    """Put the legends of a layered chart where they cover no data: inside the plot, at
-    the corner the chart asks for (:data:`AUTO`: any) if it is free, else at the first
-    free corner, else :data:`OUTSIDE` the plot, under it (all of them at one place,
-    stacked). Legends the chart puts outside itself (``left`` ... ``bottom``) stay."""
-    found, box = _inside_legends(spec, (AUTO, *CORNERS))
-    if not found:
-        return
-    width, height = float(spec.get("width", 200)), float(spec.get("height", 175))
-    points = data_points(spec.get("layer", []), spec.get("datasets", {}), width, height)
-    asked = [str(a["orient"]) for a in found if a["orient"] in CORNERS]
-    corner = free_corner(points, box, width, height, asked[:1] or CORNERS)
-    for legend in found:
-        if corner is None:
-            outside(legend)
-        else:
-            inside(legend, corner)
+    """Put the legends of a layered chart where they cover no data: each inside the plot,
+    at the corner it asks for (:data:`AUTO`: any) if that is free of data and of the
+    legends placed before it, else at the first such corner, else :data:`OUTSIDE` the
+    plot, under it. Legends the chart puts outside itself (``left`` ... ``bottom``) stay."""
+    for (_, legends, _), corner in _corners(spec, spec.get("datasets", {}), (AUTO, *CORNERS)):
+        for legend in legends:
+            if corner is None:
+                outside(legend)
+            else:
+                inside(legend, corner)
 
 
 INSIDE = {"fillColor": "rgba(255,255,255,0.85)", "padding": 3, "strokeColor": "#ccc",
@@ -425,28 +448,30 @@ def outside(legend: dict[str, Any]) -> None:
 
 
 def legend_corner(spec: dict[str, Any], datasets: dict[str, list[dict[str, Any]]]
-                  ) -> str | None:
-    """The corner where the inside legends of a layered chart would cover none of its data
-    (the corner they sit at first), or None (a figure keeps a shared legend on a panel
-    where this is a corner, or draws it beside the grid)."""
-    legends, box = _inside_legends({**spec, "datasets": datasets}, (AUTO, *CORNERS, OUTSIDE))
-    if not legends:
+                  ) -> dict[str, str] | None:
+    """The corner (by field) where each legend of a layered chart, wherever it is now,
+    would cover none of its data nor another legend, or None if one has no such corner:
+    a figure keeps a shared legend on a panel that has them, or draws it under the grid."""
+    placed = _corners(spec, datasets, (AUTO, *CORNERS, OUTSIDE))
+    if not placed or any(corner is None for _, corner in placed):
         return None
-    width, height = float(spec.get("width", 200)), float(spec.get("height", 175))
-    points = data_points(spec.get("layer", []), datasets, width, height)
-    asked = [str(a["orient"]) for a in legends if a["orient"] in CORNERS]
-    return free_corner(points, box, width, height, asked[:1] or CORNERS)
+    return {field: str(corner) for (field, _, _), corner in placed}
 
 
 def legend_overlaps(spec: dict[str, Any], datasets: dict[str, list[dict[str, Any]]]) -> int:
-    """How many drawn points the inside legends of a layered chart cover where they are
-    (0 for legends outside the plot): the rule :func:`place_legends` keeps is that this
-    is always 0."""
-    legends, box = _inside_legends({**spec, "datasets": datasets}, CORNERS)
-    if not legends:
-        return 0
+    """How many drawn points the inside legends of a layered chart cover where they are,
+    and how many of them overlap another (0 for legends outside the plot): the rule
+    :func:`place_legends` keeps is that this is always 0."""
     width, height = float(spec.get("width", 200)), float(spec.get("height", 175))
     points = data_points(spec.get("layer", []), datasets, width, height)
-    if not fits_inside(box, width, height):
-        return len(points) or 1
-    return _covered(points, box, width, height, str(legends[0]["orient"]))
+    covered = 0
+    taken: list[str] = []
+    for _, legends, box in _inside_legends({**spec, "datasets": datasets}, CORNERS):
+        corner = str(legends[0]["orient"])
+        if not fits_inside(box, width, height):
+            covered += len(points) or 1
+            continue
+        covered += _covered(points, box, width, height, corner) + taken.count(corner)
+        taken.append(corner)
+        points = [*points, *_box_points(corner, box, width, height)]
+    return covered

@@ -368,7 +368,9 @@ def _charts(spec: Figure, store: Store) -> tuple[list[Spec], list[str]]:
     panel_w, panel_h = width / spec.cols - 60, height / spec.rows - 60
     limits, scatters = _shared_limits(store, spec)
     # the scatters' legend lists what any of them draws, so that they share one
-    outcomes = set().union(*map(scatter_outcomes, scatters.values())) if scatters else None
+    outcomes = set().union(*(
+        scatter_outcomes(trials, *(limits or (spec.panels[i].xlim, spec.panels[i].ylim)))
+        for i, trials in scatters.items())) if scatters else None
     # DuckDB releases the GIL: two panels query at once, each on its thread's cursor.
     with store.one_thread_per_query(), ThreadPoolExecutor(max_workers=2) as pool:
         drawn = list(pool.map(
@@ -429,7 +431,7 @@ def _share_legends(panels: list[Spec], cols: int, width: float, datasets: dict[s
             if i != keep:
                 enc["legend"] = None
             else:
-                inside(enc["legend"], str(corners[i]))
+                inside(enc["legend"], (corners[i] or {})[str(enc["field"])])
     return strip
 
 
