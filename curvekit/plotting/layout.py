@@ -41,7 +41,6 @@ __all__ = [
     "PALETTE",
     "TEXT",
     "TITLE_OVERHANG",
-    "best_corner",
     "data_points",
     "fits",
     "fits_inside",
@@ -321,18 +320,6 @@ def _covered(points: Sequence[tuple[float, float]], box: tuple[float, float], wi
 def fits_inside(box: tuple[float, float], width: float, height: float) -> bool:
     """Whether a legend of size ``box`` fits inside a ``width`` × ``height`` plot at all."""
     return box[0] + LEGEND_OFFSET <= width and box[1] + LEGEND_OFFSET <= height
-
-
-def best_corner(points: Sequence[tuple[float, float]], box: tuple[float, float],
-                width: float, height: float, prefer: Sequence[str] = CORNERS) -> str:
-    """The corner of a ``width`` × ``height`` plot where a legend of size ``box`` covers
-    the fewest ``points`` (ties: the first of ``prefer``).
-
-    >>> best_corner([(5.0, 5.0), (190.0, 5.0)], (40, 20), 200, 100)
-    'bottom-left'
-    """
-    order = [*prefer, *(c for c in CORNERS if c not in prefer)]
-    return min(order, key=lambda c: (_covered(points, box, width, height, c), order.index(c)))
 
 
 def free_corner(points: Sequence[tuple[float, float]], box: tuple[float, float],
