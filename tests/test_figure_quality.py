@@ -142,7 +142,8 @@ def _legend_entries_drawn(spec: Spec) -> list[str]:
                         name not in ("color", "shape", "stroke", "opacity", "strokeDash"):
                     continue
                 field = enc["field"]
-                drawn |= {(field, str(r.get(field))) for r in rows}
+                # a row beyond fixed limits is in the data, not drawn
+                drawn |= {(field, str(r.get(field))) for r in rows if r.get("within") is not False}
                 if enc.get("legend", {}) is None:
                     continue
                 domain = enc.get("scale", {}).get("domain") or enc.get("sort")
@@ -243,12 +244,14 @@ def test_every_legend_entry_is_a_drawn_mark(specs: dict[int, Spec]) -> None:
 def test_figure8_and_scatter_figures_have_one_shared_legend(specs: dict[int, Spec]) -> None:
     assert _legends(specs[8]) == 1
     assert _legends(specs[19]) == 1
-    # and it sits inside a plot, so that the figure keeps its width
+    # inside a plot at a corner free of data, or in a row of its own under the grid, so
+    # that the figure keeps its width
     for number in (8, 19):
         for chart in _charts(specs[number]):
             for layer in chart["layer"]:
                 legend = layer.get("encoding", {}).get("color", {}).get("legend")
-                assert not legend or legend["orient"] in CORNERS
+                assert not legend or legend["orient"] in CORNERS or (
+                    legend["orient"] == "top" and specs[number]["vconcat"][-1] is chart)
 
 
 def test_scatter_legend_has_the_best_trial_star() -> None:
@@ -441,18 +444,6 @@ def test_series_keep_their_colour_in_every_panel() -> None:
     assert len(set(colours[1].values())) == 5
 
 
-def test_legends_sit_inside_the_plots(specs: dict[int, Spec]) -> None:
-    found = 0
-    for spec in specs.values():
-        for _, layer in _layers_with(spec):
-            for enc in layer.get("encoding", {}).values():
-                legend = enc.get("legend") if isinstance(enc, dict) else None
-                if legend:
-                    assert legend["orient"] in CORNERS
-                    found += 1
-    assert found > 0
-
-
 @pytest.mark.slow
 def test_every_figure_keeps_the_spec_width(specs: dict[int, Spec]) -> None:
     """Drawn at scale 1, no figure is wider than its spec's width plus its axes' margin
@@ -549,7 +540,7 @@ def test_lines_never_bridge_a_batch_size_that_missed_the_goal(home: Path,
     two neighbouring points; the panel names the batch sizes a curve lacks."""
     store = Store.open(home)
     workloads = {t: w for t, w, *_ in FIGURE1_PANELS}
-    for chart in _charts(specs[17]):
+    for chart in (c for c in _charts(specs[17]) if "title" in c):  # the legend row has none
         title = chart["title"]["text"] if isinstance(chart["title"], dict) else chart["title"]
         title = " ".join(title) if isinstance(title, list) else title
         studies = set(store.studies(workloads[title])["batch_size"].to_list())
@@ -631,3 +622,335 @@ def test_rule_goal_is_reached_by_every_batch_size(values: list[float], maximize:
     assert all((v > goal) if maximize else (v < goal) for v in values)
     digits = Decimal(repr(goal)).normalize().as_tuple().digits
     assert len(digits) <= 2
+
+
+# -- legends never cover data -----------------------------------------------------------------
+
+def _covered_points(chart: Spec, datasets: dict[str, Any]) -> int:
+    """Data points under the chart's inside legends, and legends overlapping another, the
+    boxes estimated here on their own: per legend (one per field) the widest label, a
+    symbol and padding, one row per entry."""
+    from curvekit.plotting.layout import data_points
+
+    fields: dict[str, tuple[list[str], float, str]] = {}
+    for layer in chart["layer"]:
+        for enc in layer.get("encoding", {}).values():
+            legend = enc.get("legend") if isinstance(enc, dict) else None
+            if not legend or legend.get("orient") not in CORNERS:
+                continue
+            entries = [str(e) for e in enc["scale"]["domain"]]
+            if isinstance(legend.get("values"), dict):
+                entries = [max(entries, key=len)]
+            size = legend.get("labelFontSize", TEXT["legend_label"])
+            fields[enc["field"]] = (entries, size, legend["orient"])
+    width, height = chart["width"], chart["height"]
+    points = data_points(chart["layer"], datasets, width, height)
+    boxes = []
+    for entries, size, corner in fields.values():
+        w = max(len(e) for e in entries) * size * 0.6 + 24 + 4
+        h = len(entries) * (size + 4) + 8 + 4
+        if w > width or h > height:
+            return 1_000_000  # no corner can hold it
+        x0 = width - w if corner.endswith("right") else 0.0
+        y0 = height - h if corner.startswith("bottom") else 0.0
+        boxes.append((x0, y0, x0 + w, y0 + h))
+    covered = sum(1 for x, y in points for x0, y0, x1, y1 in boxes
+                  if x0 - 4 <= x <= x1 + 4 and y0 - 4 <= y <= y1 + 4)
+    return covered + sum(1 for a, b in itertools.combinations(boxes, 2)
+                         if a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3])
+
+
+def test_legends_never_cover_data_in_any_figure(specs: dict[int, Spec]) -> None:
+    """Inside a plot only at a corner free of data; else under the plot, or (a figure's
+    shared legend) under the grid."""
+    from curvekit.plotting.layout import OUTSIDE
+
+    found = 0
+    for number, spec in specs.items():
+        for chart in _charts(spec):
+            for layer in chart["layer"]:
+                for enc in layer.get("encoding", {}).values():
+                    legend = enc.get("legend") if isinstance(enc, dict) else None
+                    if legend:
+                        found += 1
+                        assert legend["orient"] in (*CORNERS, OUTSIDE) or (
+                            "width" in chart and "x" not in layer["encoding"]), number
+            assert _covered_points(chart, spec["datasets"]) == 0, (number, chart.get("title"))
+    assert found > 0
+
+
+def test_figure8_shared_legend_covers_no_panel(specs: dict[int, Spec]) -> None:
+    """The legend Figure 8's nine panels share once covered a heuristic line of one."""
+    spec = specs[8]
+    keyed = [c for c in _charts(spec) if any(
+        (layer.get("encoding", {}).get("color") or {}).get("legend") for layer in c["layer"])]
+    assert len(keyed) == 1
+    (chart,) = keyed
+    assert _covered_points(chart, spec["datasets"]) == 0
+    if "x" not in chart["layer"][0]["encoding"]:  # under the grid: the last row, no data
+        assert spec["vconcat"][-1] is chart
+        assert all(spec["datasets"][layer["data"]["name"]] for layer in chart["layer"])
+
+
+_CURVES = st.lists(st.lists(st.tuples(st.integers(0, 16), st.floats(-4, 20)), min_size=1,
+                            max_size=12, unique_by=lambda p: p[0]), min_size=1, max_size=6)
+
+
+@given(_CURVES, st.sampled_from([(156.0, 129.0), (264.0, 223.0), (300.0, 240.0)]),
+       st.sampled_from([None, "top-left", "bottom-right"]))
+def test_a_legend_never_covers_generated_curves(curves: list[list[tuple[int, float]]],
+                                                size: tuple[float, float],
+                                                legend: Any) -> None:
+    from curvekit.plotting.builders import metaparameter_chart
+    from curvekit.plotting.layout import OUTSIDE, legend_overlaps
+
+    tables = [(f"curve {i}", pl.DataFrame({"batch_size": [2.0**b for b, _ in pts],
+                                           "step": [2.0**v for _, v in pts]}))
+              for i, pts in enumerate(curves)]
+    charts = [steps_chart(tables, title="t", scaling_label="curve 0", keyed=True,
+                          legend=legend, width=size[0], height=size[1]),
+              metaparameter_chart([(label, t.rename({"step": "value"})) for label, t in tables],
+                                  title="t", y_title="Learning Rate", heuristics=True,
+                                  legend=legend, width=size[0], height=size[1])]
+    for chart in charts:
+        orients = {enc["legend"]["orient"] for layer in chart["layer"]
+                   for enc in layer["encoding"].values()
+                   if isinstance(enc, dict) and enc.get("legend")}
+        assert len(orients) == 1 and orients <= {*CORNERS, OUTSIDE}
+        assert legend_overlaps(chart, chart["datasets"]) == 0
+        assert _covered_points(chart, chart["datasets"]) == 0
+
+
+@given(st.lists(_CURVES, min_size=2, max_size=9))
+def test_a_shared_legend_covers_no_panel(panels: list[list[list[tuple[int, float]]]]) -> None:
+    """A figure's shared legend sits in a panel's free corner, or under the grid."""
+    from curvekit.plotting.builders import metaparameter_chart
+    from curvekit.plotting.render import _share_legends
+
+    charts = [metaparameter_chart([("Optimal Effective Learning Rate", pl.DataFrame({
+        "batch_size": [2.0**b for b, _ in curve[0]], "value": [2.0**v for _, v in curve[0]]}))],
+        title="t", y_title="Learning Rate", heuristics=True, width=156, height=129)
+        for curve in panels]
+    datasets: dict[str, Any] = {}
+    strip = _share_legends(charts, 3, 588, datasets)
+    keyed = [c for c in charts if any((layer["encoding"].get("color") or {}).get("legend")
+                                      for layer in c["layer"])]
+    assert len(keyed) == (0 if strip is not None else 1)
+    for chart in keyed:
+        assert _covered_points(chart, chart["datasets"]) == 0
+    if strip is not None:
+        legend = strip["layer"][0]["encoding"]["color"]["legend"]
+        assert legend["orient"] == "top" and strip["width"] == 588
+
+
+def test_one_goal_at_a_time_keys_only_that_goal() -> None:
+    """The report's steps chart shows one goal at a time: its legend keys that goal, not
+    every goal of the drop-down."""
+    curve = pl.DataFrame({"batch_size": [2, 4, 8], "step": [100.0, 60.0, 50.0]})
+    goals = [f"val/classification_error < {g}" for g in (0.021, 0.024, 0.029, 0.03)]
+    spec = steps_chart([(g, curve) for g in goals], title="Steps to result",
+                       scaling_label=goals[-1], select="goal", width=300, height=240)
+    legend = spec["layer"][0]["encoding"]["color"]["legend"]
+    param = spec["params"][0]["name"]
+    assert legend["values"] == {"expr": f"[{param}]"}
+    assert spec["layer"][0]["transform"] == [{"filter": f"(datum.curve === {param})"}]
+
+
+# -- fixed limits are padded too ----------------------------------------------------------------
+
+def _inside_by(value: float, scale: Spec, length: float) -> float:
+    """How many pixels ``value`` lies inside the nearer end of the axis."""
+    at = _pixel(value, scale, length)
+    return min(at, length - at)
+
+
+@given(st.integers(-12, 4), st.integers(1, 12), st.lists(st.integers(-14, 18), min_size=1,
+                                                          max_size=10),
+       st.sampled_from([(156.0, 129.0), (264.0, 223.0)]))
+def test_a_marker_on_a_fixed_limit_is_whole(lo: int, span: int, exponents: list[int],
+                                            size: tuple[float, float]) -> None:
+    """Steps on the limits are drawn EDGE_PAD px inside the frame; steps beyond them are
+    left out, the line broken there, and named in a note."""
+    from curvekit.plotting.layout import EDGE_PAD
+
+    ylim = (2.0**lo, 2.0 ** (lo + span))
+    steps = [2.0**e for e in exponents] + [ylim[0], ylim[1]]
+    curve = pl.DataFrame({"batch_size": [2.0**k for k in range(len(steps))], "step": steps})
+    spec = steps_chart([("c", curve)], title="t", ylim=ylim, width=size[0], height=size[1])
+    layer = spec["layer"][0]
+    scale = layer["encoding"]["y"]["scale"]
+    for limit in ylim:
+        assert _inside_by(limit, scale, size[1]) >= EDGE_PAD - 1e-6
+    assert layer["transform"] == [{"filter": "datum.within"}]
+    rows = [r for r in spec["datasets"][layer["data"]["name"]] if r["within"]]
+    assert sorted(r["step"] for r in rows) == sorted(s for s in steps
+                                                     if ylim[0] <= s <= ylim[1])
+    beyond = [s for s in steps if not ylim[0] <= s <= ylim[1]]
+    assert bool(beyond) == any("beyond the y limits" in n
+                               for n in spec.get("usermeta", {}).get("notes", []))
+    ticks = layer["encoding"]["y"]["axis"]["values"]
+    assert all(ylim[0] <= t <= ylim[1] for t in ticks)
+    # no line bridges a point left out
+    kept = [i for i in range(len(steps)) if ylim[0] <= steps[i] <= ylim[1]]
+    segment = {r["batch_size"]: r["segment"] for r in rows}
+    for a, b in itertools.pairwise(kept):
+        if any(not ylim[0] <= steps[i] <= ylim[1] for i in range(a + 1, b)):
+            assert segment[2.0**a] != segment[2.0**b]
+
+
+@given(st.lists(st.sampled_from([1e-5, 1e-4, 1e-3, 0.1, 0.3]), min_size=1, max_size=8))
+def test_scatter_limits_are_padded_and_say_what_lies_beyond(rates: list[float]) -> None:
+    from curvekit.plotting.layout import EDGE_PAD
+
+    trials = pl.DataFrame({"learning_rate": rates, "momentum": [0.9] * len(rates),
+                           "outcome": ["Goal Not Achieved"] * len(rates),
+                           "winner": [False] * len(rates), "trial_id": list(range(len(rates)))})
+    spec = scatter_chart(trials, title="t", xlim=(1e-4, 1e-1), ylim=(1e-4, 1e-1))
+    points = spec["layer"][-2]
+    scale = points["encoding"]["x"]["scale"]
+    assert _inside_by(1e-4, scale, spec["width"]) >= EDGE_PAD - 1e-6
+    assert {"filter": "datum.within"} in points["transform"]
+    drawn = [r["learning_rate"] for r in spec["datasets"][points["data"]["name"]]
+             if r["within"]]
+    assert sorted(drawn) == sorted(r for r in rates if 1e-4 <= r <= 1e-1)
+    hidden = len(rates) - len(drawn)
+    notes = spec.get("usermeta", {}).get("notes", [])
+    assert (f"{hidden} trial" in " ".join(notes)) == bool(hidden)
+
+
+def test_every_drawn_marker_is_whole_in_every_figure(specs: dict[int, Spec]) -> None:
+    """Fixed limits or not, every point a panel draws with a marker lies at least EDGE_PAD
+    - 1 px inside the frame, on both axes."""
+    from curvekit.plotting.layout import EDGE_PAD
+
+    checked = 0
+    for spec in specs.values():
+        for chart, layer in _layers_with(spec):
+            mark = layer["mark"] if isinstance(layer["mark"], dict) else {"type": layer["mark"]}
+            if mark["type"] != "point" and not mark.get("point"):
+                continue
+            for name, length in (("x", chart["width"]), ("y", chart["height"])):
+                enc = layer["encoding"].get(name)
+                if not isinstance(enc, dict) or "domain" not in (enc.get("scale") or {}):
+                    continue
+                for row in spec["datasets"][layer["data"]["name"]]:
+                    value = row.get(enc["field"])
+                    if value is None or row.get("within") is False:  # not drawn
+                        continue
+                    assert _inside_by(value, enc["scale"], length) >= EDGE_PAD - 1, (
+                        chart["title"], name, value)
+                    checked += 1
+    assert checked > 500
+
+
+# -- one colour per series, in every figure -----------------------------------------------------
+
+def _figure_colours(number: int) -> list[dict[str, str]]:
+    """Each panel's colours (label → colour) of a figure drawn from generated curves."""
+    from curvekit.plotting.builders import recolor
+
+    fig = FIGURES[number]
+    curve = pl.DataFrame({"batch_size": [2, 4, 8], "step": [100.0, 60.0, 50.0]})
+    charts = [steps_chart([(c.label or p.title, curve) for c in p.curves], title=p.title)
+              for p in fig.panels]
+    recolor(charts)
+    return [dict(zip(c["layer"][0]["encoding"]["color"]["scale"]["domain"],
+                     c["layer"][0]["encoding"]["color"]["scale"]["range"], strict=True))
+            for c in charts]
+
+
+def test_a_series_has_one_colour_in_every_figure() -> None:
+    """FC-1024-1024-1024 in Figures 3a, 3d, 16a and 16b, and every other series the
+    figures compare: one colour everywhere, and the curves of a panel differ."""
+    from curvekit.plotting.colors import SERIES_COLORS
+
+    seen: dict[str, set[str]] = {}
+    for number in FIGURES:
+        for panel in _figure_colours(number):
+            assert len(set(panel.values())) == len(panel), (number, panel)
+            for label, colour in panel.items():
+                seen.setdefault(label, set()).add(colour)
+    assert {label: c for label, c in seen.items() if len(c) > 1} == {}
+    fc = "FC-1024-1024-1024"
+    fig3, fig16 = _figure_colours(3), _figure_colours(16)
+    assert fig3[0][fc] == fig3[3][fc] == fig16[0][fc] == fig16[1][fc] == SERIES_COLORS[fc]
+    # a model compared under two labels keeps its colour: LM1B's Transformer in 3c, 3f, 5c
+    assert fig3[2]["Transformer"] == fig3[5]["Base"] == _figure_colours(5)[2]["LM1B, 3.9"]
+    # one curve per panel: all in the first colour, as the paper draws them
+    assert {c for panel in _figure_colours(1) for c in panel.values()} == {"#4c72b0"}
+
+
+def test_series_colour_table_covers_every_compared_series() -> None:
+    from curvekit.plotting.colors import SERIES_COLORS
+
+    compared = {c.label for f in FIGURES.values() for p in f.panels if len(p.curves) > 1
+                for c in p.curves}
+    assert compared == set(SERIES_COLORS)
+
+
+@given(st.lists(st.text(min_size=1, max_size=12), min_size=1, max_size=12, unique=True))
+def test_any_series_gets_its_own_stable_colour(labels: list[str]) -> None:
+    """A series no table names: a colour from its name, the same in any chart, unless a
+    series drawn before it in the same chart has it; the curves of a chart differ (up to
+    the palette's ten)."""
+    from curvekit.plotting.colors import SERIES_COLORS, assign, name_color, series_color
+    from curvekit.plotting.layout import PALETTE
+
+    colours = assign(labels)
+    assert colours == assign(labels)
+    if len(labels) > 1:
+        assert len(set(colours)) == min(len(labels), len(PALETTE))
+        assert colours[0] == series_color(labels[0])
+        assert name_color(labels[0]) != "#8c8c8c"  # grey reads as a guide line
+    else:  # alone: the table's colour, else blue
+        assert colours == [SERIES_COLORS.get(labels[0], "#4c72b0")]
+
+
+def test_panels_keep_their_own_scales(specs: dict[int, Spec]) -> None:
+    """Merged across a grid (or across Figure 9's two parts), the scatters' outcome
+    scales paired one panel's entries with another's colours and shapes: stars drawn as
+    black crosses, achieved trials as red triangles."""
+    def concats(node: Spec) -> Iterator[Spec]:
+        if "vconcat" in node or "hconcat" in node:
+            yield node
+        for part in node.get("vconcat", []) + node.get("hconcat", []):
+            yield from concats(part)
+
+    for spec in specs.values():
+        for node in concats(spec):
+            for channel in ("color", "shape", "opacity", "size", "strokeDash"):
+                assert node["resolve"]["scale"][channel] == "independent"
+    for chart in _charts(specs[19]):
+        points = chart["layer"][-2]["encoding"]
+        styles = dict(zip(points["shape"]["scale"]["domain"], points["shape"]["scale"]["range"],
+                          strict=True))
+        assert styles.get("Goal Achieved", "circle") == "circle"
+        assert styles.get("Best Trial", "M0,-1").startswith("M0,-1")  # the star's path
+
+
+def test_figure23_titles_its_outer_axes_only() -> None:
+    from curvekit.plotting.render import _outer_axis_titles
+
+    assert FIGURES[23].outer_axis_titles and not FIGURES[1].outer_axis_titles
+    curve = pl.DataFrame({"batch_size": [2, 4], "step": [100.0, 60.0]})
+    panels = [steps_chart([("w", curve)], title=str(i), scaling_label="w") for i in range(33)]
+    _outer_axis_titles(panels, 5)
+    for i, panel in enumerate(panels):
+        enc = panel["layer"][0]["encoding"]
+        assert (enc["y"]["axis"]["title"] is not None) == (i % 5 == 0), i
+        assert (enc["x"]["axis"]["title"] is not None) == (i >= 30), i  # the last row
+
+
+def test_search_space_line_breaks_where_the_goal_was_missed() -> None:
+    from curvekit.plotting.builders import search_space_chart
+
+    winners = pl.DataFrame({"batch_size": [16, 32, 128], "value": [0.01, 0.02, 0.05]})
+    band = pl.DataFrame({"batch_size": [16, 32, 64, 128], "low": [1e-4] * 4,
+                         "high": [1.0] * 4})
+    spec = search_space_chart(winners, band, title="t", studies=[16.0, 32.0, 64.0, 128.0])
+    line = spec["layer"][1]
+    assert line["encoding"]["detail"]["field"] == "segment"
+    rows = spec["datasets"][line["data"]["name"]]
+    segments = {r["batch_size"]: r["segment"] for r in rows}
+    assert segments[16] == segments[32] != segments[128]
+    assert spec["usermeta"]["notes"] == ["goal not reached at B=64"]

@@ -100,9 +100,11 @@ def _spec(number: int | str, store: Store) -> dict[str, Any]:
 
 
 def _panels(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every panel (a row holding only a shared legend, under a grid, is none)."""
     if "hconcat" in spec:
         return list(spec["hconcat"])
-    return [panel for block in spec["vconcat"] for panel in _panels(block)]
+    return [panel for block in spec["vconcat"] if "layer" not in block
+            for panel in _panels(block)]
 
 
 def _drawn(spec: dict[str, Any], panel: dict[str, Any], label: str, y: str

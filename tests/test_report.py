@@ -146,6 +146,11 @@ def test_workload_page_charts(site: Path, workload: str) -> None:
         alt.LayerChart.from_dict(spec)  # valid Vega-Lite
     goal = specs["chart-steps"]["params"][0]
     assert goal["bind"]["input"] == "select" and len(goal["bind"]["options"]) >= 2
+    # the legend keys the goal the drop-down shows, not every goal
+    keyed = [enc["legend"] for layer in specs["chart-steps"]["layer"]
+             for enc in layer["encoding"].values()
+             if isinstance(enc, dict) and enc.get("field") == "curve" and enc.get("legend")]
+    assert [legend["values"] for legend in keyed] == [{"expr": f"[{goal['name']}]"}]
     batch = specs["chart-scatter"]["params"][0]
     assert batch["bind"]["input"] == "select"
     assert batch["bind"]["options"] == sorted(batch["bind"]["options"])

@@ -22,10 +22,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import polars as pl
 
+from curvekit.plotting.colors import assign
 from curvekit.plotting.layout import (
     AUTO,
     CONFIG,
-    LEGEND_OFFSET,
+    GUIDE,
+    INSIDE,
     LINE_WITH_TRIANGLE,
     MIN_FONT,
     PALETTE,
@@ -47,6 +49,7 @@ if TYPE_CHECKING:
 __all__ = [
     "HEURISTIC_COLORS",
     "OUTCOMES",
+    "WITHIN",
     "Title",
     "align_titles",
     "axis_title",
@@ -56,6 +59,7 @@ __all__ = [
     "contour_lines",
     "grouped",
     "half_decade_limits",
+    "legend_strip",
     "legible_title",
     "log2_axis",
     "log10_axis",
@@ -70,6 +74,7 @@ __all__ = [
     "series_colors",
     "sizes_text",
     "steps_chart",
+    "within_limits",
 ]
 
 LegendOrient = Literal["left", "right", "top", "bottom", "top-left", "top-right",
@@ -103,10 +108,11 @@ def _tooltips(*fields: str) -> list[Spec]:
 
 
 def _legend(orient: LegendOrient | None, size: float) -> Spec:
-    """A legend inside the plot: at ``orient`` (e.g. ``top-left``), or, without one, at the
-    corner where it covers the least data (:func:`~curvekit.plotting.layout.place_legends`),
-    so that a legend never widens a figure beyond its size. A ``left`` ... ``bottom``
-    orient puts it outside, for a chart that stands alone.
+    """A legend inside the plot where it covers no data: at ``orient`` (e.g. ``top-left``)
+    if that corner is free, else at a free corner, else under the plot
+    (:func:`~curvekit.plotting.layout.place_legends`), so that a legend never covers data
+    and never widens a figure beyond its size. A ``left`` ... ``bottom`` orient puts it
+    outside, for a chart that stands alone.
 
     Its labels are never smaller than the legible minimum, whatever the spec asks; its
     symbol is drawn as the series is (a "^-" curve: a line with a triangle).
@@ -114,8 +120,7 @@ def _legend(orient: LegendOrient | None, size: float) -> Spec:
     size = max(size, MIN_FONT["legend_label"])
     legend: Spec = {"orient": orient or AUTO, "labelFontSize": size, "symbolSize": 60}
     if legend["orient"] in (AUTO, "top-left", "top-right", "bottom-left", "bottom-right"):
-        legend.update({"fillColor": "rgba(255,255,255,0.85)", "padding": 3,
-                       "strokeColor": "#ccc", "offset": LEGEND_OFFSET, "rowPadding": 2})
+        legend.update(INSIDE)
     return legend
 
 
@@ -137,15 +142,61 @@ def _curve_legend(orient: LegendOrient | None, size: float,
 
 def series_colors(labels: Sequence[str], fixed: Mapping[str, str] | None = None
                   ) -> list[str]:
-    """The colour of each series in ``labels``: ``fixed`` ones as given, the others
-    :data:`~curvekit.plotting.layout.PALETTE`'s in order.
+    """The colour of each series in ``labels``, drawn together: ``fixed`` ones as given,
+    the others their own (:func:`curvekit.plotting.colors.assign`: the same series has
+    the same colour in every chart).
 
-    >>> series_colors(["a", "Linear Heuristic", "b"], {"Linear Heuristic": "black"})
-    ['#4c72b0', 'black', '#dd8452']
+    >>> series_colors(["Nesterov Momentum", "Linear Heuristic", "SGD"],
+    ...               {"Linear Heuristic": "black"})
+    ['#55a868', 'black', '#4c72b0']
     """
-    fixed = fixed or {}
-    free = iter(PALETTE * (len(labels) // len(PALETTE) + 1))
-    return [fixed[label] if label in fixed else next(free) for label in labels]
+    return assign(labels, fixed=fixed)
+
+
+def legend_strip(channels: Sequence[tuple[str, Spec, Any]], width: float,
+                 datasets: Datasets) -> Spec:
+    """A chart that draws nothing but the legends of ``channels`` ((channel name, encoding,
+    the layer's mark) of a figure's panel, with its scale and legend), their entries in
+    rows across ``width`` px: a figure's shared legend under its grid, when no panel has a
+    corner free of data for it.
+
+    Each entry is drawn as in the panels (the same scales, marks and symbols); no mark is
+    drawn: the scales' domains list the entries.
+
+    >>> color = channel("curve:N", scale={"domain": ["a", "b"], "range": ["red", "blue"]},
+    ...                 legend={"orient": "top-right"})
+    >>> strip = legend_strip([("color", color, "line")], 600, {})
+    >>> (layer,) = strip["layer"]
+    >>> legend = layer["encoding"].get("color").get("legend")
+    >>> legend["orient"], legend["direction"], legend["columns"]
+    ('top', 'horizontal', 2)
+    """
+    by_field: dict[str, dict[str, Spec]] = {}
+    marks: dict[str, Any] = {}
+    for name, enc, mark in channels:
+        by_field.setdefault(str(enc["field"]), {})[name] = enc
+        marks.setdefault(str(enc["field"]), mark)
+    layers: list[Spec] = []
+    for field, encodings in by_field.items():
+        entries = next(list(e["scale"]["domain"]) for e in encodings.values())
+        size = max(float((e.get("legend") or {}).get("labelFontSize", TEXT["legend_label"]))
+                   for e in encodings.values())
+        # as many entries to a row as fit the width (symbol, label and the gap after it)
+        widest = max(text_width(str(e), size) for e in entries) + 16 + 16
+        columns = max(1, min(len(entries), int(width // widest)))
+        encoding: Spec = {}
+        for name, enc in encodings.items():
+            legend = enc.get("legend")
+            if legend:
+                legend = {k: v for k, v in legend.items()
+                          if k not in ("fillColor", "strokeColor", "offset", "padding")}
+                legend.update({"orient": "top", "direction": "horizontal",
+                               "columns": columns})
+            encoding[name] = {**enc, "legend": legend}
+        rows = pl.DataFrame({field: [str(e) for e in entries]})
+        layers.append({"data": dataset(rows, datasets), "transform": [{"filter": "false"}],
+                       "mark": marks[field], "encoding": encoding})
+    return {"layer": layers, "width": width, "height": 1, "view": {"stroke": None}}
 
 
 def legible_title(title: Title, width: float | None) -> Title:
@@ -224,20 +275,29 @@ def axis_title(title: str, length: float) -> str | list[str]:
     return lines[0] if len(lines) == 1 else lines
 
 
-def log2_axis(title: str, values: Sequence[float], domain: tuple[float, float] | None = None,
+def log2_axis(title: str, values: Sequence[float], limits: tuple[float, float] | None = None,
               *, length: float = 200, orient: Literal["x", "y"] = "x") -> tuple[Spec, Spec]:
     """A log2 scale with power-of-two ticks labelled 2ᵏ: (scale, axis) properties.
 
-    Without a ``domain`` (the spec's fixed limits), the domain is the values' range padded
-    by :data:`~curvekit.plotting.layout.EDGE_PAD` pixels at each end, so that no marker is
-    cut by the frame. The ticks are every power of two, or every other, every third ... as
-    the axis's ``length`` in pixels allows without two labels overlapping.
+    The domain is the values' range, or the spec's fixed ``limits``, padded by
+    :data:`~curvekit.plotting.layout.EDGE_PAD` pixels at each end, so that no marker is
+    cut by the frame, not even one exactly on a fixed limit (the chart leaves out what
+    lies beyond fixed limits, and says so). The ticks are the powers of two inside the
+    range (or the limits), every one, every other, every third ... as the axis's
+    ``length`` in pixels allows without two labels overlapping.
+
+    >>> scale, axis = log2_axis("Steps", [], (2.0**-11, 2.0), length=150, orient="y")
+    >>> lo, hi = scale["domain"]
+    >>> lo < 2.0**-11 and hi > 2.0
+    True
+    >>> 2.0**-11 <= min(axis["values"]) and max(axis["values"]) <= 2.0
+    True
     """
-    if domain is None:
-        domain = padded_log_domain(values, length)
+    domain = padded_log_domain(list(limits) if limits is not None else values, length)
     scale: Spec = {"type": "log", "base": 2, "domain": list(domain), "nice": False}
-    ticks = [t for t in _powers_of_two([*values, *domain])
-             if domain[0] * (1 - 1e-12) <= t <= domain[1] * (1 + 1e-12)]
+    lo, hi = limits if limits is not None else domain
+    ticks = [t for t in _powers_of_two([*values, lo, hi])
+             if lo * (1 - 1e-12) <= t <= hi * (1 + 1e-12)]
     ticks = spaced_ticks(ticks, length, orient, _power_label(2), domain=domain)
     axis = {"title": axis_title(title, length), "values": ticks, "grid": True,
             "labelExpr": power_label_expr(2)}
@@ -245,20 +305,28 @@ def log2_axis(title: str, values: Sequence[float], domain: tuple[float, float] |
 
 
 def log10_axis(title: str, domain: tuple[float, float], *, length: float = 200,
-               orient: Literal["x", "y"] = "x") -> tuple[Spec, Spec]:
+               orient: Literal["x", "y"] = "x", limits: bool = False) -> tuple[Spec, Spec]:
     """A log10 scale over ``domain`` with power-of-ten ticks labelled 10ᵏ, spaced as
-    :func:`log2_axis` spaces its ticks: (scale, axis) properties.
+    :func:`log2_axis` spaces its ticks: (scale, axis) properties. With ``limits``,
+    ``domain`` is a chart's limits (fixed, or the scatters' half decades): the scale is
+    padded beyond them by :data:`~curvekit.plotting.layout.EDGE_PAD` pixels, so that a
+    marker on a limit is whole, and the ticks stay inside them.
 
     >>> scale, axis = log10_axis("Learning Rate", (1e-4, 1e-1))
     >>> axis["values"] == [1e-4, 1e-3, 1e-2, 1e-1]
     True
+    >>> scale, axis = log10_axis("Learning Rate", (1e-4, 1e-1), limits=True)
+    >>> lo, hi = scale["domain"]
+    >>> lo < 1e-4 and min(axis["values"]) == 1e-4
+    True
     """
     lo, hi = math.ceil(math.log10(domain[0]) - 1e-9), math.floor(math.log10(domain[1]) + 1e-9)
     ticks = [float(f"1e{k}") for k in range(lo, hi + 1)]
-    ticks = spaced_ticks(ticks, length, orient, _power_label(10), domain=domain)
+    shown = padded_log_domain(list(domain), length) if limits else domain
+    ticks = spaced_ticks(ticks, length, orient, _power_label(10), domain=shown)
     axis = {"title": axis_title(title, length), "values": ticks, "grid": True,
             "labelExpr": power_label_expr(10)}
-    return {"type": "log", "domain": list(domain), "nice": False}, axis
+    return {"type": "log", "domain": list(shown), "nice": False}, axis
 
 
 def log10_domain(values: Sequence[float], length: float) -> tuple[float, float]:
@@ -336,9 +404,10 @@ def _unlabelled(notes: Sequence[str], labels: Sequence[str]) -> list[str]:
     return [n.removeprefix(f"{labels[0]}: ") for n in notes]
 
 
-def clipped_notes(data: pl.DataFrame, column: str, ylim: tuple[float, float] | None
-                  ) -> list[str]:
-    """Notes naming each curve's points beyond fixed y limits (they are not drawn).
+def clipped_notes(data: pl.DataFrame, column: str, ylim: tuple[float, float] | None,
+                  axis: str = "y") -> list[str]:
+    """Notes naming each curve's points beyond fixed limits of the ``axis`` that draws
+    ``column`` (they are not drawn).
 
     >>> d = pl.DataFrame({"curve": ["a", "a"], "batch_size": [2.0, 4.0], "step": [1.0, 8.0]})
     >>> clipped_notes(d, "step", (0.5, 4.0))
@@ -346,9 +415,50 @@ def clipped_notes(data: pl.DataFrame, column: str, ylim: tuple[float, float] | N
     """
     if ylim is None:
         return []
-    out = data.filter((pl.col(column) < ylim[0]) | (pl.col(column) > ylim[1]))
-    return [f"{label}: B={sizes_text(part['batch_size'].to_list())} beyond the y limits, "
-            "not drawn" for (label,), part in out.group_by("curve", maintain_order=True)]
+    out = data.filter(_beyond(column, ylim))
+    return [f"{label}: B={sizes_text(part['batch_size'].to_list())} beyond the {axis} "
+            "limits, not drawn" for (label,), part in out.group_by("curve", maintain_order=True)]
+
+
+def _beyond(column: str, lim: tuple[float, float]) -> pl.Expr:
+    return (pl.col(column) < lim[0]) | (pl.col(column) > lim[1])
+
+
+def within_limits(data: pl.DataFrame, column: str, lim: tuple[float, float] | None
+                  ) -> pl.DataFrame:
+    """``data`` (``curve``, ``batch_size``, ``column``, optionally ``segment``) with a
+    ``within`` column, false for a point beyond fixed limits, and each curve's line broken
+    where such a point lies.
+
+    The axis is padded past its limits (so that a marker on one is whole), so a chart
+    draws only the rows ``within`` them (:data:`WITHIN`); the others stay in its data,
+    as the figure's numbers, and :func:`clipped_notes` names them. Applied twice (x, then
+    y limits), a point is within if it is within both.
+
+    >>> d = pl.DataFrame({"curve": ["a"] * 3, "batch_size": [1.0, 2.0, 4.0],
+    ...                   "step": [1.0, 9.0, 2.0]})
+    >>> out = within_limits(d, "step", (0.5, 4.0))
+    >>> out["within"].to_list(), out.filter("within")["segment"].to_list()
+    ([True, False, True], ['a 0', 'a 1'])
+    """
+    if "segment" not in data.columns:
+        data = data.with_columns(pl.col("curve").cast(pl.String).alias("segment"))
+    if "within" not in data.columns:
+        data = data.with_columns(pl.lit(True).alias("within"))
+    if lim is None:
+        return data
+    parts = []
+    for _, part in data.group_by("curve", maintain_order=True):
+        beyond = _beyond(column, lim).fill_null(False)
+        part = part.sort("batch_size").with_columns(
+            (pl.col("segment") + " " + beyond.cast(pl.Int64).cum_sum().cast(pl.String))
+            .alias("segment"), (pl.col("within") & ~beyond).alias("within"))
+        parts.append(part)
+    return pl.concat(parts) if parts else data
+
+
+WITHIN: Spec = {"filter": "datum.within"}
+"""The transform that draws only the rows :func:`within_limits` keeps."""
 
 
 def steps_chart(
@@ -419,7 +529,8 @@ def steps_chart(
                                     pl.lit("perfect scaling").alias("line")))
     if lines:
         line = pl.concat(lines)
-    ys = data["step"].to_list() + ([] if line is None else line["step"].to_list())
+    data = within_limits(data, "step", ylim)
+    ys = data.filter("within")["step"].to_list() + ([] if line is None else line["step"].to_list())
     if fit is not None:
         ys += [float(v) for v in fit.predict(fit.batch_sizes)]
     x_scale, x_axis = log2_axis("Batch Size", data["batch_size"].to_list(), length=width)
@@ -434,14 +545,17 @@ def steps_chart(
     if keyed is None:
         keyed = len(curves) > 1 or bool(notes)
     keyed = keyed or fit is not None
+    name = _param_name(select) if select is not None else None
+    keys = _curve_legend(legend, legend_size) if keyed else None
+    if keys is not None and name is not None:
+        # one curve shows at a time: the legend keys that one, not every choice
+        keys["values"] = {"expr": f"[{name}]"}
     color = channel("curve:N", sort=labels, title=None,
-                    scale={"domain": labels, "range": series_colors(labels)},
-                    legend=_curve_legend(legend, legend_size) if keyed else None)
+                    scale={"domain": labels, "range": series_colors(labels)}, legend=keys)
     x = channel("batch_size:Q", scale=x_scale, axis=x_axis)
     y = channel("step:Q", scale=y_scale, axis=y_axis)
     datasets: Datasets = {}
     layers: list[Spec] = []
-    name = _param_name(select) if select is not None else None
     if fit is not None:
         # With a drop-down, the fit (made at the main goal) shows with that goal only.
         shown = (None if name is None else
@@ -454,6 +568,8 @@ def steps_chart(
         "mark": {"type": "line", "clip": clip, "point": _TRIANGLES},
         "encoding": {"x": x, "y": y, "color": color, "detail": channel("segment:N"),
                      "tooltip": _tooltips("curve:N", "batch_size:Q", "step:Q")}}
+    if ylim is not None:  # what lies beyond the limits is noted, not drawn
+        curve_layer["transform"] = [WITHIN]
     line_layer: Spec | None = None if line is None else {
         "data": dataset(line, datasets),
         "mark": {"type": "line", "color": "black", "strokeDash": [5, 4], "strokeWidth": 1,
@@ -467,7 +583,7 @@ def steps_chart(
     params = None
     if name is not None and labels:
         params = [_select(name, scaling_label or labels[0], labels, f"{select} ")]
-        curve_layer["transform"] = _only("curve", name)
+        curve_layer["transform"] = [*curve_layer.get("transform", []), *_only("curve", name)]
         if line_layer is not None:
             line_layer["transform"] = _only("curve", name)
     layers.append(curve_layer)
@@ -482,12 +598,13 @@ def steps_chart(
 
 
 def recolor(panels: Sequence[Spec]) -> None:
-    """Give each series one colour across the ``panels`` of a figure.
+    """Give each series one colour across the ``panels`` of a figure, the one it has in
+    every other figure (:func:`curvekit.plotting.colors.assign`).
 
-    Series are coloured in order of first appearance, each with the first palette colour
-    that no series sharing a panel with it has (fixed colours, the heuristic lines', are
-    kept): a series keeps its colour in every panel, the curves of one panel differ, and a
-    figure of one curve per panel draws them all in the first colour, as the paper does.
+    A series keeps its colour in every panel, the curves of one panel differ (a series
+    whose own colour a neighbour drawn before it has takes the next free one), the fixed
+    colours of the heuristic lines are kept, and a figure of one curve per panel draws
+    them all in the first colour, as the paper does.
     """
     channels = []
     for panel in panels:
@@ -503,10 +620,8 @@ def recolor(panels: Sequence[Spec]) -> None:
         labels = [str(label) for label in scale["domain"] if label not in HEURISTIC_COLORS]
         for label in labels:
             neighbours.setdefault(label, set()).update(x for x in labels if x != label)
-    colors: dict[str, str] = {}
-    for label, others in neighbours.items():
-        taken = {colors[o] for o in others if o in colors}
-        colors[label] = next((c for c in PALETTE if c not in taken), PALETTE[0])
+    order = list(neighbours)
+    colors = dict(zip(order, assign(order, neighbours=neighbours), strict=True))
     for scale in channels:
         scale["range"] = [HEURISTIC_COLORS.get(str(label), colors.get(str(label), "black"))
                           for label in scale["domain"]]
@@ -746,9 +861,11 @@ def best_chart(
     x_scale, x_axis = log2_axis("Batch Size", data["batch_size"].to_list(), xlim,
                                 length=width)
     values = data["value"].to_list() + ([] if goal_line is None else [goal_line])
-    y_domain = ylim or padded_linear_domain(values, height)
+    # fixed limits are padded too, so that a marker on one is whole
+    y_domain = padded_linear_domain(list(ylim) if ylim else values, height)
     y_scale: Spec = {"zero": False, "domain": list(y_domain), "nice": False}
-    notes += clipped_notes(data, "value", ylim)
+    notes += clipped_notes(data, "batch_size", xlim, "x") + clipped_notes(data, "value", ylim)
+    data = within_limits(within_limits(data, "batch_size", xlim), "value", ylim)
     labels = [label for label, _ in curves]
     color = channel("curve:N", sort=labels, title=None,
                     scale={"domain": labels, "range": series_colors(labels)},
@@ -758,10 +875,11 @@ def best_chart(
         "data": dataset(data, datasets),
         "mark": {"type": "line", "clip": xlim is not None or ylim is not None,
                  "point": _TRIANGLES},
+        **({"transform": [WITHIN]} if xlim is not None or ylim is not None else {}),
         "encoding": {"x": channel("batch_size:Q", scale=x_scale, axis=x_axis),
                      "y": channel("value:Q", title=y_title, scale=y_scale,
                                   axis={"title": axis_title(y_title, height)}),
-                     "color": color,
+                     "color": color, "detail": channel("segment:N"),
                      "tooltip": _tooltips("curve:N", "batch_size:Q", "value:Q")}}]
     if goal_line is not None:
         rule = pl.DataFrame({"value": [goal_line], "label": [goal_label]})
@@ -789,12 +907,15 @@ STAR_SHAPE = ("M0,-1L0.2245,-0.309L0.9511,-0.309L0.3633,0.118L0.5878,0.809L0,0.3
 
 
 def contour_lines(xlim: tuple[float, float], ylim: tuple[float, float],
-                  levels: int = 10) -> pl.DataFrame:
+                  levels: int = 10, *,
+                  box: tuple[tuple[float, float], tuple[float, float]] | None = None
+                  ) -> pl.DataFrame:
     """Lines of constant effective learning rate ``x / y`` across a log–log box.
 
     The levels are ``levels`` evenly spaced values of log10(x / y) strictly inside its range
-    over the box (the range a 50 × 50 log-spaced grid spans). In log–log coordinates each
-    line is straight, so two end points clipped to the box draw it exactly.
+    over the limits (the range a 50 × 50 log-spaced grid spans). In log–log coordinates
+    each line is straight, so two end points clipped to the ``box`` (default: the limits;
+    a plot padded past its limits passes its padded domain) draw it exactly.
 
     >>> lines = contour_lines((1e-4, 1e-1), (1e-4, 1e-1))
     >>> lines["level"].n_unique(), lines.height
@@ -802,6 +923,8 @@ def contour_lines(xlim: tuple[float, float], ylim: tuple[float, float],
     """
     (x0, x1), (y0, y1) = (map(math.log10, xlim)), (map(math.log10, ylim))
     lo, hi = x0 - y1, x1 - y0
+    if box is not None:
+        (x0, x1), (y0, y1) = (map(math.log10, box[0])), (map(math.log10, box[1]))
     rows: list[tuple[int, float, float]] = []
     step = (hi - lo) / (levels + 1)
     for i in range(levels):
@@ -839,11 +962,25 @@ BEST_TRIAL = "Best Trial"
 """The legend entry of the winning trial's star."""
 
 
-def scatter_outcomes(trials: pl.DataFrame) -> set[str]:
-    """The legend entries a scatter of ``trials`` draws: their outcomes, and the star of
-    the winner if there is one."""
-    found = set(trials["outcome"].to_list())
-    return found | ({BEST_TRIAL} if trials["winner"].any() else set())
+def scatter_outcomes(trials: pl.DataFrame, xlim: tuple[float, float] | None = None,
+                     ylim: tuple[float, float] | None = None) -> set[str]:
+    """The legend entries a scatter of ``trials`` draws: the outcomes of the trials it
+    draws (those within ``xlim`` on learning rate and ``ylim`` on 1 − momentum, when
+    given), and the star if the winner is among them.
+
+    >>> t = pl.DataFrame({"learning_rate": [0.01, 0.5], "momentum": [0.9, 0.9],
+    ...                   "outcome": ["Goal Not Achieved", "Goal Achieved"],
+    ...                   "winner": [False, True]})
+    >>> sorted(scatter_outcomes(t)), sorted(scatter_outcomes(t, (1e-4, 0.1)))
+    (['Best Trial', 'Goal Achieved', 'Goal Not Achieved'], ['Goal Not Achieved'])
+    """
+    drawn = trials.filter(~_beyond("learning_rate", xlim).fill_null(False)) if xlim else trials
+    momentum = drawn["momentum"].cast(pl.Float64)
+    if ylim and bool(momentum.fill_null(0).ne(0).any()):
+        one_minus = (1 - pl.col("momentum").cast(pl.Float64)).round(12)
+        drawn = drawn.filter(~((one_minus < ylim[0]) | (one_minus > ylim[1])).fill_null(False))
+    found = set(drawn["outcome"].to_list())
+    return found | ({BEST_TRIAL} if drawn["winner"].any() else set())
 
 
 def scatter_chart(
@@ -884,16 +1021,25 @@ def scatter_chart(
         "outcome", "winner", pl.col("trial_id"),
         *(["batch_size"] if select is not None else []))
     xlim = xlim or half_decade_limits(data["learning_rate"].to_list())
-    x_scale, x_axis = log10_axis("Learning Rate", xlim, length=width)
+    # the limits are padded, so that a marker on one is whole; what lies beyond them is
+    # left out, and said so
+    x_scale, x_axis = log10_axis("Learning Rate", xlim, length=width, limits=True)
     x = channel("learning_rate:Q", scale=x_scale, axis=x_axis)
+    beyond = _beyond("learning_rate", xlim)
     datasets: Datasets = {}
     layers: list[Spec] = []
     if with_momentum:
         ylim = ylim or half_decade_limits(data["one_minus_momentum"].to_list())
-        y_scale, y_axis = log10_axis("1 - Momentum", ylim, length=height, orient="y")
+        y_scale, y_axis = log10_axis("1 - Momentum", ylim, length=height, orient="y",
+                                     limits=True)
         y = channel("one_minus_momentum:Q", scale=y_scale, axis=y_axis)
+        beyond = beyond | _beyond("one_minus_momentum", ylim)
+        box = (x_scale["domain"][0], x_scale["domain"][1])
         layers.append({
-            "data": dataset(contour_lines(xlim, ylim), datasets),
+            "description": f"{GUIDE}contours of constant effective learning rate",
+            "data": dataset(contour_lines(xlim, ylim, box=(box, (y_scale["domain"][0],
+                                                                y_scale["domain"][1]))),
+                            datasets),
             "mark": {"type": "line", "color": "black", "opacity": 0.5, "strokeWidth": 0.8,
                      "clip": True},
             "encoding": {"x": channel("x:Q", scale=x_scale), "y": channel("y:Q", scale=y_scale),
@@ -901,9 +1047,15 @@ def scatter_chart(
     else:
         y = channel("outcome:N", title=None, sort=list(OUTCOMES),
                     scale={"domain": list(OUTCOMES)}, axis={"grid": False})
+    # a trial beyond a limit stays in the data (the figure's numbers), is not drawn (the
+    # axes are padded past the limits) and is counted in a note
+    data = data.with_columns((~beyond.fill_null(False)).alias("within"))
+    hidden = data.height - data["within"].sum()
+    notes = ([f"{hidden} trial{'s' if hidden > 1 else ''} beyond the axes' limits, not "
+              "drawn"] if hidden else [])
     keys = _legend(legend, legend_size) if legend else None
     if outcomes is None:
-        outcomes = scatter_outcomes(trials)
+        outcomes = scatter_outcomes(trials, xlim, ylim if with_momentum else None)
     entries = [e for e in (*OUTCOMES, BEST_TRIAL) if e in outcomes]
 
     def by_outcome(values: list[Any], **properties: Any) -> Spec:
@@ -934,12 +1086,14 @@ def scatter_chart(
         "encoding": {"x": x, "y": y if with_momentum else {**y, "field": "row"},
                      "color": color, "shape": shape}}
     params = None
+    points["transform"] = [WITHIN]
     if select:
         params = [_select("select_batch_size", int(select[0]), [int(b) for b in select],
                           "batch size ")]
-        points["transform"] = star["transform"] = _only("batch_size", "select_batch_size")
+        points["transform"] += _only("batch_size", "select_batch_size")
+    star["transform"] = points["transform"]
     return _layers([*layers, points, star], datasets, title=title, width=width,
-                   height=height, params=params)
+                   height=height, params=params, notes=notes)
 
 
 def search_space_chart(
@@ -948,13 +1102,16 @@ def search_space_chart(
     *,
     title: Title,
     y_title: str = "Learning Rate",
+    studies: Sequence[float] | None = None,
     width: float = 200,
     height: float = 175,
 ) -> Spec:
     """The winning learning rate per batch size inside the searched range, x log2, y log10.
 
     ``winners`` has ``batch_size`` and ``value``; ``band`` has ``batch_size``, ``low`` and
-    ``high``. A non-positive ``low`` is drawn at the axis floor.
+    ``high``. A non-positive ``low`` is drawn at the axis floor. ``studies`` (the batch
+    sizes the workload has) breaks the line where a batch size did not reach the goal, and
+    the chart says which (:func:`broken_lines`).
     """
     positive = [v for v in [*winners["value"].to_list(), *band["low"].to_list(),
                             *band["high"].to_list()] if v is not None and v > 0]
@@ -984,8 +1141,14 @@ def search_space_chart(
             "mark": {"type": "area", "opacity": 0.2, "stroke": "grey", "strokeWidth": 0.5},
             "encoding": {"x": x, "y": channel("low:Q", scale=y_scale, axis=y_axis),
                          "y2": {"field": "high"}, "color": color}}
+    winners, notes = broken_lines(
+        winners.select(pl.col("batch_size").cast(pl.Float64), "value")
+        .with_columns(pl.lit("Optimal Learning Rate").alias("curve")),
+        None if studies is None else {"Optimal Learning Rate": studies})
     winners = winners.with_columns(pl.lit("Optimal Learning Rate").alias("series"))
     line = {"data": dataset(winners, datasets), "mark": {"type": "line", "point": _TRIANGLES},
             "encoding": {"x": x, "y": channel("value:Q", scale=y_scale), "color": color,
+                         "detail": channel("segment:N"),
                          "tooltip": _tooltips("batch_size:Q", "value:Q")}}
-    return _layers([area, line], datasets, title=title, width=width, height=height)
+    return _layers([area, line], datasets, title=title, width=width, height=height,
+                   notes=_unlabelled(notes, ["Optimal Learning Rate"]))

@@ -32,17 +32,24 @@ from typing import Any, Literal
 __all__ = [
     "CONFIG",
     "EDGE_PAD",
+    "GUIDE",
+    "INSIDE",
     "LABEL_GAP",
     "LINE_WITH_TRIANGLE",
     "MIN_FONT",
+    "OUTSIDE",
     "PALETTE",
     "TEXT",
     "TITLE_OVERHANG",
-    "best_corner",
     "data_points",
     "fits",
+    "fits_inside",
+    "free_corner",
+    "inside",
     "legend_box",
-    "legend_cover",
+    "legend_corner",
+    "legend_overlaps",
+    "outside",
     "padded_linear_domain",
     "padded_log_domain",
     "place_legends",
@@ -216,6 +223,14 @@ CORNERS = ("top-right", "top-left", "bottom-left", "bottom-right")
 LEGEND_OFFSET = 4.0
 """Pixels between an inside legend and the plot's frame."""
 
+OUTSIDE = "bottom"
+"""Where a legend goes when no corner of its plot is free of data: under the plot (a
+figure's shared legend goes under the whole grid instead)."""
+
+GUIDE = "guide: "
+"""The start of the ``description`` of a layer that draws a guide, not data (the scatters'
+contours of constant effective learning rate): a legend may cover a guide."""
+
 
 def _position(value: Any, scale: dict[str, Any], length: float, flip: bool) -> float | None:
     """Pixel position of ``value`` on a quantitative scale with a known domain."""
@@ -251,6 +266,8 @@ def data_points(layers: Sequence[dict[str, Any]], datasets: dict[str, list[dict[
                 scales.setdefault(name, enc["scale"])
     points: list[tuple[float, float]] = []
     for layer in layers:
+        if str(layer.get("description", "")).startswith(GUIDE):
+            continue
         enc = layer.get("encoding", {})
         rows = datasets.get((layer.get("data") or {}).get("name", ""), [])
         fx, fy = _field(enc.get("x")), _field(enc.get("y"))
@@ -267,6 +284,8 @@ def data_points(layers: Sequence[dict[str, Any]], datasets: dict[str, list[dict[
         group = _field(enc.get("detail")) or _field(enc.get("color")) or ""
         last: dict[Any, tuple[float, float]] = {}
         for row in sorted(rows, key=lambda r: (str(r.get(group)), r.get(fx) or 0)):
+            if row.get("within") is False:  # beyond fixed limits: not drawn
+                continue
             px = _position(row.get(fx), scales["x"], width, False)
             py = _position(row.get(fy), scales["y"], height, True)
             if px is None or py is None:
@@ -288,75 +307,158 @@ def legend_box(labels: Sequence[str], size: float) -> tuple[float, float]:
     return widest + 16 + 8, len(labels) * (size + 4) + 8
 
 
-def best_corner(points: Sequence[tuple[float, float]], box: tuple[float, float],
-                width: float, height: float, prefer: Sequence[str] = CORNERS) -> str:
-    """The corner of a ``width`` × ``height`` plot where a legend of size ``box`` covers
-    the fewest ``points`` (ties: the first of ``prefer``).
-
-    >>> best_corner([(5.0, 5.0), (190.0, 5.0)], (40, 20), 200, 100)
-    'bottom-left'
-    """
+def _covered(points: Sequence[tuple[float, float]], box: tuple[float, float], width: float,
+             height: float, corner: str) -> int:
+    """How many ``points`` a legend of size ``box`` at ``corner`` covers (within 4 px)."""
     w, h = box[0] + LEGEND_OFFSET, box[1] + LEGEND_OFFSET
+    x0 = width - w if corner.endswith("right") else 0.0
+    y0 = height - h if corner.startswith("bottom") else 0.0
+    return sum(1 for px, py in points
+               if x0 - 4 <= px <= x0 + w + 4 and y0 - 4 <= py <= y0 + h + 4)
 
-    def covered(corner: str) -> int:
-        x0 = width - w if corner.endswith("right") else 0.0
-        y0 = height - h if corner.startswith("bottom") else 0.0
-        return sum(1 for px, py in points
-                   if x0 - 4 <= px <= x0 + w + 4 and y0 - 4 <= py <= y0 + h + 4)
 
+def fits_inside(box: tuple[float, float], width: float, height: float) -> bool:
+    """Whether a legend of size ``box`` fits inside a ``width`` × ``height`` plot at all."""
+    return box[0] + LEGEND_OFFSET <= width and box[1] + LEGEND_OFFSET <= height
+
+
+def free_corner(points: Sequence[tuple[float, float]], box: tuple[float, float],
+                width: float, height: float, prefer: Sequence[str] = CORNERS) -> str | None:
+    """The first corner (of ``prefer``, then the others) where a legend of size ``box``
+    covers none of the ``points``, or None: a legend must then go outside the plot.
+
+    >>> free_corner([(5.0, 5.0), (190.0, 5.0)], (40, 20), 200, 100)
+    'bottom-left'
+    >>> free_corner([(5.0, 5.0), (190.0, 5.0)], (250, 20), 200, 100) is None
+    True
+    """
+    if not fits_inside(box, width, height):
+        return None
     order = [*prefer, *(c for c in CORNERS if c not in prefer)]
-    return min(order, key=lambda c: (covered(c), order.index(c)))
+    return next((c for c in order if _covered(points, box, width, height, c) == 0), None)
 
 
-def _inside_legends(spec: dict[str, Any], orients: Sequence[str]
-                    ) -> tuple[list[dict[str, Any]], list[str], float]:
-    """The legends of a layered chart with one of ``orients``, their entries and the
-    largest label size."""
+Legend = tuple[str, list[dict[str, Any]], tuple[float, float]]
+"""One legend of a chart: its field, the legend properties of the channels that draw it
+(a scatter's colour and shape share one), and its estimated size."""
+
+
+def _inside_legends(spec: dict[str, Any], orients: Sequence[str]) -> list[Legend]:
+    """The legends of a layered chart with one of ``orients``, one per field (Vega draws
+    the channels of one field as one legend), in the order the layers give them."""
     layers = spec.get("layer", [])
     datasets = spec.get("datasets", {})
-    auto: list[dict[str, Any]] = []
-    labels: list[str] = []
+    fields: dict[str, tuple[list[dict[str, Any]], list[str], float]] = {}
     for layer in layers:
         rows = datasets.get((layer.get("data") or {}).get("name", ""), [])
         for enc in layer.get("encoding", {}).values():
             legend = enc.get("legend") if isinstance(enc, dict) else None
             if not isinstance(legend, dict) or legend.get("orient") not in orients:
                 continue
-            auto.append(legend)
             domain = (enc.get("scale") or {}).get("domain") or enc.get("sort")
-            field = enc.get("field")
+            field = str(enc.get("field"))
             entries = domain if isinstance(domain, list) else list(
                 dict.fromkeys(r.get(field) for r in rows))
-            labels += [str(e) for e in entries]
-    size = max((float(a.get("labelFontSize", TEXT["legend_label"])) for a in auto),
-               default=TEXT["legend_label"])
-    return auto, list(dict.fromkeys(labels)), size
+            if isinstance(legend.get("values"), dict) and entries:
+                # one entry at a time (the one chosen in a drop-down): room for the widest
+                entries = [max(entries, key=lambda e: len(str(e)))]
+            size = float(legend.get("labelFontSize", TEXT["legend_label"]))
+            found, labels, largest = fields.get(field, ([], [], 0.0))
+            fields[field] = ([*found, legend], list(dict.fromkeys([*labels, *map(str, entries)])),
+                             max(largest, size))
+    return [(field, found, legend_box(labels, size))
+            for field, (found, labels, size) in fields.items()]
+
+
+def _box_points(corner: str, box: tuple[float, float], width: float, height: float
+                ) -> list[tuple[float, float]]:
+    """Points filling a legend's box at ``corner`` (every 5 px), so that the next legend
+    keeps clear of it."""
+    w, h = box[0] + LEGEND_OFFSET, box[1] + LEGEND_OFFSET
+    x0 = width - w if corner.endswith("right") else 0.0
+    y0 = height - h if corner.startswith("bottom") else 0.0
+    return [(x0 + i * 5.0, y0 + j * 5.0) for i in range(int(w // 5) + 1)
+            for j in range(int(h // 5) + 1)]
+
+
+def _corners(spec: dict[str, Any], datasets: dict[str, list[dict[str, Any]]],
+             orients: Sequence[str]) -> list[tuple[Legend, str | None]]:
+    """Each legend of a chart with a corner free of its data and of the legends placed
+    before it (the corner it asks for first, each legend a corner of its own), or None."""
+    width, height = float(spec.get("width", 200)), float(spec.get("height", 175))
+    points = data_points(spec.get("layer", []), datasets, width, height)
+    out: list[tuple[Legend, str | None]] = []
+    used: list[str] = []
+    for legend in _inside_legends({**spec, "datasets": datasets}, orients):
+        asked = [str(a["orient"]) for a in legend[1] if a["orient"] in CORNERS]
+        order = [c for c in [*asked[:1], *CORNERS] if c not in used]
+        corner = free_corner(points, legend[2], width, height, order) if order else None
+        if corner is not None and corner not in used:
+            used.append(corner)
+            points = [*points, *_box_points(corner, legend[2], width, height)]
+        else:
+            corner = None
+        out.append((legend, corner))
+    return out
 
 
 def place_legends(spec: dict[str, Any]) -> None:
-    """Put every legend of a layered chart whose orient is :data:`AUTO` inside the plot,
-    at the corner where it covers the least data (all of them at one corner, stacked)."""
-    auto, labels, size = _inside_legends(spec, (AUTO,))
-    if not auto:
-        return
-    width, height = float(spec.get("width", 200)), float(spec.get("height", 175))
-    points = data_points(spec.get("layer", []), spec.get("datasets", {}), width, height)
-    corner = best_corner(points, legend_box(labels, size), width, height)
-    for legend in auto:
-        legend["orient"] = corner
+    """Put the legends of a layered chart where they cover no data: each inside the plot,
+    at the corner it asks for (:data:`AUTO`: any) if that is free of data and of the
+    legends placed before it, else at the first such corner, else :data:`OUTSIDE` the
+    plot, under it. Legends the chart puts outside itself (``left`` ... ``bottom``) stay."""
+    for (_, legends, _), corner in _corners(spec, spec.get("datasets", {}), (AUTO, *CORNERS)):
+        for legend in legends:
+            if corner is None:
+                outside(legend)
+            else:
+                inside(legend, corner)
 
 
-def legend_cover(spec: dict[str, Any], datasets: dict[str, list[dict[str, Any]]]) -> int:
-    """How many drawn points the inside legends of a layered chart cover where they are
-    (a figure keeps a shared legend on the panel where this is least)."""
-    legends, labels, size = _inside_legends({**spec, "datasets": datasets}, CORNERS)
-    if not legends:
-        return 0
+INSIDE = {"fillColor": "rgba(255,255,255,0.85)", "padding": 3, "strokeColor": "#ccc",
+          "offset": LEGEND_OFFSET, "rowPadding": 2}
+"""The frame of a legend inside a plot."""
+
+
+def inside(legend: dict[str, Any], corner: str) -> None:
+    """Put a legend inside its plot at ``corner``, in its frame."""
+    legend.update({**INSIDE, "orient": corner})
+    legend.pop("direction", None)
+
+
+def outside(legend: dict[str, Any]) -> None:
+    """Move an inside legend :data:`OUTSIDE` the plot, under it, without its frame."""
+    legend["orient"] = OUTSIDE
+    legend["direction"] = "vertical"
+    for key in ("fillColor", "strokeColor", "offset"):
+        legend.pop(key, None)
+
+
+def legend_corner(spec: dict[str, Any], datasets: dict[str, list[dict[str, Any]]]
+                  ) -> dict[str, str] | None:
+    """The corner (by field) where each legend of a layered chart, wherever it is now,
+    would cover none of its data nor another legend, or None if one has no such corner:
+    a figure keeps a shared legend on a panel that has them, or draws it under the grid."""
+    placed = _corners(spec, datasets, (AUTO, *CORNERS, OUTSIDE))
+    if not placed or any(corner is None for _, corner in placed):
+        return None
+    return {field: str(corner) for (field, _, _), corner in placed}
+
+
+def legend_overlaps(spec: dict[str, Any], datasets: dict[str, list[dict[str, Any]]]) -> int:
+    """How many drawn points the inside legends of a layered chart cover where they are,
+    and how many of them overlap another (0 for legends outside the plot): the rule
+    :func:`place_legends` keeps is that this is always 0."""
     width, height = float(spec.get("width", 200)), float(spec.get("height", 175))
     points = data_points(spec.get("layer", []), datasets, width, height)
-    w, h = legend_box(labels, size)
-    corner = str(legends[0]["orient"])
-    x0 = width - w - LEGEND_OFFSET if corner.endswith("right") else 0.0
-    y0 = height - h - LEGEND_OFFSET if corner.startswith("bottom") else 0.0
-    return sum(1 for px, py in points if x0 - 4 <= px <= x0 + w + LEGEND_OFFSET + 4
-               and y0 - 4 <= py <= y0 + h + LEGEND_OFFSET + 4)
+    covered = 0
+    taken: list[str] = []
+    for _, legends, box in _inside_legends({**spec, "datasets": datasets}, CORNERS):
+        corner = str(legends[0]["orient"])
+        if not fits_inside(box, width, height):
+            covered += len(points) or 1
+            continue
+        covered += _covered(points, box, width, height, corner) + taken.count(corner)
+        taken.append(corner)
+        points = [*points, *_box_points(corner, box, width, height)]
+    return covered

@@ -380,7 +380,7 @@ def _figure23() -> Figure:
     return Figure(23, "Steps to result for every workload", 7, 5, tuple(
         Panel("{workload}, goal {goal}", "steps",
               (Curve(Selection(name, CLS, trials=PAPER_TRIALS), name),),
-              scaling_label=name) for name in names), width_in=15.0)
+              scaling_label=name) for name in names), width_in=15.0, outer_axis_titles=True)
 
 
 FIGURES: dict[int, Figure] = {f.number: f for f in (

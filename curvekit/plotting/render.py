@@ -31,6 +31,7 @@ from curvekit.plotting.builders import (
     align_titles,
     best_chart,
     half_decade_limits,
+    legend_strip,
     legible_title,
     metaparameter_chart,
     note_layer,
@@ -41,7 +42,7 @@ from curvekit.plotting.builders import (
     search_space_chart,
     steps_chart,
 )
-from curvekit.plotting.layout import CONFIG, TEXT, TITLE_OVERHANG, legend_cover
+from curvekit.plotting.layout import CONFIG, TEXT, TITLE_OVERHANG, inside, legend_corner
 from curvekit.plotting.paper import FIGURES, PARTS
 from curvekit.plotting.plots import provenance
 from curvekit.plotting.spec import RECONSTRUCTED_FROM, Curve, Figure, Panel
@@ -167,7 +168,8 @@ def _search_space(store: Store, panel: Panel, title: Title, width: float, height
     frame = pl.DataFrame(band, schema={"batch_size": pl.Int64, "low": pl.Float64,
                                        "high": pl.Float64}, orient="row")
     return search_space_chart(winners, frame, title=title, y_title=panel.y_title or
-                              "Learning Rate", width=width, height=height)
+                              "Learning Rate", studies=_studies(store, panel)[c.label],
+                              width=width, height=height)
 
 
 def _panel(store: Store, panel: Panel, width: float, height: float,
@@ -366,7 +368,9 @@ def _charts(spec: Figure, store: Store) -> tuple[list[Spec], list[str]]:
     panel_w, panel_h = width / spec.cols - 60, height / spec.rows - 60
     limits, scatters = _shared_limits(store, spec)
     # the scatters' legend lists what any of them draws, so that they share one
-    outcomes = set().union(*map(scatter_outcomes, scatters.values())) if scatters else None
+    outcomes = set().union(*(
+        scatter_outcomes(trials, *(limits or (spec.panels[i].xlim, spec.panels[i].ylim)))
+        for i, trials in scatters.items())) if scatters else None
     # DuckDB releases the GIL: two panels query at once, each on its thread's cursor.
     with store.one_thread_per_query(), ThreadPoolExecutor(max_workers=2) as pool:
         drawn = list(pool.map(
@@ -385,9 +389,10 @@ def _plain(title: Any) -> str:
     return " ".join(title) if isinstance(title, list) else str(title or "")
 
 
-def _legend_channels(panel: Spec) -> list[Spec]:
-    """The encoding channels of a panel that draw a legend."""
-    return [enc for layer in panel.get("layer", [])
+def _legend_channels(panel: Spec) -> list[tuple[str, Spec, Any]]:
+    """The encoding channels of a panel that draw a legend: (channel name, encoding, its
+    layer's mark)."""
+    return [(name, enc, layer.get("mark")) for layer in panel.get("layer", [])
             for name, enc in layer.get("encoding", {}).items()
             if name in _LEGEND_CHANNELS and enc.get("type") == "nominal"
             and enc.get("legend", {}) is not None and "field" in enc]
@@ -396,28 +401,38 @@ def _legend_channels(panel: Spec) -> list[Spec]:
 _LEGEND_CHANNELS = ("color", "fill", "stroke", "shape", "size", "opacity", "strokeDash")
 
 
-def _share_legends(panels: list[Spec], cols: int) -> None:
-    """One legend for a figure whose panels all have the same one: kept inside the plot of
-    the panel where it covers the least data (the first row's last on a tie), dropped from
-    the others, so that it never widens the figure."""
+def _share_legends(panels: list[Spec], cols: int, width: float, datasets: dict[str, Any]
+                   ) -> Spec | None:
+    """One legend for a figure whose panels all have the same one, where it covers no
+    data: inside the plot of a panel with a corner free of data (the first row's last
+    panel if it has one, else the first that has), dropped from the others; or, when no
+    panel has a free corner, under the grid: the returned strip (a row of its own,
+    ``width`` px wide, its data in ``datasets``). A figure of panels with different
+    legends keeps each panel's, each placed by its builder where it covers no data."""
     if len(panels) < 2:
-        return
+        return None
 
     def signature(panel: Spec) -> str:
         return structured.dumps([(c["field"], c.get("scale", {}).get("domain"), c.get("sort"))
-                           for c in _legend_channels(panel)])
+                                 for _, c, _ in _legend_channels(panel)])
 
     first = signature(panels[0])
     if first == "[]" or any(signature(p) != first for p in panels[1:]):
-        return
-    # the first row's last panel, unless another's legend covers less of its data
+        return None
     preferred = min(cols, len(panels)) - 1
-    keep = min(range(len(panels)), key=lambda i: (
-        legend_cover(panels[i], panels[i].get("datasets", {})), i != preferred, i))
+    order = [preferred, *(i for i in range(len(panels)) if i != preferred)]
+    corners = {i: legend_corner(panels[i], panels[i].get("datasets", {})) for i in order}
+    keep = next((i for i in order if corners[i] is not None), None)
+    strip = None
+    if keep is None:
+        strip = legend_strip(_legend_channels(panels[preferred]), width, datasets)
     for i, panel in enumerate(panels):
-        for enc in _legend_channels(panel):
+        for _, enc, _ in _legend_channels(panel):
             if i != keep:
                 enc["legend"] = None
+            else:
+                inside(enc["legend"], (corners[i] or {})[str(enc["field"])])
+    return strip
 
 
 def _provenance(spec: Figure, store: Store) -> dict[str, Any]:
@@ -433,9 +448,11 @@ def _provenance(spec: Figure, store: Store) -> dict[str, Any]:
                               for c, s in curves])
 
 
-# Each panel keeps its own legend where the spec places it.
-_LEGENDS = {"legend": {"color": "independent", "shape": "independent",
-                       "opacity": "independent", "strokeDash": "independent"}}
+# Each panel keeps its own legend, and its own scales: merged across the grid, the
+# scatters' outcome scales of panels (or parts) that show different outcomes would pair
+# one panel's entries with another's colours and shapes.
+_OWN = {name: "independent" for name in ("color", "shape", "opacity", "strokeDash", "size")}
+_LEGENDS = {"legend": dict(_OWN), "scale": dict(_OWN)}
 
 
 def _title(spec: Figure) -> str:
@@ -446,13 +463,30 @@ def _title(spec: Figure) -> str:
     return f"{spec.label}: {spec.title}"
 
 
+def _outer_axis_titles(panels: list[Spec], cols: int) -> None:
+    """Keep the y axis titles of the left column and the x axis titles of the bottom row
+    only (the panels of a grid on the same axes say them once)."""
+    bottom = len(panels) - ((len(panels) - 1) % cols + 1)
+    for i, panel in enumerate(panels):
+        for layer in panel.get("layer", []):
+            for name, keep in (("x", i >= bottom), ("y", i % cols == 0)):
+                enc = layer.get("encoding", {}).get(name)
+                if keep or not isinstance(enc, dict):
+                    continue
+                enc["title"] = None
+                if isinstance(enc.get("axis"), dict):
+                    enc["axis"]["title"] = None
+
+
 def _grid(spec: Figure, store: Store, datasets: dict[str, Any]
           ) -> tuple[list[Spec], list[str]]:
     """The rows of one figure's (or part's) grid of panels, their data moved into
     ``datasets``, and their notes."""
     panels, notes = _charts(spec, store)
+    if spec.outer_axis_titles:
+        _outer_axis_titles(panels, spec.cols)
     recolor(panels)
-    _share_legends(panels, spec.cols)
+    strip = _share_legends(panels, spec.cols, spec.size_px[0] - 60, datasets)
     for panel in panels:
         datasets.update(panel.pop("datasets"))
         del panel["$schema"]
@@ -461,7 +495,7 @@ def _grid(spec: Figure, store: Store, datasets: dict[str, Any]
         align_titles(panels[i:i + spec.cols])
     rows = [{"hconcat": panels[i:i + spec.cols], "resolve": _LEGENDS}
             for i in range(0, len(panels), spec.cols)]
-    return rows, notes
+    return rows + ([strip] if strip is not None else []), notes
 
 
 def figure_spec(number: int | str, store: Store | None = None
@@ -470,7 +504,9 @@ def figure_spec(number: int | str, store: Store | None = None
     provenance.
 
     The spec is a grid (rows of ``hconcat`` in a ``vconcat``) of one layered chart per
-    panel, with the panels' data in its ``datasets``. A figure in parts (Figure 9) is a
+    panel, with the panels' data in its ``datasets``; when the panels share a legend that
+    no panel has a corner free of data for, a last row (a layered chart, no ``hconcat``)
+    draws only that legend. A figure in parts (Figure 9) is a
     ``vconcat`` of its parts, each titled and holding its own grid; ``"9a"`` or ``"9b"``
     draws one part alone. Under the figure's title a line says where its definition comes
     from: the paper's reproduction notebook (Figures 1–11), or a reconstruction not checked

@@ -104,6 +104,8 @@ class Figure:
     """A figure of the paper: a grid of panels, sized as the spec's §2 says.
 
     ``shared_limits``: scatter panels share half-decade limits computed over all of them.
+    ``outer_axis_titles``: axis titles on the left column (y) and the bottom row (x) only,
+    as in a grid of many panels on the same axes (Figure 23).
     A figure in parts (the paper's Figure 9: (a) above (b)) lists them in ``parts``, each a
     figure of its own with the same ``number``, its letter in ``part`` and its caption in
     ``title``; the whole figure's ``panels`` are the parts' panels, in order, and its
@@ -125,6 +127,7 @@ class Figure:
     shared_limits: bool = False
     parts: tuple[Figure, ...] = ()
     part: str = ""
+    outer_axis_titles: bool = False
 
     @property
     def name(self) -> str:
