@@ -954,3 +954,16 @@ def test_search_space_line_breaks_where_the_goal_was_missed() -> None:
     segments = {r["batch_size"]: r["segment"] for r in rows}
     assert segments[16] == segments[32] != segments[128]
     assert spec["usermeta"]["notes"] == ["goal not reached at B=64"]
+
+
+@given(st.lists(st.integers(min_value=1, max_value=10**7), min_size=1, max_size=12),
+       st.floats(min_value=20, max_value=400))
+def test_a_wrapped_note_never_splits_a_number(values: list[int], width: float) -> None:
+    """A panel's note lists batch sizes with thousands separators; a line break may come
+    after the comma between two of them, never inside one (``1,`` / ``024``)."""
+    from curvekit.plotting.layout import wrap
+
+    numbers = [f"{v:,}" for v in values]
+    lines = wrap("goal not reached at B=" + ", ".join(numbers), width, 11)
+    words = " ".join(lines).replace("B=", "B= ").split()
+    assert [w.rstrip(",") for w in words[5:]] == numbers

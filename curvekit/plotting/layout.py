@@ -196,9 +196,14 @@ def fits(ticks: Sequence[float], length: float, orient: Literal["x", "y"],
 
 def wrap(text: str, width: float, size: float) -> list[str]:
     """``text`` broken into lines no wider than ``width`` px at font ``size``, after a
-    space, a slash or a comma (a single word longer than that stays on its own line)."""
+    space, a slash or a comma that ends a word (a single word longer than that stays on its
+    own line; the comma inside a number such as ``1,024`` is no break).
+
+    >>> wrap("goal not reached at B=64, 128, 1,024 and 2,048", 60, 10)
+    ['goal not', 'reached at', 'B=64, 128,', '1,024 and', '2,048']
+    """
     limit = max(1, int(width / (size * _CHAR)))
-    pieces = re.findall(r"[^\s/,]*[/,]?\s*", text)
+    pieces = re.findall(r"(?:[^\s/,]|,(?=\d))*[/,]?\s*", text)
     lines: list[str] = []
     line = ""
     for piece in filter(None, pieces):
