@@ -1,10 +1,10 @@
 """``curvekit run --adaptive``: measure the critical batch size in rounds.
 
 A full sweep trains the same number of trials at every batch size. An adaptive run trains
-a few trials at every candidate batch size, then, round after round, fits the curve and
-sends the next trials where they shrink the interval of B_crit most per unit of compute.
-Every trial is an ordinary trial of the sweep's plan (:mod:`curvekit.runner.plan`): a
-study's trials are the first N points of its quasi-random sequence, so each study in the
+a few trials on a coarse grid of the candidate batch sizes, then, round after round, fits
+the curve and sends the next trials where they shrink the interval of B_crit most per
+trial. Every trial is an ordinary trial of the sweep's plan (:mod:`curvekit.runner.plan`):
+a study's trials are the first N points of its quasi-random sequence, so each study in the
 store is an ordinary study of N trials, read by every command like any other.
 
 **A round.** After its trials are saved, the workload goes into the store and the round
@@ -14,41 +14,50 @@ and the fit with its calibrated interval (:func:`curvekit.scaling.fit_workload`)
 interval's **relative width** is (high − low) / B_crit. The run stops when it is at most
 the target width, or when the trial budget is spent.
 
-**Where the next trials go** (:func:`allocate`): a delta-method split of B_crit's
-variance over the batch sizes, Var(log2 B_crit) ≈ Σ_b g_b² · V_b, where
+**The first round** (:func:`first_grid`) trains the first trials at every other batch size,
+the smallest and the largest included (6 of the demo's 11), or at all of them when that
+would leave fewer than 6. The law is fitted by unweighted least squares to every batch
+size that reaches the goal, so each one in the fit must be measured well: a batch size
+with two trials adds its noise to the fit whatever else is measured. Starting coarse
+leaves the choice of more batch sizes to the rules below.
 
-* g_b = ∂ log2 B_crit / ∂ log2 S_b, the sensitivity of the fitted B_crit to the steps to
-  result at b, by central differences (± a quarter octave) of
-  :func:`curvekit.scaling.fit_critical_batch`; a batch size with no point yet is put on
-  the fitted curve first;
-* V_b, the variance of log2 steps to result at b over resamples of its trials (each of its
-  n_b trials drawn with replacement, the minimum taken, as the fit's bootstrap does); a
-  resample in which no trial reaches the goal counts as one octave², and so does a batch
-  size none of whose trials reaches it.
-
-Assuming V_b falls as 1/n_b, one more trial at b removes g_b² V_b / (n_b + 1) of the
-variance. Each trial of the round goes, one after the other, to the batch size with the
-most removed per unit of cost, and that batch size's V_b and n_b are updated before the
-next (so a round spreads over several batch sizes). The **cost** of a trial is the
-examples it processes, with a training step counted as three forward passes:
-3 · S · B + E · N_eval, for a budget of S steps at batch size B, E evaluations and
-N_eval examples per evaluation (every split). With fewer than three batch sizes reaching
-the goal there is no fit: the round goes to the batch sizes without a point, fewest trials
-first, then cheapest.
-
-**When the fit gives B_crit no interval.** The interval is the calibrated one of
+**While the fit gives B_crit no interval.** The interval is the calibrated one of
 :mod:`curvekit.intervals`, which declines where it cannot be calibrated and says why. A
-round without an interval places its trials where they can make one possible
-(:func:`allocate` with ``interval=False``): while fewer than 4 batch sizes reach the goal,
-the batch sizes without a point, fewest trials first, then nearest the fitted B_crit (in
-octaves), then cheapest; while fewer than 4 batch sizes have 3 trials at the goal, the
-batch sizes short of 3, one trial each before any gets a second in the round, nearest
-B_crit first, then cheapest, each trial counted as reaching the goal at its batch size's
-rate so far (at least 1 in n + 1), so that a batch size expected to have 3 leaves the
-list; otherwise (B_crit beyond the second-smallest or second-largest
-batch size, or a curve that does not follow the law) the delta-method rule above, which
-sends trials to the batch sizes that move B_crit. Such a round's note is the fit's reason,
-and the run only stops at the budget: the target is met by a real interval alone.
+round without an interval places its trials where they make one possible, in the fewest
+trials (:func:`allocate` with ``interval=False``, or with fewer than 4 batch sizes with 3
+trials at the goal):
+
+* fewer than 3 batch sizes reach the goal (no fit): the batch sizes without a point,
+  fewest trials first, then cheapest; fewer than 4: likewise, nearest the fitted B_crit
+  (in octaves) before cheapest;
+* fewer than 4 batch sizes have 3 trials at the goal: of the batch sizes short of 3, as
+  many as the interval lacks, those expected to reach 3 in the fewest trials, each new
+  trial reaching the goal at the batch size's rate so far, (hits + 1) / (n + 2); on a tie
+  the farther from B_crit (the ends of the curve carry its asymptotes), then the cheaper.
+  They get only the trials they are expected to need, one at a time to the one with the
+  fewest expected, so such a round may hold fewer trials than a round's count;
+* B_crit with fewer than 2 batch sizes reaching the goal on one side: that side's batch
+  sizes without a point, fewest trials first, then nearest B_crit, until each is expected
+  to reach the goal once (at 1 in n + 2).
+
+Such a round's note is the fit's reason, and the run only stops at the budget: the target
+is met by a real interval alone.
+
+**Once the interval can be calibrated** (:func:`allocate`), each trial goes to the batch
+size whose next trial narrows the **forecast** interval most. The calibrated interval is
+log B̂_crit − t* · s: quantiles t* of the bootstrap-t pivot from simulated studies, times
+s, the data's residual scatter about the law. The forecast takes the law (S_min, B_crit)
+and the trial-noise tail (σ, k) the estimator fitted to the data now, simulates studies of
+the design (trials per batch size) as the interval simulates them, runs the estimator on
+them for t*, and scales each study's squared residual now (at least the variance its trial
+noise gives it on average) by how much the variance of its minimum falls with the added
+trials in the simulations, for s. Every design is simulated from the same random numbers,
+so designs differ by their trial counts alone. One trial after the other, each to the
+batch size that narrows the forecast most, the design updated before the next, so a round
+spreads where the gains do. The budget counts trials, so the gain is per trial; of equal
+gains, the cheaper trial (:func:`trial_cost`: the examples it processes). Batch sizes
+whose trials never reached the goal are not in the fit and get trials here only when every
+batch size in it is at its cap.
 
 Each round's choices (trials per batch size and why), and the fit after it, are recorded
 in ``adaptive.json`` in the work folder before and after its trials run, and in every
@@ -301,7 +310,8 @@ class _Forecast:
 
 def _improve(arrays: Mapping[int, np.ndarray], costs: Mapping[int, float], count: int,
              cap: int, seed: int) -> tuple[dict[int, int], dict[int, str]]:
-    """Each trial where it shrinks the forecast interval of B_crit most per unit of cost."""
+    """Each trial where it narrows the forecast interval of B_crit most (:class:`_Forecast`),
+    the cheaper on a tie."""
     forecast = _Forecast(arrays, seed)
     sizes = forecast.sizes
     extra = np.zeros(len(sizes))
