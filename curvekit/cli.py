@@ -1321,9 +1321,9 @@ def _base_parameters(items: tuple[str, ...]) -> dict[str, float]:
                    "(repeatable); the working folder is not searched otherwise.")
 @click.option("--adaptive", is_flag=True,
               help="Train in rounds, placing each round's trials where they shrink B_crit's "
-                   "interval most per example processed (one optimizer; needs --metric, "
-                   "--goal and --trial-budget; --trials-per-study is then the first round's "
-                   "trials per batch size, default 2).")
+                   "interval most per trial (one optimizer; needs --metric, --goal and "
+                   "--trial-budget; --trials-per-study is then the first round's trials at "
+                   "every other batch size, default 2).")
 @click.option("--metric", help="With --adaptive: the metric of steps to result.")
 @click.option("--goal", type=float, help="With --adaptive: the value the metric must pass.")
 @click.option("--maximize", is_flag=True,
@@ -1363,10 +1363,11 @@ def run(name: str | None, dataset: str, model: str, optimizers: str, batch_sizes
     --trials-per-study seeds each (default 1), into the workload NAME/MODEL/OPTIMIZER+PROTOCOL.
 
     With --adaptive --metric M --goal G --trial-budget N, the run trains in rounds: after
-    each, it fits B_crit to steps to result and sends the next trials where they shrink
-    B_crit's calibrated interval most per example processed (while the fit gives no
-    interval, where they can make one possible), until the interval's relative width is
-    at most --target-width or N trials are spent (stderr says which, with the rounds).
+    each, it fits B_crit to steps to result and sends the next trials where a forecast of
+    B_crit's calibrated interval narrows most per trial (while the fit gives no interval,
+    where they make one possible in the fewest trials), until the interval's relative
+    width is at most --target-width or N trials are spent (stderr says which, with the
+    rounds). The first round trains at every other batch size, the ends included.
     """
     from curvekit.runner.adaptive import Adaptive
     from curvekit.runner.sweep import run as run_

@@ -1,10 +1,10 @@
 """``curvekit run --adaptive``: measure the critical batch size in rounds.
 
 A full sweep trains the same number of trials at every batch size. An adaptive run trains
-a few trials at every candidate batch size, then, round after round, fits the curve and
-sends the next trials where they shrink the interval of B_crit most per unit of compute.
-Every trial is an ordinary trial of the sweep's plan (:mod:`curvekit.runner.plan`): a
-study's trials are the first N points of its quasi-random sequence, so each study in the
+a few trials on a coarse grid of the candidate batch sizes, then, round after round, fits
+the curve and sends the next trials where they shrink the interval of B_crit most per
+trial. Every trial is an ordinary trial of the sweep's plan (:mod:`curvekit.runner.plan`):
+a study's trials are the first N points of its quasi-random sequence, so each study in the
 store is an ordinary study of N trials, read by every command like any other.
 
 **A round.** After its trials are saved, the workload goes into the store and the round
@@ -14,41 +14,50 @@ and the fit with its calibrated interval (:func:`curvekit.scaling.fit_workload`)
 interval's **relative width** is (high − low) / B_crit. The run stops when it is at most
 the target width, or when the trial budget is spent.
 
-**Where the next trials go** (:func:`allocate`): a delta-method split of B_crit's
-variance over the batch sizes, Var(log2 B_crit) ≈ Σ_b g_b² · V_b, where
+**The first round** (:func:`first_grid`) trains the first trials at every other batch size,
+the smallest and the largest included (6 of the demo's 11), or at all of them when that
+would leave fewer than 6. The law is fitted by unweighted least squares to every batch
+size that reaches the goal, so each one in the fit must be measured well: a batch size
+with two trials adds its noise to the fit whatever else is measured. Starting coarse
+leaves the choice of more batch sizes to the rules below.
 
-* g_b = ∂ log2 B_crit / ∂ log2 S_b, the sensitivity of the fitted B_crit to the steps to
-  result at b, by central differences (± a quarter octave) of
-  :func:`curvekit.scaling.fit_critical_batch`; a batch size with no point yet is put on
-  the fitted curve first;
-* V_b, the variance of log2 steps to result at b over resamples of its trials (each of its
-  n_b trials drawn with replacement, the minimum taken, as the fit's bootstrap does); a
-  resample in which no trial reaches the goal counts as one octave², and so does a batch
-  size none of whose trials reaches it.
-
-Assuming V_b falls as 1/n_b, one more trial at b removes g_b² V_b / (n_b + 1) of the
-variance. Each trial of the round goes, one after the other, to the batch size with the
-most removed per unit of cost, and that batch size's V_b and n_b are updated before the
-next (so a round spreads over several batch sizes). The **cost** of a trial is the
-examples it processes, with a training step counted as three forward passes:
-3 · S · B + E · N_eval, for a budget of S steps at batch size B, E evaluations and
-N_eval examples per evaluation (every split). With fewer than three batch sizes reaching
-the goal there is no fit: the round goes to the batch sizes without a point, fewest trials
-first, then cheapest.
-
-**When the fit gives B_crit no interval.** The interval is the calibrated one of
+**While the fit gives B_crit no interval.** The interval is the calibrated one of
 :mod:`curvekit.intervals`, which declines where it cannot be calibrated and says why. A
-round without an interval places its trials where they can make one possible
-(:func:`allocate` with ``interval=False``): while fewer than 4 batch sizes reach the goal,
-the batch sizes without a point, fewest trials first, then nearest the fitted B_crit (in
-octaves), then cheapest; while fewer than 4 batch sizes have 3 trials at the goal, the
-batch sizes short of 3, one trial each before any gets a second in the round, nearest
-B_crit first, then cheapest, each trial counted as reaching the goal at its batch size's
-rate so far (at least 1 in n + 1), so that a batch size expected to have 3 leaves the
-list; otherwise (B_crit beyond the second-smallest or second-largest
-batch size, or a curve that does not follow the law) the delta-method rule above, which
-sends trials to the batch sizes that move B_crit. Such a round's note is the fit's reason,
-and the run only stops at the budget: the target is met by a real interval alone.
+round without an interval places its trials where they make one possible, in the fewest
+trials (:func:`allocate` with ``interval=False``, or with fewer than 4 batch sizes with 3
+trials at the goal):
+
+* fewer than 3 batch sizes reach the goal (no fit): the batch sizes without a point,
+  fewest trials first, then cheapest; fewer than 4: likewise, nearest the fitted B_crit
+  (in octaves) before cheapest;
+* fewer than 4 batch sizes have 3 trials at the goal: of the batch sizes short of 3, as
+  many as the interval lacks, those expected to reach 3 in the fewest trials, each new
+  trial reaching the goal at the batch size's rate so far, (hits + 1) / (n + 2); on a tie
+  the farther from B_crit (the ends of the curve carry its asymptotes), then the cheaper.
+  They get only the trials they are expected to need, one at a time to the one with the
+  fewest expected, so such a round may hold fewer trials than a round's count;
+* B_crit with fewer than 2 batch sizes reaching the goal on one side: that side's batch
+  sizes without a point, fewest trials first, then nearest B_crit, until each is expected
+  to reach the goal once (at 1 in n + 2).
+
+Such a round's note is the fit's reason, and the run only stops at the budget: the target
+is met by a real interval alone.
+
+**Once the interval can be calibrated** (:func:`allocate`), each trial goes to the batch
+size whose next trial narrows the **forecast** interval most. The calibrated interval is
+log B̂_crit − t* · s: quantiles t* of the bootstrap-t pivot from simulated studies, times
+s, the data's residual scatter about the law. The forecast takes the law (S_min, B_crit)
+and the trial-noise tail (σ, k) the estimator fitted to the data now, simulates studies of
+the design (trials per batch size) as the interval simulates them, runs the estimator on
+them for t*, and scales each study's squared residual now (at least the variance its trial
+noise gives it on average) by how much the variance of its minimum falls with the added
+trials in the simulations, for s. Every design is simulated from the same random numbers,
+so designs differ by their trial counts alone. One trial after the other, each to the
+batch size that narrows the forecast most, the design updated before the next, so a round
+spreads where the gains do. The budget counts trials, so the gain is per trial; of equal
+gains, the cheaper trial (:func:`trial_cost`: the examples it processes). Batch sizes
+whose trials never reached the goal are not in the fit and get trials here only when every
+batch size in it is at its cap.
 
 Each round's choices (trials per batch size and why), and the fit after it, are recorded
 in ``adaptive.json`` in the work folder before and after its trials run, and in every
@@ -80,14 +89,12 @@ __all__ = ["ADAPTIVE_FILE", "Adaptive", "AdaptiveResult", "AdaptiveRun", "Round"
 
 ADAPTIVE_FILE = "adaptive.json"
 RECORD_FORMAT = 1
-NO_POINT = 1.0
-"""V_b (octaves²) of a resample, or a batch size, without a trial that reaches the goal."""
-DELTA = 0.25
-"""The central difference's step, in octaves of steps to result."""
-RESAMPLES = 400
-"""Resamples of one batch size's trials for V_b."""
-MIN_VARIANCE = 1e-4
-"""A floor on V_b: a study all of whose trials agree may still improve."""
+FIRST_GRID_MIN = 6
+"""The fewest batch sizes a first round on every other batch size keeps (the calibrated
+interval needs 4 reaching the goal, and B_crit one beyond it on each side)."""
+FORECASTS = 400
+"""Simulated studies per design in a round's forecast of B_crit's interval."""
+_LN2 = math.log(2.0)
 
 
 @dataclass(frozen=True)
@@ -208,38 +215,144 @@ def trial_cost(steps: int, batch_size: int, eval_every: int, eval_examples: int)
     return float(3 * steps * batch_size + evaluations * eval_examples)
 
 
-def _spread(hits: np.ndarray, rng: np.random.Generator) -> float:
-    """V_b: the variance of log2 of the minimum over resamples of a study's trials."""
-    n = len(hits)
-    if n == 0 or not np.isfinite(hits).any():
-        return NO_POINT
-    mins = hits[rng.integers(0, n, size=(RESAMPLES, n))].min(axis=1)
-    ok = np.isfinite(mins)
-    share = float(ok.mean())
-    found = float(np.var(np.log2(mins[ok]))) if ok.sum() > 1 else 0.0
-    return max(found * share + (1 - share) * NO_POINT, MIN_VARIANCE)
+def _design(arrays: Mapping[int, np.ndarray]) -> tuple[list[int], np.ndarray, np.ndarray,
+                                                       np.ndarray]:
+    """The studies that reach the goal: (batch sizes, log2 sizes, trials, hits at the goal)."""
+    sizes = [b for b in sorted(arrays) if np.isfinite(arrays[b]).any()]
+    n = np.array([len(arrays[b]) for b in sizes], dtype=float)
+    at_goal = np.array([np.isfinite(arrays[b]).sum() for b in sizes], dtype=float)
+    return sizes, np.log(np.array(sizes, dtype=float)), n, at_goal
 
 
-def _sensitivity(points: Mapping[int, float], batch_size: int) -> float:
-    """∂ log2 B_crit / ∂ log2 S_b by central differences of the critical-batch fit."""
-    from curvekit.scaling import fit_critical_batch
+class _Forecast:
+    """The width of B_crit's calibrated interval forecast for a design (trials per batch
+    size), from the fitted law and trial-noise tail of :mod:`curvekit.intervals`.
 
-    def b_crit(curve: Mapping[int, float]) -> float:
-        sizes = sorted(curve)
-        fit = fit_critical_batch(np.array(sizes, dtype=float),
-                                 np.array([curve[b] for b in sizes], dtype=float))
-        return math.log2(fit.b_crit)
+    The interval is θ̂ − t* · s: the bootstrap-t quantiles t* of simulated studies times
+    the data's own residual scatter s. The forecast simulates the design's studies as the
+    interval does (order statistics σ (Γ_i / Γ_(n+1))^(1/k)) for t*, and scales each
+    study's residual about the law now by how much its minimum's variance falls with the
+    added trials in those simulations for s. Every design is simulated from the same
+    random numbers (Γ_(n+1) by the inverse of the gamma distribution), so that two
+    designs differ by their trial counts alone and not by simulation noise.
+    """
 
-    curve = dict(points)
-    if batch_size not in curve:  # no point yet: where the fitted curve puts it
-        sizes = sorted(points)
-        fit = fit_critical_batch(np.array(sizes, dtype=float),
-                                 np.array([points[b] for b in sizes], dtype=float))
-        curve[batch_size] = float(fit.predict([batch_size])[0])
-    up, down = dict(curve), dict(curve)
-    up[batch_size] *= 2 ** DELTA
-    down[batch_size] *= 2 ** -DELTA
-    return (b_crit(up) - b_crit(down)) / (2 * DELTA)
+    def __init__(self, arrays: Mapping[int, np.ndarray], seed: int) -> None:
+        from scipy.special import gammaln
+
+        from curvekit.intervals import ORDER_STATISTICS, estimate
+
+        self.sizes, self.log_b, self.n, self.at_goal = _design(arrays)
+        self.rate = (self.at_goal + 1) / (self.n + 2)  # a new trial's chance of the goal
+        self.r = ORDER_STATISTICS[1]
+        x = np.full((len(self.sizes), self.r), np.nan)
+        for j, b in enumerate(self.sizes):
+            ok = np.sort(arrays[b][np.isfinite(arrays[b]) & (arrays[b] > 0)])
+            x[j, :min(len(ok), self.r)] = np.log(ok[:self.r])
+        fit = estimate(self.log_b, x[None, :, :self._order(self.n)], self.n)
+        self.a, self.c = float(fit.a[0]), float(fit.c[0])
+        self.inv_k, self.scale = float(fit.inv_k[0]), float(fit.scale[0])
+        bias = self.scale * math.exp(float(gammaln(1 + self.inv_k))) * self.n ** -self.inv_k
+        self.law = self.a + np.log1p(np.exp(self.c - self.log_b))
+        self.residuals = x[:, 0] - bias - self.law  # each corrected minimum about the law
+        self.dof = max(len(self.sizes) - 2, 1)
+        rng = np.random.default_rng(seed)
+        self.exp = np.cumsum(rng.exponential(size=(FORECASTS, len(self.sizes), self.r + 1)),
+                             axis=-1)
+        self.uniform = rng.uniform(size=(FORECASTS, len(self.sizes)))
+        self.variance = self._simulate(np.zeros(len(self.sizes)))[1]
+
+    @staticmethod
+    def _order(n: np.ndarray) -> int:
+        from curvekit.intervals import ORDER_STATISTICS
+
+        low, high = ORDER_STATISTICS
+        return int(np.clip(math.ceil(float(np.median(n)) / 8), low, high))
+
+    def _simulate(self, extra: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(t* of the simulated estimates, each study's variance of its minimum)."""
+        from scipy.special import gammaincinv
+
+        from curvekit.intervals import estimate
+
+        n = self.n + extra
+        r = self._order(n)
+        gam = self.exp[..., :r]
+        # Γ_(n+1): drawn outright for a study of at most r trials, else Γ_r and the rest
+        few = np.minimum(n, r).astype(int)
+        rest = gammaincinv(np.maximum(n - r, 0) + 1.0, self.uniform)
+        total = np.where(n[None, :] < r,
+                         np.take_along_axis(self.exp, few[None, :, None], axis=-1)[..., 0],
+                         gam[..., -1] + rest)
+        excess = self.scale * (gam / total[..., None]) ** self.inv_k
+        # an order statistic is observed when the study is expected to reach the goal as
+        # often (each new trial at its rate so far)
+        seen = np.arange(r)[None, :] < np.floor(self.at_goal + self.rate * extra)[:, None]
+        sims = np.where(seen[None], self.law[None, :, None] + excess, np.nan)
+        est = estimate(self.log_b, sims, n)
+        spread = np.sqrt(est.rss / self.dof)
+        ok = spread > 0
+        t = (est.c[ok] - self.c) / spread[ok]
+        return t, np.maximum(excess[..., 0].var(axis=0), 1e-12)
+
+    def width(self, extra: np.ndarray) -> float:
+        """The forecast interval's width (octaves) with ``extra`` more trials per study."""
+        t, variance = self._simulate(extra)
+        if len(t) < 2:
+            return math.inf
+        low, high = np.quantile(t, [0.025, 0.975])
+        # a study's squared residual is at least what its trial noise gives on average
+        # (a point of high leverage pulls the law toward itself and hides its own noise)
+        square = np.maximum(self.residuals ** 2, self.variance)
+        scatter = math.sqrt(float(np.sum(square * variance / self.variance)) / self.dof)
+        return float(high - low) * scatter / _LN2
+
+
+def _improve(arrays: Mapping[int, np.ndarray], costs: Mapping[int, float], count: int,
+             cap: int, seed: int) -> tuple[dict[int, int], dict[int, str]]:
+    """Each trial where it narrows the forecast interval of B_crit most (:class:`_Forecast`),
+    the cheaper on a tie."""
+    forecast = _Forecast(arrays, seed)
+    sizes = forecast.sizes
+    extra = np.zeros(len(sizes))
+    now = start = forecast.width(extra)
+    gains: dict[int, float] = {}
+    added = {b: 0 for b in sizes}
+    spare = {b: 0 for b in arrays}
+    for _ in range(count):
+        gain: dict[int, float] = {}
+        for j, b in enumerate(sizes):
+            if forecast.n[j] + extra[j] >= cap:
+                continue
+            extra[j] += 1
+            after = forecast.width(extra)
+            extra[j] -= 1
+            gain[b] = now - after
+        if not gain:  # every study in the fit is full: those without a point, fewest first
+            rest = [b for b in arrays if b not in added and len(arrays[b]) + spare[b] < cap]
+            if not rest:
+                break
+            pick = min(rest, key=lambda b: (len(arrays[b]) + spare[b], costs[b], b))
+            spare[pick] += 1
+            continue
+        # the budget counts trials: the most narrowing per trial, the cheaper on a tie
+        best = max(gain, key=lambda b: (round(gain[b], 9), -costs[b], -b))
+        j = sizes.index(best)
+        extra[j] += 1
+        added[best] += 1
+        gains.setdefault(best, gain[best])
+        now -= gain[best]
+    why = {b: (f"the forecast interval of B_crit narrows by {gains[b]:.3f} octaves with the "
+               f"first trial here (from {start:.2f}), the most per trial; "
+               f"{int(forecast.at_goal[sizes.index(b)])} of {int(forecast.n[sizes.index(b)])}"
+               " trials reach the goal")
+           for b, k in added.items() if k}
+    for b, k in spare.items():
+        if k:
+            why[b] = (f"every batch size in the fit is at its cap of {cap} trials; no trial "
+                      f"here reaches the goal yet ({len(arrays[b])} trials)")
+    total = {b: added.get(b, 0) + spare[b] for b in sorted(arrays)}
+    return {b: k for b, k in total.items() if k}, why
 
 
 def allocate(hits: Mapping[int, Sequence[float]], costs: Mapping[int, float], count: int,
@@ -253,16 +366,16 @@ def allocate(hits: Mapping[int, Sequence[float]], costs: Mapping[int, float], co
     says the last fit gave B_crit no interval (``b_crit``: its point, if any): the trials
     then go where they can make one possible. The rule is the module's docstring's;
     seeded, so the same call gives the same answer. Fewer than ``count`` trials are placed
-    only when every study is at ``cap``.
+    when every study is at ``cap``, and in a round that makes an interval possible, when
+    fewer are expected to be needed.
 
     >>> inf = float("inf")
-    >>> hits = {2: [900, inf, 1200], 8: [300, 260, inf], 32: [120, inf, inf],
-    ...         128: [90, 100, inf]}
+    >>> hits = {2: [900, inf, 1200, 1000], 8: [300, 260, 280], 32: [120, 130, 125],
+    ...         128: [90, 100, 95, 92]}
     >>> added, why = allocate(hits, {2: 1.0, 8: 1.0, 32: 1.0, 128: 1.0}, 4, cap=24)
     >>> sum(added.values())
     4
     """
-    rng = np.random.default_rng(seed)
     arrays = {int(b): np.where(np.isnan(a := np.asarray(h, dtype=float)), np.inf, a)
               for b, h in hits.items()}
     n = {b: len(a) for b, a in arrays.items()}
@@ -280,37 +393,19 @@ def allocate(hits: Mapping[int, Sequence[float]], costs: Mapping[int, float], co
                 why[b] = (f"{len(points)} batch sizes reach the goal, a fit needs 3: "
                           f"{'a' if b in points else 'no'} point here, {n[b]} trials")
         return {b: k for b, k in added.items() if k}, why
-    if not interval:
+    if not interval or sum(1 for a in arrays.values() if np.isfinite(a).sum() >= 3) < 4:
         enabled = _enable_interval(arrays, points, costs, count, cap, b_crit)
         if enabled is not None:
             return enabled
-    variance = {b: _spread(arrays[b], rng) for b in sorted(arrays)}
-    slope = {b: _sensitivity(points, b) for b in sorted(arrays)}
-    start = dict(variance)
-    for _ in range(count):
-        gain = {b: slope[b] ** 2 * variance[b] / (n[b] + added[b] + 1) / costs[b]
-                for b in sorted(arrays) if n[b] + added[b] < cap}
-        if not gain:
-            break
-        best = max(gain, key=lambda b: (gain[b], -b))
-        total = n[best] + added[best]
-        if total:
-            variance[best] *= total / (total + 1)
-        added[best] += 1
-    for b, k in added.items():
-        if k:
-            reached = int(np.isfinite(arrays[b]).sum())
-            why[b] = (f"sensitivity {slope[b]:+.2f}, spread {math.sqrt(start[b]):.2f} octaves, "
-                      f"{reached} of {n[b]} trials reach the goal, cost {costs[b]:,.0f}")
-    return {b: k for b, k in added.items() if k}, why
+    return _improve(arrays, costs, count, cap, seed)
 
 
 def _enable_interval(arrays: Mapping[int, np.ndarray], points: Mapping[int, float],
                      costs: Mapping[int, float], count: int, cap: int,
                      b_crit: float | None) -> tuple[dict[int, int], dict[int, str]] | None:
     """Trials placed to make a calibrated interval possible, or None when the data already
-    meet its counts (then the delta-method rule places them)."""
-    from curvekit.intervals import MIN_BATCH_SIZES, MIN_SPACINGS
+    meet its counts (then the forecast places them)."""
+    from curvekit.intervals import INNER, MIN_BATCH_SIZES, MIN_SPACINGS
 
     at_goal = {b: int(np.isfinite(a).sum()) for b, a in arrays.items()}
     full = sum(1 for k in at_goal.values() if k >= 3)
@@ -332,22 +427,49 @@ def _enable_interval(arrays: Mapping[int, np.ndarray], points: Mapping[int, floa
             added[min(room, key=lambda b: (b in points, n[b] + added[b], distance(b),
                                            costs[b], b))] += 1
     elif full < MIN_SPACINGS:
-        # each trial reaches the goal at its batch size's rate so far (at least 1 in n + 1)
-        rate = {b: max(at_goal[b] / n[b] if n[b] else 0.0, 1 / (n[b] + 1)) for b in added}
+        # each trial reaches the goal at its batch size's rate so far, (hits + 1) / (n + 2):
+        # the batch sizes expected to reach 3 at the goal in the fewest trials are served,
+        # as many as the interval still lacks, and only the trials they are expected to need
+        rate = {b: (at_goal[b] + 1) / (n[b] + 2) for b in added}
         expected = {b: float(at_goal[b]) for b in added}
+        short = [b for b in added if at_goal[b] < 3 and n[b] < cap]
+        chosen = sorted(short, key=lambda b: ((3 - at_goal[b]) / rate[b], -distance(b),
+                                              costs[b], b))[:MIN_SPACINGS - full]
         why = (f"{full} batch sizes have 3 trials at the goal, a calibrated interval needs "
-               f"{MIN_SPACINGS}")
+               f"{MIN_SPACINGS}; of those short of 3, here they come in the fewest expected "
+               "trials")
         for _ in range(count):
-            room = [b for b in added if n[b] + added[b] < cap]
+            room = [b for b in chosen if expected[b] < 3 and n[b] + added[b] < cap]
             if not room:
                 break
-            # one trial each before any gets another: a batch size that rarely reaches the
-            # goal does not take the whole round
-            best = min(room, key=lambda b: (expected[b] >= 3, added[b], distance(b),
-                                            costs[b], b))
+            best = min(room, key=lambda b: (expected[b], -distance(b), b))
+            added[best] += 1
+            expected[best] += rate[best]
+    elif b_crit is not None and (
+            sum(1 for b in points if b < b_crit) < INNER + 1
+            or sum(1 for b in points if b > b_crit) < INNER + 1):
+        # B_crit needs batch sizes reaching the goal on both sides: the short side's batch
+        # sizes without a point, those expected to reach the goal in the fewest trials
+        low_side = sum(1 for b in points if b < b_crit) < INNER + 1
+        side = [b for b in added if (b < b_crit) == low_side and b not in points
+                and n[b] < cap]
+        missing = INNER + 1 - sum(1 for b in points if (b < b_crit) == low_side)
+        rate = {b: 1 / (n[b] + 2) for b in side}
+        chosen = sorted(side, key=lambda b: (n[b], distance(b), costs[b], b))[:missing]
+        expected = {b: 0.0 for b in chosen}
+        why = (f"B_crit {b_crit:,.1f} has fewer than {INNER + 1} batch sizes reaching the "
+               f"goal {'below' if low_side else 'above'} it, and the interval needs "
+               f"{INNER + 1}")
+        for _ in range(count):
+            room = [b for b in chosen if expected[b] < 1 and n[b] + added[b] < cap]
+            if not room:
+                break
+            best = min(room, key=lambda b: (expected[b], distance(b), b))
             added[best] += 1
             expected[best] += rate[best]
     else:
+        return None
+    if not any(added.values()):  # nowhere to serve it: the forecast places the trials
         return None
     reasons = {b: (f"{why}; {at_goal[b]} of {n[b]} trials reach the goal here, "
                    f"{distance(b):.1f} octaves from B_crit")
@@ -444,29 +566,47 @@ def stop_reason(settings: Adaptive, last: Round, used: int, room: bool) -> tuple
     return "", ""
 
 
+def first_grid(batch_sizes: Sequence[int]) -> list[int]:
+    """The batch sizes of the first round: every other one, the smallest and the largest
+    included, when that leaves at least :data:`FIRST_GRID_MIN` of them; else all.
+
+    >>> first_grid([2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 1197])
+    [2, 8, 32, 128, 512, 1197]
+    >>> first_grid([16, 32, 64, 128, 256])
+    [16, 32, 64, 128, 256]
+    """
+    sizes = sorted(batch_sizes)
+    grid = sorted({*sizes[::2], sizes[-1]})
+    return grid if len(grid) >= FIRST_GRID_MIN else sizes
+
+
 def run_rounds(work_dir: Path, settings: Adaptive, *, batch_sizes: Sequence[int],
                initial: int, costs: Mapping[int, float], seed: int,
                train: Callable[[dict[int, int]], None], fit_round: FitRound,
-               publish: Callable[[dict[int, int], list[Round], str, str], None]
-               ) -> AdaptiveResult:
+               publish: Callable[[dict[int, int], list[Round], str, str], None],
+               cap: int | None = None) -> AdaptiveResult:
     """The rounds of an adaptive run (see the module docstring).
 
     ``train(counts)`` trains every trial of the first ``counts[b]`` of each study that is
     not saved yet; ``fit_round(counts, rounds)`` puts them in the store and fits;
-    ``publish`` adds the final record to the store. Rounds already recorded in
-    ``work_dir`` are replayed: their choices stand, and only unsaved trials train.
+    ``publish`` adds the final record to the store; no study grows past ``cap`` trials
+    (default: the trial budget). Rounds already recorded in ``work_dir`` are replayed:
+    their choices stand, and only unsaved trials train.
     """
     rounds = load_rounds(work_dir, settings)
     sizes = sorted(batch_sizes)
     if not rounds:
-        first = min(initial, settings.trial_budget // len(sizes))
+        grid = first_grid(sizes)
+        first = min(initial, settings.trial_budget // len(grid))
         if first < 1:
             raise RunError(f"a trial budget of {settings.trial_budget} cannot give each of "
-                           f"the {len(sizes)} batch sizes a first trial; raise "
-                           f"--trial-budget to at least {len(sizes)}")
-        totals = {b: first for b in sizes}
-        rounds = [Round(1, dict(totals), {b: f"first round: {first} trials at every batch size"
-                                          for b in sizes}, totals)]
+                           f"the {len(grid)} batch sizes of the first round a trial; raise "
+                           f"--trial-budget to at least {len(grid)}")
+        totals = {b: first if b in grid else 0 for b in sizes}
+        words = (f"first round: {first} trials at every batch size" if len(grid) == len(sizes)
+                 else f"first round: {first} trials at every other batch size, the smallest "
+                      "and the largest included")
+        rounds = [Round(1, {b: first for b in grid}, {b: words for b in grid}, totals)]
         save_rounds(work_dir, settings, rounds)
     stopped, reason = "", ""
     while True:
@@ -478,7 +618,8 @@ def run_rounds(work_dir: Path, settings: Adaptive, *, batch_sizes: Sequence[int]
             last = rounds[-1] = fitted
             save_rounds(work_dir, settings, rounds)
         used = last.trials
-        room = any(counts.get(b, 0) < settings.trial_budget for b in sizes)
+        cap_ = settings.trial_budget if cap is None else cap
+        room = any(counts.get(b, 0) < cap_ for b in sizes)
         stopped, reason = stop_reason(settings, last, used, room)
         if stopped:
             break
@@ -486,7 +627,7 @@ def run_rounds(work_dir: Path, settings: Adaptive, *, batch_sizes: Sequence[int]
         padded = {b: [*hits.get(b, []),
                       *[math.inf] * max(0, counts.get(b, 0) - len(hits.get(b, [])))]
                   for b in sizes}
-        added, why = allocate(padded, costs, count, cap=settings.trial_budget,
+        added, why = allocate(padded, costs, count, cap=cap_,
                               seed=seed + last.number, interval=last.width is not None,
                               b_crit=last.b_crit)
         if not added:

@@ -63,8 +63,8 @@ class RunResult:
 
 
 ADAPTIVE_FIRST_TRIALS = 2
-"""An adaptive run's first round: this many trials at every batch size, unless
-``trials`` says otherwise."""
+"""An adaptive run's first round: this many trials at each of its batch sizes
+(:func:`curvekit.runner.adaptive.first_grid`), unless ``trials`` says otherwise."""
 
 
 def _check_adaptive(adaptive: Adaptive, protocol: Protocol | None,
