@@ -274,7 +274,7 @@ def main() -> None:
     parser.add_argument("--trial-fraction", type=float, default=1.0)
     parser.add_argument("--archive", type=Path, help="an archive generated earlier (its "
                         "manifest beside it as ARCHIVE.manifest.json) instead of generating "
-                        "one; the results are named after its --trial-fraction")
+                        "one; the results are named after the archive's name")
     parser.add_argument("--repeat", type=int, default=6, help="interleaved rounds")
     parser.add_argument("--old-ref", help="the previous layout's commit (default: the "
                         "commit before store_format became 2)")
@@ -285,6 +285,8 @@ def main() -> None:
                         "the homes a --keep run left (its conversion and add numbers kept)")
     args = parser.parse_args()
     name = "full" if args.trial_fraction == 1 else f"f{args.trial_fraction:g}"
+    if args.archive:
+        name = args.archive.name.split(".")[0]
     if args.archive:
         path = args.archive.resolve()
         manifest = path.with_name(path.name + ".manifest.json")
