@@ -164,11 +164,11 @@ def _without_pandas() -> Iterator[None]:
     if "pandas" in sys.modules:
         yield
         return
-    sys.meta_path.insert(0, _PandasAbsent)  # type: ignore[arg-type]
+    sys.meta_path.insert(0, _PandasAbsent)
     try:
         yield
     finally:
-        sys.meta_path.remove(_PandasAbsent)  # type: ignore[arg-type]
+        sys.meta_path.remove(_PandasAbsent)
 
 
 def _open(home: Path | None) -> Store:
