@@ -53,12 +53,8 @@ from curvekit.store.layout import (
 from curvekit.store.metadata import StoreMetadata
 from curvekit.store.snapshots import Lease, acquire, repair_hint
 from curvekit.store.sql import mentions
-from curvekit.store.wide import (
-    frame_names,
-    merged_type,
-    parameters_frame,
-    pivot_measurements,
-)
+from curvekit.store.wide import frame_names, parameters_frame, pivot_measurements
+from curvekit.values import merged_type
 
 __all__ = ["Store", "evaluations", "metrics_with_values", "open_store"]
 

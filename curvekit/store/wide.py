@@ -24,7 +24,7 @@ import polars as pl
 
 from curvekit import structured
 
-__all__ = ["EVALUATION", "frame_names", "merged_type", "parameters_frame", "pivot_measurements"]
+__all__ = ["EVALUATION", "frame_names", "parameters_frame", "pivot_measurements"]
 
 EVALUATION = "\x00evaluation"
 """A working column of the measurement pivots (no name the name rule accepts holds NUL)."""
@@ -130,21 +130,3 @@ def pivot_measurements(rows: pl.LazyFrame, metrics: Sequence[str], columns: Mapp
         evaluations = evaluations.join(valued, on=index, how="left", coalesce=True)
     return (evaluations.sort(index)
             .select(*keys, *(pl.col(columns[m]).cast(pl.Float64) for m in metrics)))
-
-
-def merged_type(kinds: Iterable[str]) -> str:
-    """:func:`parameter_type` from the values' own types (the ``type`` of parameters rows).
-
-    >>> merged_type(["null", "bool"]), merged_type(["null"]), merged_type(["json"])
-    ('bool', 'null', 'string')
-    """
-    have = set(kinds) - {"null"}
-    if not have:
-        return "null"
-    if have <= {"bool"}:
-        return "bool"
-    if have <= {"int64"}:
-        return "int64"
-    if have <= {"int64", "float64"}:
-        return "float64"
-    return "string"

@@ -57,11 +57,11 @@ from curvekit.store.layout import (
     partition_dir,
 )
 from curvekit.store.metadata import NAMES_KEY, StoreMetadata
-from curvekit.store.wide import merged_type
 from curvekit.values import (
     INT64_MAX,
     flag_problem,
     integer_problem,
+    merged_type,
     parameter_fix,
     parameter_problem,
 )
