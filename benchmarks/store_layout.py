@@ -31,6 +31,7 @@ Usage::
 
     python benchmarks/store_layout.py                      # the full-scale archive
     python benchmarks/store_layout.py --trial-fraction 0.1 # a quicker look
+    python benchmarks/store_layout.py --archive full.tar.bz2 --keep  # an archive made earlier
 """
 
 from __future__ import annotations
@@ -271,6 +272,9 @@ def interleaved(codes: dict[str, Path], work: Path, rounds: int,
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trial-fraction", type=float, default=1.0)
+    parser.add_argument("--archive", type=Path, help="an archive generated earlier (its "
+                        "manifest beside it as ARCHIVE.manifest.json) instead of generating "
+                        "one; the results are named after the archive's name")
     parser.add_argument("--repeat", type=int, default=6, help="interleaved rounds")
     parser.add_argument("--old-ref", help="the previous layout's commit (default: the "
                         "commit before store_format became 2)")
@@ -281,7 +285,16 @@ def main() -> None:
                         "the homes a --keep run left (its conversion and add numbers kept)")
     args = parser.parse_args()
     name = "full" if args.trial_fraction == 1 else f"f{args.trial_fraction:g}"
-    path, manifest = archive(name, trial_fraction=args.trial_fraction, order="walk")
+    if args.archive:
+        name = args.archive.name.split(".")[0]
+    if args.archive:
+        path = args.archive.resolve()
+        manifest = path.with_name(path.name + ".manifest.json")
+        if not (path.is_file() and manifest.is_file()):
+            raise SystemExit(f"--archive {path}: expected the archive and {manifest.name} "
+                             "beside it; generate one with curvekit generate-archive")
+    else:
+        path, manifest = archive(name, trial_fraction=args.trial_fraction, order="walk")
     old_ref = args.old_ref or _old_commit()
     saved = Path(__file__).parent / "results" / f"store-layout-{name}.json"
     previous = json.loads(saved.read_text()) if args.reuse else {}

@@ -142,6 +142,35 @@ def main() -> None:
     """
 
 
+class _PandasAbsent:
+    """A finder that makes ``import pandas`` fail (see :func:`_without_pandas`)."""
+
+    @staticmethod
+    def find_spec(name: str, *args: object) -> None:
+        if name == "pandas" or name.startswith("pandas."):
+            raise ModuleNotFoundError("curvekit add does not use pandas", name=name)
+
+
+@contextmanager
+def _without_pandas() -> Iterator[None]:
+    """Keep pandas out of a command that never hands pyarrow a pandas object.
+
+    pyarrow imports pandas (a third of a second, a sixth of an ``add``) at the first array
+    it builds or converts, only to learn pandas' types; where the import fails it goes on
+    without them. ``add`` reads logs into Arrow and polars, never into pandas, so while it
+    runs ``import pandas`` fails. A process that has imported pandas already is unaffected
+    (pyarrow finds it imported), and the finder is removed when the block ends.
+    """
+    if "pandas" in sys.modules:
+        yield
+        return
+    sys.meta_path.insert(0, _PandasAbsent)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(_PandasAbsent)
+
+
 def _open(home: Path | None) -> Store:
     """The store of ``home``, imported here so that commands that draw start sooner."""
     from curvekit.store.store import Store
@@ -529,7 +558,7 @@ def add(source: Path | None, name: str | None, fmt: str, manifest: Path | None,
         else:
             _echo(_plan_table(plan))
         return
-    with warnings.catch_warnings(record=True) as caught, _waiting(wait):
+    with warnings.catch_warnings(record=True) as caught, _waiting(wait), _without_pandas():
         warnings.simplefilter("always", IngestWarning)
         try:
             result = add_(source, name=name, format=fmt, manifest=manifest,

@@ -208,31 +208,47 @@ def searched_metaparameters(store: Store, selection: Selection) -> int:
     return int(frame["searched"][0]) if frame.height else 0
 
 
-def _first_hits(store: Store, selection: Selection) -> tuple[str, list[object]]:
-    """SQL (and parameters) of steps to result's winners: per batch size, the first
-    qualifying row by (step, trial_id), with the best value among the qualifying rows at
-    that step of that trial (a log may repeat a step).
+def _first_hits(store: Store, selection: Selection) -> pl.DataFrame:
+    """Steps to result's winners, ``batch_size, step, trial_id, value`` ordered by batch
+    size: per batch size, the first qualifying row by (step, trial_id), with the best value
+    among the qualifying rows at that step of that trial (a log may repeat a step).
 
-    Aggregating first keeps the work on plain integers: each trial's first qualifying step
-    (one row per trial), the loaded trials among those, the smallest (step, trial_id) per
-    batch size; then the value is read from the rows of the winning (trial, step) only.
-    It is the first row by (step, trial_id, value) (value negated when maximizing).
+    One pass over the rows, in plain aggregates (one row per trial): each trial's two
+    smallest qualifying steps and the value at its smallest; the loaded trials among those;
+    the smallest (step, trial_id) per batch size. Where a winner's two smallest steps
+    differ, the value read in that pass is the only one at its step. Only a winner that
+    repeats its step (its two smallest are equal) has its rows at that step read again,
+    for the best value among them. It is the first row by (step, trial_id, value) (value
+    negated when maximizing).
     """
     rows, params = _metric_rows(store, selection, qualify=True)
     loaded, trial_params = _loaded_trials(store, selection)
     pick = "max" if selection.maximize else "min"
-    hits = (f"select h.batch_size, h.trial_id, h.step from (select batch_size, trial_id, "
-            f"min(step) as step from ({rows}) group by batch_size, trial_id) h "
+    hits = (f"select h.batch_size, h.trial_id, h.steps[1] as step, "
+            f"coalesce(h.steps[2] = h.steps[1], false) as repeated, h.value "
+            f"from (select batch_size, trial_id, min(step, 2) as steps, "
+            f"arg_min(value, step) as value from ({rows}) group by batch_size, trial_id) h "
             f"semi join ({loaded}) t on h.batch_size = t.batch_size and h.trial_id = t.trial_id")
-    winners = (f"select batch_size, w.step as step, w.trial_id as trial_id from "
-               f"(select batch_size, min({{'step': step, 'trial_id': trial_id}}) as w "
-               f"from ({hits}) group by batch_size)")
-    sql = (f"select m.batch_size, m.step, m.trial_id, {pick}(m.value) as value "
-           f"from ({rows}) m join ({winners}) w on m.batch_size = w.batch_size "
-           f"and m.trial_id = w.trial_id and m.step = w.step "
-           f"group by m.batch_size, m.step, m.trial_id")
-    # the parameters in the order their ``?`` appear in the text
-    return sql, [*params, *params, *trial_params]
+    # one row per trial: (step, trial_id) orders the rows, value and repeated ride along
+    winners = store.query(
+        f"select batch_size, w.step as step, w.trial_id as trial_id, w.value as value, "
+        f"w.repeated as repeated from (select batch_size, min({{'step': step, "
+        f"'trial_id': trial_id, 'value': value, 'repeated': repeated}}) as w "
+        f"from ({hits}) group by batch_size) order by batch_size", [*params, *trial_params])
+    repeated = winners.filter(pl.col("repeated"))
+    if repeated.height:
+        keys = ["batch_size", "trial_id", "step"]
+        best = store.query(
+            f"select m.batch_size, m.trial_id, m.step, {pick}(m.value) as value "
+            f"from ({rows}) m semi join (select unnest(?) as batch_size, unnest(?) as trial_id, "
+            f"unnest(?) as step) w on m.batch_size = w.batch_size "
+            f"and m.trial_id = w.trial_id and m.step = w.step group by all",
+            [*params, *(repeated.get_column(k).to_list() for k in keys)])
+        winners = winners.join(best, on=keys, how="left", suffix="\x00best",
+                               maintain_order="left").with_columns(
+            pl.when(pl.col("repeated")).then(pl.col("value\x00best"))
+            .otherwise(pl.col("value")).alias("value"))
+    return winners.select("batch_size", "step", "trial_id", "value")
 
 
 def _best_rows(store: Store, selection: Selection) -> tuple[str, list[object]]:
@@ -280,13 +296,13 @@ def _lr_momentum(store: Store, workload: str) -> pl.DataFrame:
                         momentum.cast(pl.Float64).alias("momentum"))
 
 
-def _with_parameters(store: Store, selection: Selection, rows: str,
-                     params: list[object]) -> pl.DataFrame:
+def _with_parameters(store: Store, selection: Selection, winners: pl.DataFrame
+                     ) -> pl.DataFrame:
+    """The winners (``batch_size, step, trial_id, value``, by batch size) with the winning
+    trials' metaparameters and effective learning rate."""
     workload = selection.workload
     names = store.parameter_columns(workload)
     metric = frame_names(_OWN, [selection.metric], "metric")[selection.metric]
-    winners = store.query(f"select w.batch_size, w.step, w.trial_id, w.value from ({rows}) w "
-                          f"order by w.batch_size", params)
     wide = store.parameters(workload, names=names, taken=(*_OWN, metric))
     # working columns named with NUL, which no metaparameter's column can be
     rates = _lr_momentum(store, workload).rename({"learning_rate": "\x00lr",
@@ -323,8 +339,7 @@ def steps_to_result(store: Store, selection: Selection, *,
     _goal_of(selection)
     # Duplicate rows at one (trial, step) cannot change the step or the trial; the best
     # value among them is reported.
-    first, params = _first_hits(store, selection)
-    frame = _with_parameters(store, selection, first, params)
+    frame = _with_parameters(store, selection, _first_hits(store, selection))
     if explain:
         warn_explained(store, selection, frame)
     return frame
@@ -350,7 +365,9 @@ def best(store: Store, selection: Selection, *, explain: bool = True) -> pl.Data
     """
     selection = selection.with_goal(None)
     first, params = _best_rows(store, selection)
-    frame = _with_parameters(store, selection, first, params)
+    frame = _with_parameters(store, selection, store.query(
+        f"select w.batch_size, w.step, w.trial_id, w.value from ({first}) w "
+        f"order by w.batch_size", params))
     if explain:
         warn_explained(store, selection, frame)
     return frame

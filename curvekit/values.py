@@ -25,6 +25,7 @@ writer check values with these functions, so a value one door refuses, every doo
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from decimal import Decimal, InvalidOperation
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "exact_integer",
     "flag_problem",
     "integer_problem",
+    "merged_type",
     "parameter_fix",
     "parameter_problem",
 ]
@@ -151,3 +153,23 @@ def flag_problem(value: object) -> str | None:
     if isinstance(value, str):
         return f"is the text {value!r}, not true or false; write it without quotes"
     return f"is {value!r}, not true or false"
+
+
+def merged_type(kinds: Iterable[str]) -> str:
+    """The one type of a metaparameter's column in the wide frames, from its values' own
+    types (the ``type`` of its parameters rows; see
+    :func:`curvekit.store.writer.parameter_type`).
+
+    >>> merged_type(["null", "bool"]), merged_type(["null"]), merged_type(["json"])
+    ('bool', 'null', 'string')
+    """
+    have = set(kinds) - {"null"}
+    if not have:
+        return "null"
+    if have <= {"bool"}:
+        return "bool"
+    if have <= {"int64"}:
+        return "int64"
+    if have <= {"int64", "float64"}:
+        return "float64"
+    return "string"

@@ -116,3 +116,30 @@ def test_docs_examples_run(capsys: pytest.CaptureFixture[str]) -> None:
         promised = [line.split("# ", 1)[1].strip() for line in block.splitlines()
                     if line.startswith("print(") and "# " in line]
         assert printed == promised
+
+
+def test_add_leaves_pandas_unimported(logs: Path, tmp_path: Path) -> None:
+    """pyarrow would import pandas (a third of a second) for the first array it builds;
+    the add never hands it a pandas object, so it runs, and answers the same, without."""
+    import subprocess
+    import sys
+
+    script = ("import runpy, sys\n"
+              "sys.argv = ['curvekit', *sys.argv[1:]]\n"
+              "try:\n"
+              "    runpy.run_module('curvekit', run_name='__main__')\n"
+              "finally:\n"
+              "    print('pandas imported:', 'pandas' in sys.modules)\n")
+    home = tmp_path / "home"
+    done = subprocess.run([sys.executable, "-c", script, "add", str(logs), "--name", NAME,
+                           "--home", str(home)], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parent.parent)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.endswith("pandas imported: False\n"), done.stdout
+    # the same store as an add in this process, where pandas may be imported
+    other = tmp_path / "other"
+    _run("add", logs, "--name", NAME, "--home", other)
+    query = "select * from measurements order by all"
+    assert _run("query", query, "--format", "csv", "--home", home) == \
+        _run("query", query, "--format", "csv", "--home", other)
+

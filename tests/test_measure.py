@@ -190,3 +190,20 @@ def test_pandas_is_one_call_away(small: Store) -> None:
     lazy = small.measurements(WORKLOAD, lazy=True)
     assert isinstance(lazy, pl.LazyFrame)
     assert lazy.filter(pl.col("batch_size") == 64).collect().height == 2
+
+
+@pytest.mark.parametrize("maximize, goal, value", [(False, 0.25, 0.1), (True, 0.05, 0.2)])
+def test_a_repeated_first_step_reports_its_best_value(tmp_path: Path, maximize: bool,
+                                                      goal: float, value: float) -> None:
+    """Steps to result reads each trial's value in its one pass over the rows unless the
+    trial repeats its first qualifying step: then the best value logged at that step is
+    reported, whichever row the pass met first."""
+    rows: list[Row] = [(1, 5, 0.2), (1, 5, 0.1), (1, 5, 0.15), (1, 10, 0.05),
+                       (2, 7, 0.01), (2, 5, 0.9)]
+    trials: list[Trial] = [(1, "COMPLETE", 0.1, 0.0), (2, "COMPLETE", 0.1, 0.0)]
+    for order in (rows, rows[::-1]):
+        store = build_store(tmp_path / str(len(list(tmp_path.iterdir()))), {8: (trials, order)})
+        got = curvekit.steps_to_result(store, curvekit.Selection(
+            WORKLOAD, METRIC, goal, maximize=maximize), explain=False)
+        assert got.select("batch_size", "step", "trial_id", METRIC).rows() == [
+            (8, 5, 1, value)]

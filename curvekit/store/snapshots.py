@@ -98,13 +98,16 @@ def _content_files(root: Path) -> list[str]:
     for the same content (``verify`` checks the counts it states instead).
     """
     out = []
-    for folder, dirs, files in os.walk(root):
+    top = os.fspath(root)
+    # plain strings, not Path objects: a snapshot holds hundreds of folders
+    for folder, dirs, files in os.walk(top):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        rel = Path(folder).relative_to(root)
+        rel = os.path.relpath(folder, top).replace(os.sep, "/")
+        prefix = "" if rel == "." else rel + "/"
         for name in sorted(files):
-            if name.startswith(".") or (rel == Path(".") and name in _UNRECORDED):
+            if name.startswith(".") or (not prefix and name in _UNRECORDED):
                 continue
-            out.append((rel / name).as_posix())
+            out.append(prefix + name)
     return out
 
 
@@ -160,10 +163,11 @@ def seal(staging: Path, previous: Path | None = None) -> dict[str, dict[str, Any
     """
     carried = (read_records(previous) or {}) if previous is not None else {}
     records: dict[str, dict[str, Any]] = {}
+    here, there = os.fspath(staging), os.fspath(previous) if previous is not None else ""
     for rel in _content_files(staging):
-        stat = (staging / rel).stat()
+        stat = os.stat(os.path.join(here, rel))
         old = carried.get(rel)
-        if old is not None and previous is not None and _same_file(stat, previous / rel):
+        if old is not None and there and _same_file(stat, os.path.join(there, rel)):
             records[rel] = dict(old)
         else:
             records[rel] = {"size": stat.st_size, "digest": file_digest(staging / rel)}
@@ -173,9 +177,9 @@ def seal(staging: Path, previous: Path | None = None) -> dict[str, dict[str, Any
     return records
 
 
-def _same_file(stat: os.stat_result, other: Path) -> bool:
+def _same_file(stat: os.stat_result, other: str | Path) -> bool:
     try:
-        o = other.stat()
+        o = os.stat(other)
     except OSError:
         return False
     return (stat.st_dev, stat.st_ino) == (o.st_dev, o.st_ino)

@@ -54,7 +54,7 @@ from curvekit.store.metadata import StoreMetadata
 from curvekit.store.snapshots import Lease, acquire, repair_hint
 from curvekit.store.sql import mentions
 from curvekit.store.wide import frame_names, parameters_frame, pivot_measurements
-from curvekit.store.writer import merged_type
+from curvekit.values import merged_type
 
 __all__ = ["Store", "evaluations", "metrics_with_values", "open_store"]
 

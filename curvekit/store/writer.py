@@ -61,6 +61,7 @@ from curvekit.values import (
     INT64_MAX,
     flag_problem,
     integer_problem,
+    merged_type,
     parameter_fix,
     parameter_problem,
 )
@@ -336,24 +337,6 @@ def parameter_type(values: Iterable[Any]) -> str:
     ('int64', 'float64', 'string')
     """
     return merged_type(_kind(v) for v in values)
-
-
-def merged_type(kinds: Iterable[str]) -> str:
-    """:func:`parameter_type` from the values' own types (the ``type`` of parameters rows).
-
-    >>> merged_type(["null", "bool"]), merged_type(["null"]), merged_type(["json"])
-    ('bool', 'null', 'string')
-    """
-    have = set(kinds) - {"null"}
-    if not have:
-        return "null"
-    if have <= {"bool"}:
-        return "bool"
-    if have <= {"int64"}:
-        return "int64"
-    if have <= {"int64", "float64"}:
-        return "float64"
-    return "string"
 
 
 def _kind(value: Any) -> str:
