@@ -959,6 +959,7 @@ def fit(selection: Selection | None, chosen: tuple[str, ...], all_: bool,
     import polars as pl
 
     from curvekit.scaling import fit as fit_
+    from curvekit.scaling import outside_note
 
     if table is not None:
         if all_ or chosen:
@@ -991,6 +992,8 @@ def fit(selection: Selection | None, chosen: tuple[str, ...], all_: bool,
             click.echo(f"Note: {row['workload']}: no interval for {names}: {note}.", err=True)
         if fmt == "table" and row.get("range_note"):
             click.echo(f"Note: {row['workload']}: {row['range_note']}.", err=True)
+        if fmt == "table" and outside_note(row):
+            click.echo(f"Note: {row['workload']}: {outside_note(row)}.", err=True)
     if fmt == "table" and store is not None:
         _adaptive_rounds(store, [str(row["workload"]) for row in rows])
 

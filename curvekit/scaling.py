@@ -670,6 +670,35 @@ def bounded_value(row: dict[str, Any], name: str, digits: int = 0) -> str:
     return f"{row[name]:,.{digits}f}"
 
 
+def outside_note(row: dict[str, Any]) -> str:
+    """Where a summary row's B_crit or S_min lies outside its own interval, in words ("" when
+    neither does).
+
+    The point is the plain fit to each batch size's best trial (the paper's); the calibrated
+    interval is for the law's value, the best trials corrected for their finite-trial bias
+    (``docs/fits.md``). With very unequal numbers of trials per batch size the two can part.
+
+    >>> outside_note({"b_crit": 24.3, "b_crit_low": 17.6, "b_crit_high": 22.5})
+    ... # doctest: +NORMALIZE_WHITESPACE
+    'B_crit 24.3 lies outside its interval 17.6–22.5: the point is the plain fit to the best
+    trials, the interval corrects them for their finite-trial bias; more trials at the batch
+    sizes with the fewest bring the two together'
+    >>> outside_note({"b_crit": 20.0, "b_crit_low": 16.7, "b_crit_high": 23.7})
+    ''
+    """
+    parts = []
+    for name, words in (("b_crit", "B_crit"), ("s_min", "S_min")):
+        value, low, high = (row.get(name), row.get(f"{name}_low"), row.get(f"{name}_high"))
+        if value is None or low is None or high is None or low <= value <= high:
+            continue
+        parts.append(f"{words} {value:.3g} lies outside its interval {low:.3g}–{high:.3g}")
+    if not parts:
+        return ""
+    return ("; ".join(parts) + ": the point is the plain fit to the best trials, the "
+            "interval corrects them for their finite-trial bias; more trials at the batch "
+            "sizes with the fewest bring the two together")
+
+
 def range_note(row: dict[str, Any]) -> str:
     """What a summary row's flags ``*_beyond`` mean, in words ("" when nothing is beyond).
 

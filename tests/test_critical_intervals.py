@@ -336,3 +336,37 @@ def test_s_min_is_declined_when_many_metaparameters_are_searched() -> None:
         assert two.intervals.get("b_crit") == result.intervals.get("b_crit")
     with pytest.raises(FitError, match="metaparameters searched -1"):
         critical_intervals(w.hits, samples=10, searched=-1)
+
+
+@given(st.floats(1, 1e6), st.floats(1, 1e6), st.floats(1, 1e6))
+def test_a_point_outside_its_interval_is_said(value: float, a: float, b: float) -> None:
+    """The plain fit's B_crit can lie outside the bias-corrected interval (very unequal
+    trial counts): the note says so exactly when it does, and never otherwise."""
+    from curvekit.scaling import outside_note
+
+    low, high = sorted((a, b))
+    note = outside_note({"b_crit": value, "b_crit_low": low, "b_crit_high": high})
+    assert bool(note) == (not low <= value <= high)
+    assert outside_note({"b_crit": value, "b_crit_low": None, "b_crit_high": None}) == ""
+
+
+def test_cli_fit_says_when_the_point_lies_outside_its_interval(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`fit` prints the note on stderr below its table (the JSON and CSV carry the point
+    and its bounds, as they carry the range note's flags)."""
+    import curvekit.ingest.steps_table as steps_table
+
+    class Fitted:
+        def summary(self) -> dict[str, object]:
+            return {"workload": "table", "b_crit": 24.3, "b_crit_low": 17.6,
+                    "b_crit_high": 22.5, "s_min": 100.0, "s_min_low": 90.0,
+                    "s_min_high": 110.0}
+
+    monkeypatch.setattr(steps_table, "fit_table", lambda *a, **k: Fitted())
+    path = tmp_path / "t.csv"
+    path.write_text("batch_size,steps\n1,2\n")
+    out = CliRunner().invoke(main, ["fit", "--table", str(path)])
+    assert out.exit_code == 0, out.output
+    assert ("Note: table: B_crit 24.3 lies outside its interval 17.6–22.5: the point is "
+            "the plain fit") in out.stderr
+    assert "S_min" not in out.stderr
