@@ -992,6 +992,8 @@ def fit(selection: Selection | None, chosen: tuple[str, ...], all_: bool,
             click.echo(f"Note: {row['workload']}: no interval for {names}: {note}.", err=True)
         if fmt == "table" and row.get("range_note"):
             click.echo(f"Note: {row['workload']}: {row['range_note']}.", err=True)
+        if row.get("critical_estimate_note"):
+            click.echo(f"Note: {row['workload']}: {row['critical_estimate_note']}.", err=True)
         if fmt == "table" and outside_note(row):
             click.echo(f"Note: {row['workload']}: {outside_note(row)}.", err=True)
     if fmt == "table" and store is not None:
@@ -1019,6 +1021,7 @@ def _compact_fits(rows: list[dict[str, Any]]) -> pl.DataFrame:
     """Fit rows for reading: 'value [low–high]' cells, fewer columns."""
     import polars as pl
 
+    from curvekit.scaling import CORRECTED, beyond_measured
     from curvekit.scaling import bounded_value as _bounded
 
     def cell(row: dict[str, Any], name: str, digits: int = 0) -> str:
@@ -1046,6 +1049,20 @@ def _compact_fits(rows: list[dict[str, Any]]) -> pl.DataFrame:
                 "B at excess": "-"}
         return {"B at excess": cell(row, "b_excess") + f" (+{row['excess']:.0%})"}
 
+    def plain(row: dict[str, Any]) -> dict[str, str]:
+        # Beside a bias-corrected B_crit, the paper's plain fit to the best trials.
+        if not any(r.get("critical_estimate") == CORRECTED for r in rows):
+            return {}
+        if row.get("critical_estimate") != CORRECTED:
+            return {"B_crit (plain fit)": "= B_crit" if row.get("b_crit") is not None
+                    else "-"}
+        value = {"b_crit_plain": row["b_crit_plain"], "min_batch_size": row["min_batch_size"],
+                 "max_batch_size": row["max_batch_size"],
+                 "b_crit_plain_beyond": beyond_measured(row["b_crit_plain"],
+                                                        [row["min_batch_size"],
+                                                         row["max_batch_size"]])}
+        return {"B_crit (plain fit)": _bounded(value, "b_crit_plain")}
+
     return pl.DataFrame([{
         "workload": r["workload"],
         "goal": f"{r['metric']} {r['goal']}" if "goal" in r else "-",
@@ -1054,6 +1071,7 @@ def _compact_fits(rows: list[dict[str, Any]]) -> pl.DataFrame:
         "max useful batch size": cell(r, "max_useful_batch_size"),
         "slope": cell(r, "diminishing_slope", 2),
         "B_crit": cell(r, "b_crit"),
+        **plain(r),
         **excess(r),
         **predicted(r),
         "note": r.get("note") or "",
