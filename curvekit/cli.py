@@ -992,7 +992,7 @@ def fit(selection: Selection | None, chosen: tuple[str, ...], all_: bool,
             click.echo(f"Note: {row['workload']}: no interval for {names}: {note}.", err=True)
         if fmt == "table" and row.get("range_note"):
             click.echo(f"Note: {row['workload']}: {row['range_note']}.", err=True)
-        if row.get("critical_estimate_note"):
+        if fmt == "table" and row.get("critical_estimate_note"):
             click.echo(f"Note: {row['workload']}: {row['critical_estimate_note']}.", err=True)
         if fmt == "table" and outside_note(row):
             click.echo(f"Note: {row['workload']}: {outside_note(row)}.", err=True)

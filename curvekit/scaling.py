@@ -438,7 +438,7 @@ def critical_point(hits: Mapping[int, ArrayLike], sizes: ArrayLike, steps: Array
     if not tuned.available:
         return replace(plain, note=f"{tuned.reason}, so B_crit and S_min are the plain fit "
                                    "to the best trials")
-    residuals = tuned.residuals / _LN2
+    residuals = -tuned.residuals / _LN2  # the law less the points, as fit_critical_batch's
     return CriticalBatchFit(tuned.s_min, tuned.b_crit, tuned.e_min, residuals,
                             float(residuals @ residuals), tuned.sizes, CORRECTED, plain)
 
@@ -618,9 +618,13 @@ class WorkloadFit:
     def summary(self) -> dict[str, object]:
         """One flat row: the fitted quantities and, with a bootstrap, their intervals.
 
-        Intervals of S_min, B_crit and E_min are the calibrated ones of
-        :func:`curvekit.intervals.critical_intervals`; where there is none,
-        ``<name>_interval_note`` says why. ``b_excess`` is the batch size at which steps
+        S_min, B_crit and E_min are the reported point of :func:`critical_point` (the
+        bias-corrected estimate, or the plain fit where the estimator's requirements are not
+        met: ``critical_estimate`` says which, ``critical_estimate_note`` why), and
+        ``s_min_plain``, ``b_crit_plain``, ``e_min_plain`` the paper's plain fit to the best
+        trials. Their intervals are the calibrated ones of
+        :func:`curvekit.intervals.critical_intervals`, built around the same point; where
+        there is none, ``<name>_interval_note`` says why. ``b_excess`` is the batch size at which steps
         exceed perfect scaling by ``excess`` (:class:`Excess`).
         """
         row: dict[str, object] = {"workload": self.workload, "metric": self.metric,
@@ -634,11 +638,6 @@ class WorkloadFit:
         if self.critical is not None:
             values.update(b_crit=self.critical.b_crit, s_min=self.critical.s_min,
                           e_min=self.critical.e_min)
-            plain = self.critical.plain_fit
-            row.update(critical_estimate=self.critical.estimate, s_min_plain=plain.s_min,
-                       b_crit_plain=plain.b_crit, e_min_plain=plain.e_min)
-            if self.critical.note:
-                row["critical_estimate_note"] = self.critical.note
         sizes = self.batch_sizes
         row["min_batch_size"] = float(sizes.min()) if len(sizes) else None
         row["max_batch_size"] = float(sizes.max()) if len(sizes) else None
@@ -652,6 +651,12 @@ class WorkloadFit:
                 if name in BATCH_SIZE_QUANTITIES:
                     row[f"{name}_low_beyond"] = beyond_measured(low, sizes)
                     row[f"{name}_high_beyond"] = beyond_measured(high, sizes)
+        if self.critical is not None:  # what the point estimates, and the plain fit beside
+            plain = self.critical.plain_fit
+            row.update(critical_estimate=self.critical.estimate, s_min_plain=plain.s_min,
+                       b_crit_plain=plain.b_crit, e_min_plain=plain.e_min)
+            if self.critical.note:
+                row["critical_estimate_note"] = self.critical.note
         _critical_columns(row, self.critical, self.intervals, self.excess)
         if self.noise is not None:
             row.update(b_simple=self.noise.b_simple, b_simple_low=self.noise.low,
