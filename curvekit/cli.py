@@ -945,8 +945,12 @@ def fit(selection: Selection | None, chosen: tuple[str, ...], all_: bool,
     """Fit the scaling regimes and the critical batch size of steps to result.
 
     Reports the end of perfect scaling, the maximum useful batch size (start of the
-    plateau), the middle slope, and B_crit, S_min and E_min of S = S_min (1 + B_crit / B);
-    beside B_crit, the batch size at which steps exceed perfect scaling by --excess, and
+    plateau), the middle slope, and B_crit, S_min and E_min of S = S_min (1 + B_crit / B):
+    the law a fully tuned search would find (each batch size's best trial corrected for its
+    finite-trial bias) wherever 4 batch sizes have 3 trials at the goal, else the plain fit
+    to the best trials and on stderr why; the plain fit comes beside it (B_crit (plain
+    fit), b_crit_plain). Beside B_crit, the batch size at which steps exceed perfect
+    scaling by --excess, and
     for a workload run with --noise-micro-batches the gradient noise scale B_simple that
     predicts it (median over trials [quartiles]); with --bootstrap, 95% intervals: S_min
     and B_crit from the calibrated best-of-N bootstrap, or on stderr the reason there is

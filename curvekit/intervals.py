@@ -215,11 +215,18 @@ def _simulate(log_b: Floats, a: float, c: float, inv_k: float | Floats, scale: f
               present: NDArray[np.bool_], rng: np.random.Generator, samples: int) -> Floats:
     """The lowest order statistics of studies drawn from the fitted law and tail: the
     i-th lowest excess of n trials is σ (Γ_i / Γ_(n+1))^(1/k) (uniform order statistics
-    mapped through the power-law tail); ``inv_k`` one shape or one per simulation."""
+    mapped through the power-law tail); ``inv_k`` one shape or one per simulation.
+
+    Γ_(n+1) is Γ_r and the rest, a Gamma(n + 1 − r) draw, for a study of at least r
+    trials, and the (n+1)-th of the same sums for a study of fewer (whose order statistics
+    past its n are not present): the lowest of n trials exceeds the law by
+    σ (Γ_1 / Γ_(n+1))^(1/k) whatever r the other studies make the tail model read."""
     k, r = present.shape
     gam = np.cumsum(rng.exponential(size=(samples, k, r)), axis=-1)
     rest = rng.gamma(np.maximum(n + 1 - r, 1e-9)[None, :], size=(samples, k))
-    total = gam[..., -1] + rest
+    few = np.clip(n, 0, r - 1).astype(int)  # Γ_(n+1) among the sums drawn when n < r
+    total = np.where(n[None, :] < r, np.take_along_axis(gam, few[None, :, None], axis=-1)[..., 0],
+                     gam[..., -1] + rest)
     shape = np.asarray(inv_k, dtype=float).reshape(-1, 1, 1)
     excess = scale * (gam / total[..., None]) ** shape
     law = a + np.log1p(np.exp(c - log_b))

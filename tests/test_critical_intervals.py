@@ -466,3 +466,26 @@ def test_without_the_estimator_the_point_is_the_plain_fit_and_says_why() -> None
     assert (point.b_crit, point.s_min) == (plain.b_crit, plain.s_min)
     assert point.note.startswith("only 0 batch sizes have 3 trials at the goal")
     assert point.note.endswith("so B_crit and S_min are the plain fit to the best trials")
+
+
+@pytest.mark.parametrize("r", [3, 8])
+@pytest.mark.parametrize("inv_k", [0.25, 1.0, 2.0])
+def test_the_simulated_minimum_of_a_small_study_has_its_exact_law(r: int, inv_k: float
+                                                                  ) -> None:
+    """The lowest of n trials exceeds the law by σ U_(1)^(1/k), U_(1) the lowest of n
+    uniforms: its mean is σ Γ(n + 1) Γ(1 + 1/k) / Γ(n + 1 + 1/k), for studies of fewer
+    trials than the r lowest the tail model reads too (an adaptive run's 2-trial studies),
+    whose excess the simulation once drew as if they had r."""
+    from scipy.special import gammaln
+
+    from curvekit.intervals import _simulate
+
+    n = np.arange(1.0, 13.0)
+    present = np.ones((len(n), r), dtype=bool)
+    draws = 40_000
+    sim = _simulate(np.zeros(len(n)), 0.0, -50.0, inv_k, 1.0, n, present,
+                    np.random.default_rng(0), draws)
+    lowest = sim[..., 0] - np.log1p(np.exp(-50.0))
+    exact = np.exp(gammaln(n + 1) + gammaln(1 + inv_k) - gammaln(n + 1 + inv_k))
+    se = lowest.std(axis=0) / math.sqrt(draws)
+    assert np.all(np.abs(lowest.mean(axis=0) - exact) < 5 * se), (lowest.mean(axis=0), exact)
