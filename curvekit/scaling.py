@@ -624,8 +624,8 @@ class WorkloadFit:
         ``s_min_plain``, ``b_crit_plain``, ``e_min_plain`` the paper's plain fit to the best
         trials. Their intervals are the calibrated ones of
         :func:`curvekit.intervals.critical_intervals`, built around the same point; where
-        there is none, ``<name>_interval_note`` says why. ``b_excess`` is the batch size at which steps
-        exceed perfect scaling by ``excess`` (:class:`Excess`).
+        there is none, ``<name>_interval_note`` says why. ``b_excess`` is the batch size at
+        which steps exceed perfect scaling by ``excess`` (:class:`Excess`).
         """
         row: dict[str, object] = {"workload": self.workload, "metric": self.metric,
                                   "goal": self.goal, "points": len(self.batch_sizes)}

@@ -25,8 +25,14 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from curvekit.errors import QueryError
-from curvekit.measure import (best, explain_empty, steps_to_result, trial_hits, trial_outcomes,
-                              warn_explained)
+from curvekit.measure import (
+    best,
+    explain_empty,
+    steps_to_result,
+    trial_hits,
+    trial_outcomes,
+    warn_explained,
+)
 from curvekit.plotting.builders import best_chart, metaparameter_chart, scatter_chart, steps_chart
 from curvekit.plotting.vegalite import Spec, subtitled, to_altair
 from curvekit.selection import Selection
