@@ -489,3 +489,44 @@ def test_the_simulated_minimum_of_a_small_study_has_its_exact_law(r: int, inv_k:
     exact = np.exp(gammaln(n + 1) + gammaln(1 + inv_k) - gammaln(n + 1 + inv_k))
     se = lowest.std(axis=0) / math.sqrt(draws)
     assert np.all(np.abs(lowest.mean(axis=0) - exact) < 5 * se), (lowest.mean(axis=0), exact)
+
+
+@pytest.fixture(scope="module")
+def demo_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    home = tmp_path_factory.mktemp("demo") / "home"
+    curvekit.demo(home)
+    return home
+
+
+def test_every_output_reports_the_same_point(demo_home: Path) -> None:
+    """The table, the JSON and the plot's legend and provenance carry the point of the one
+    rule (curvekit.scaling.critical_point), with the plain fit beside it; with 2 trials
+    per batch size the point is the plain fit, and stderr says why."""
+    from curvekit.scaling import fit_critical_batch
+
+    w, metric = "demo/digits/fc_128_128_128/sgd", "val/classification_error"
+    args = ["fit", w, "--metric", metric, "--goal", "0.05", "--home", str(demo_home)]
+    (row,) = json.loads(CliRunner().invoke(main, [*args, "--format", "json"]).stdout)
+    curve = curvekit.steps_to_result(curvekit.open(demo_home),
+                                     curvekit.Selection(w, metric, 0.05))
+    plain = fit_critical_batch(curve)
+    assert row["critical_estimate"] == "bias-corrected"
+    assert (row["b_crit_plain"], row["s_min_plain"]) == (plain.b_crit, plain.s_min)
+    assert row["b_crit"] != plain.b_crit and row["s_min"] < plain.s_min
+    table = CliRunner().invoke(main, args)
+    assert table.exit_code == 0 and "B_crit (plain fit)" in table.stdout
+    chart, meta = curvekit.plot_steps_to_result(curvekit.open(demo_home),
+                                                curvekit.Selection(w, metric, 0.05), fit=True)
+    assert meta["fit"]["b_crit"] == row["b_crit"]
+    assert meta["fit"]["b_crit_estimate"] == "bias-corrected"
+    assert meta["fit"]["b_crit_plain"] == plain.b_crit
+    assert "critical batch law, bias-corrected (B_crit ≈ 20; plain fit 20)" in json.dumps(
+        chart.to_dict(), ensure_ascii=False)
+    few = CliRunner().invoke(main, [*args, "--trials", "2", "--format", "json"])
+    (thin,) = json.loads(few.stdout)
+    assert thin["critical_estimate"] == "plain fit" and thin["b_crit"] == thin["b_crit_plain"]
+    assert "so B_crit and S_min are the plain fit" in thin["critical_estimate_note"]
+    noted = CliRunner().invoke(main, [*args, "--trials", "2"])
+    assert ("Note: demo/digits/fc_128_128_128/sgd: only 0 batch sizes have 3 trials at the "
+            "goal") in noted.stderr
+    assert "B_crit (plain fit)" not in noted.stdout
