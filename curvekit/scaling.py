@@ -747,15 +747,14 @@ def outside_note(row: dict[str, Any]) -> str:
     The point a workload's fit reports is the centre its interval is built around
     (:func:`critical_point`), so it lies inside unless more than the interval's tail
     fraction (2.5% at 95%) of the simulated estimates erred to one side of the law they
-    were drawn from: an estimator that biased there. The interval accounts for that bias,
-    the point does not: trust the interval (``docs/fits.md``).
+    were drawn from: the estimator is that biased there. The interval accounts for the
+    bias, the point does not: trust the interval (``docs/fits.md``).
 
     >>> outside_note({"b_crit": 24.3, "b_crit_low": 17.6, "b_crit_high": 22.5})
     ... # doctest: +NORMALIZE_WHITESPACE
     'B_crit 24.3 lies outside its interval 17.6–22.5: the simulated estimates erred to one
-    side of the law they were drawn from in more than the interval's tail fraction of the
-    simulations, so the estimator is biased here and the interval corrects for it; trust
-    the interval'
+    side of the law they were drawn from in more than the tail fraction of the interval,
+    so the estimator is biased here and the interval corrects for it; trust the interval'
     >>> outside_note({"b_crit": 20.0, "b_crit_low": 16.7, "b_crit_high": 23.7})
     ''
     """
@@ -768,9 +767,8 @@ def outside_note(row: dict[str, Any]) -> str:
     if not parts:
         return ""
     return ("; ".join(parts) + ": the simulated estimates erred to one side of the law they "
-            "were drawn from in more than the interval's tail fraction of the simulations, "
-            "so the estimator is biased here and the interval corrects for it; trust the "
-            "interval")
+            "were drawn from in more than the tail fraction of the interval, so the "
+            "estimator is biased here and the interval corrects for it; trust the interval")
 
 
 def range_note(row: dict[str, Any]) -> str:
