@@ -13,7 +13,7 @@ binomial standard errors, beside the trial bootstrap curvekit used before.
 
 Usage::
 
-    python benchmarks/coverage.py            # the full study: 10 settings x 300 workloads,
+    python benchmarks/coverage.py            # the full study: 11 settings x 300 workloads,
                                              # 400 simulations each (about 10 CPU minutes)
     python benchmarks/coverage.py --quick    # a smaller one
     python benchmarks/coverage.py --only 0 --only 1 ...   # a part (settings by number);
@@ -80,6 +80,8 @@ SETTINGS = (
             b_crit_octaves=(0.5, 0.5)),
     Setting("unequal trials: 10 batch sizes, 3 to 24 trials", 10, 24,
             counts=(24, 20, 12, 8, 3, 3, 3, 20, 24, 24)),
+    Setting("thin studies: 10 batch sizes, 40 trials, 1 or 2 at three of them", 10, 40,
+            counts=(40, 40, 2, 40, 40, 1, 40, 40, 2, 40)),
 )
 
 
