@@ -317,8 +317,9 @@ class TunedEstimate:
     ``reason`` is empty when the estimator's requirements are met (at least
     :data:`MIN_BATCH_SIZES` batch sizes reach the goal and :data:`MIN_SPACINGS` of them
     have 3 trials at the goal), else it says which is not. ``s_min``, ``b_crit`` and
-    ``e_min`` are the estimate all the same (an estimate without its requirements met
-    is not one to report); ``bias`` the fraction by which the measured steps to result
+    ``e_min`` are computed all the same, but without the requirements they are not an
+    estimate to report (:func:`curvekit.scaling.critical_point` reports the plain fit
+    then); ``bias`` the fraction by which the measured steps to result
     exceed the law at the median study; ``residuals`` the corrected minima less the law
     (natural logs), one per batch size of ``sizes``.
     """
