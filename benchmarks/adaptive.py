@@ -133,13 +133,14 @@ class _Replayed:
         import numpy as np
 
         from curvekit.intervals import critical_intervals
-        from curvekit.scaling import beyond_measured, fit_critical_batch
+        from curvekit.scaling import beyond_measured, critical_point
 
         best = {b: min(h) for b, h in hits.items() if h and min(h) < float("inf")}
         sizes = sorted(best)
         crit = critical_intervals(hits, samples=samples, seed=0)  # FitError below 3 sizes
-        point = fit_critical_batch(np.array(sizes, dtype=float),
-                                   np.array([best[b] for b in sizes], dtype=float)).b_crit
+        # the point every fit reports (the bias-corrected estimate where it is available)
+        point = critical_point(hits, np.array(sizes, dtype=float),
+                               np.array([best[b] for b in sizes], dtype=float)).b_crit
         low, high = crit.intervals.get("b_crit", (None, None))
         self.row: dict[str, Any] = {"b_crit": point, "b_crit_low": low, "b_crit_high": high,
                     "points": len(sizes), "b_crit_beyond": beyond_measured(point, sizes),

@@ -13,11 +13,18 @@ binomial standard errors, beside the trial bootstrap curvekit used before.
 
 Usage::
 
-    python benchmarks/coverage.py            # the full study: 9 settings x 300 workloads,
+    python benchmarks/coverage.py            # the full study: 11 settings x 300 workloads,
                                              # 400 simulations each (about 10 CPU minutes)
     python benchmarks/coverage.py --quick    # a smaller one
     python benchmarks/coverage.py --only 0 --only 1 ...   # a part (settings by number);
     python benchmarks/coverage.py --only 4 ... --merge     # parts side by side, then joined
+    python benchmarks/coverage.py --only 0 --workloads 150 --samples 200 --baseline 0 \
+        --label points                                  # a smaller study, saved apart
+
+Beside coverage, each setting reports the error of the point ``fit`` reports (the
+bias-corrected estimate where the estimator's requirements are met) and of the paper's
+plain fit to the best trials, as the median of log(point / truth) (the bias, shown as a
+ratio less 1) and the median of its absolute value.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from curvekit.intervals import critical_intervals
 from curvekit.scaling import bootstrap as trial_bootstrap
+from curvekit.scaling import critical_point
 
 
 @dataclass(frozen=True)
@@ -52,6 +60,9 @@ class Setting:
     """B_crit is drawn log-uniformly this many octaves inside the grid's ends."""
     quantize: int = 0
     """Evaluations per S_min (0: steps to result is exact)."""
+    counts: tuple[int, ...] = ()
+    """Trials kept per batch size, in order (an adaptive run's unequal studies); () keeps
+    ``trials`` everywhere."""
 
 
 SETTINGS = (
@@ -67,6 +78,10 @@ SETTINGS = (
             quantize=20),
     Setting("B_crit anywhere in a short grid: 5 batch sizes, 30 trials", 5, 30,
             b_crit_octaves=(0.5, 0.5)),
+    Setting("unequal trials: 10 batch sizes, 3 to 24 trials", 10, 24,
+            counts=(24, 20, 12, 8, 3, 3, 3, 20, 24, 24)),
+    Setting("thin studies: 10 batch sizes, 40 trials, 1 or 2 at three of them", 10, 40,
+            counts=(40, 40, 2, 40, 40, 1, 40, 40, 2, 40)),
 )
 
 
@@ -105,6 +120,8 @@ def generate(setting: Setting, rng: np.random.Generator) -> Workload:
             every = s_min / setting.quantize
             steps = np.ceil(steps / every) * every
         hits[int(b)] = np.where(excess > fail, np.inf, steps)
+    if setting.counts:
+        hits = {b: h[:n] for (b, h), n in zip(hits.items(), setting.counts, strict=True)}
     return Workload(s_min, b_crit, hits)
 
 
@@ -127,6 +144,9 @@ def study(settings: tuple[Setting, ...], workloads: int, samples: int, baseline:
         old: dict[str, list[bool]] = {"s_min": [], "b_crit": []}
         declined: dict[str, int] = {}
         widths: list[float] = []
+        # log(point / truth) of the point fit reports and of the plain fit to the best trials
+        errors: dict[str, list[float]] = {f"{q}_{kind}": [] for q in ("s_min", "b_crit")
+                                          for kind in ("point", "plain")}
         start = time.perf_counter()
         for i in range(workloads):
             w = generate(setting, rng)
@@ -149,6 +169,12 @@ def study(settings: tuple[Setting, ...], workloads: int, samples: int, baseline:
             if "b_crit" in result.intervals:
                 low, high = result.intervals["b_crit"]
                 widths.append(high / low)
+            best = {b: float(np.min(h)) for b, h in w.hits.items() if np.isfinite(h).any()}
+            sizes = sorted(best)
+            point = critical_point(w.hits, sizes, [best[b] for b in sizes])
+            for name, truth in (("s_min", w.s_min), ("b_crit", w.b_crit)):
+                errors[f"{name}_point"].append(math.log(getattr(point, name) / truth))
+                errors[f"{name}_plain"].append(math.log(getattr(point.plain_fit, name) / truth))
             if i < baseline:
                 boot = trial_bootstrap(w.hits, n=200, seed=i, model="perfect")
                 for name, truth in (("s_min", w.s_min), ("b_crit", w.b_crit)):
@@ -161,6 +187,11 @@ def study(settings: tuple[Setting, ...], workloads: int, samples: int, baseline:
                                   "declined": declined,
                                   "median_width_ratio": float(np.median(widths)) if widths
                                   else None}
+        for key, values in errors.items():  # as ratios: exp(median log error) − 1
+            logs = np.asarray(values)
+            row[f"{key}_median_error"] = float(np.expm1(np.median(logs))) if len(logs) else None
+            row[f"{key}_median_abs_error"] = (float(np.expm1(np.median(np.abs(logs))))
+                                              if len(logs) else None)
         for name in ("s_min", "b_crit"):
             for label, values in (("", hit[name]), ("trial_bootstrap_", old[name])):
                 m = len(values)
@@ -177,6 +208,12 @@ def study(settings: tuple[Setting, ...], workloads: int, samples: int, baseline:
               f"{row['trial_bootstrap_b_crit_coverage']:.3f} S_min "
               f"{row['trial_bootstrap_s_min_coverage']:.3f}  [{row['seconds']:.0f} s]",
               flush=True)
+        print("    point's median error (median |error|), reported / plain fit: " + "; ".join(
+            f"{name} {row[f'{name}_point_median_error']:+.3f} "
+            f"({row[f'{name}_point_median_abs_error']:.3f}) / "
+            f"{row[f'{name}_plain_median_error']:+.3f} "
+            f"({row[f'{name}_plain_median_abs_error']:.3f})" for name in ("b_crit", "s_min")),
+            flush=True)
     return rows
 
 
@@ -189,16 +226,22 @@ def main() -> None:
     parser.add_argument("--merge", action="store_true",
                         help="after this part, join every part into results/coverage.json")
     parser.add_argument("--merge-only", action="store_true", help="only join the parts")
+    parser.add_argument("--samples", type=int, help="simulations per interval")
+    parser.add_argument("--label", help="save the results as results/coverage-LABEL.json")
     args = parser.parse_args()
     if args.merge_only:
         merge()
         return
     workloads = args.workloads or (100 if args.quick else 300)
     chosen = tuple(SETTINGS[i] for i in args.only) if args.only else SETTINGS
-    rows = study(chosen, workloads, samples=200 if args.quick else 400,
+    rows = study(chosen, workloads, samples=args.samples or (200 if args.quick else 400),
                  baseline=args.baseline if args.baseline is not None else (
                      5 if args.quick else 10))
-    if not args.quick:
+    if args.label:
+        from benchmarks.common import save
+
+        print(f"results in {save('coverage-' + args.label, {'settings': rows})}")
+    elif not args.quick:
         from benchmarks.common import save
 
         parts = "" if not args.only else "-part-" + "-".join(map(str, args.only))

@@ -945,8 +945,12 @@ def fit(selection: Selection | None, chosen: tuple[str, ...], all_: bool,
     """Fit the scaling regimes and the critical batch size of steps to result.
 
     Reports the end of perfect scaling, the maximum useful batch size (start of the
-    plateau), the middle slope, and B_crit, S_min and E_min of S = S_min (1 + B_crit / B);
-    beside B_crit, the batch size at which steps exceed perfect scaling by --excess, and
+    plateau), the middle slope, and B_crit, S_min and E_min of S = S_min (1 + B_crit / B):
+    the law a fully tuned search would find (each batch size's best trial corrected for its
+    finite-trial bias) wherever 4 batch sizes have 3 trials at the goal, else the plain fit
+    to the best trials and on stderr why; the plain fit comes beside it (B_crit (plain
+    fit), b_crit_plain). Beside B_crit, the batch size at which steps exceed perfect
+    scaling by --excess, and
     for a workload run with --noise-micro-batches the gradient noise scale B_simple that
     predicts it (median over trials [quartiles]); with --bootstrap, 95% intervals: S_min
     and B_crit from the calibrated best-of-N bootstrap, or on stderr the reason there is
@@ -992,6 +996,8 @@ def fit(selection: Selection | None, chosen: tuple[str, ...], all_: bool,
             click.echo(f"Note: {row['workload']}: no interval for {names}: {note}.", err=True)
         if fmt == "table" and row.get("range_note"):
             click.echo(f"Note: {row['workload']}: {row['range_note']}.", err=True)
+        if fmt == "table" and row.get("critical_estimate_note"):
+            click.echo(f"Note: {row['workload']}: {row['critical_estimate_note']}.", err=True)
         if fmt == "table" and outside_note(row):
             click.echo(f"Note: {row['workload']}: {outside_note(row)}.", err=True)
     if fmt == "table" and store is not None:
@@ -1019,6 +1025,7 @@ def _compact_fits(rows: list[dict[str, Any]]) -> pl.DataFrame:
     """Fit rows for reading: 'value [low–high]' cells, fewer columns."""
     import polars as pl
 
+    from curvekit.scaling import CORRECTED, beyond_measured
     from curvekit.scaling import bounded_value as _bounded
 
     def cell(row: dict[str, Any], name: str, digits: int = 0) -> str:
@@ -1046,6 +1053,20 @@ def _compact_fits(rows: list[dict[str, Any]]) -> pl.DataFrame:
                 "B at excess": "-"}
         return {"B at excess": cell(row, "b_excess") + f" (+{row['excess']:.0%})"}
 
+    def plain(row: dict[str, Any]) -> dict[str, str]:
+        # Beside a bias-corrected B_crit, the paper's plain fit to the best trials.
+        if not any(r.get("critical_estimate") == CORRECTED for r in rows):
+            return {}
+        if row.get("critical_estimate") != CORRECTED:
+            return {"B_crit (plain fit)": "= B_crit" if row.get("b_crit") is not None
+                    else "-"}
+        value = {"b_crit_plain": row["b_crit_plain"], "min_batch_size": row["min_batch_size"],
+                 "max_batch_size": row["max_batch_size"],
+                 "b_crit_plain_beyond": beyond_measured(row["b_crit_plain"],
+                                                        [row["min_batch_size"],
+                                                         row["max_batch_size"]])}
+        return {"B_crit (plain fit)": _bounded(value, "b_crit_plain")}
+
     return pl.DataFrame([{
         "workload": r["workload"],
         "goal": f"{r['metric']} {r['goal']}" if "goal" in r else "-",
@@ -1054,6 +1075,7 @@ def _compact_fits(rows: list[dict[str, Any]]) -> pl.DataFrame:
         "max useful batch size": cell(r, "max_useful_batch_size"),
         "slope": cell(r, "diminishing_slope", 2),
         "B_crit": cell(r, "b_crit"),
+        **plain(r),
         **excess(r),
         **predicted(r),
         "note": r.get("note") or "",

@@ -60,8 +60,8 @@ from scipy.special import gammaln
 
 from curvekit.errors import FitError
 
-__all__ = ["CriticalIntervals", "Estimate", "critical_intervals", "estimate", "fit_law",
-           "table_intervals"]
+__all__ = ["CriticalIntervals", "Estimate", "TunedEstimate", "critical_intervals", "estimate",
+           "fit_law", "table_intervals", "tuned_estimate"]
 
 Floats = NDArray[np.float64]
 
@@ -215,11 +215,18 @@ def _simulate(log_b: Floats, a: float, c: float, inv_k: float | Floats, scale: f
               present: NDArray[np.bool_], rng: np.random.Generator, samples: int) -> Floats:
     """The lowest order statistics of studies drawn from the fitted law and tail: the
     i-th lowest excess of n trials is σ (Γ_i / Γ_(n+1))^(1/k) (uniform order statistics
-    mapped through the power-law tail); ``inv_k`` one shape or one per simulation."""
+    mapped through the power-law tail); ``inv_k`` one shape or one per simulation.
+
+    Γ_(n+1) is Γ_r and the rest, a Gamma(n + 1 − r) draw, for a study of at least r
+    trials, and the (n+1)-th of the same sums for a study of fewer (whose order statistics
+    past its n are not present): the lowest of n trials exceeds the law by
+    σ (Γ_1 / Γ_(n+1))^(1/k) whatever r the other studies make the tail model read."""
     k, r = present.shape
     gam = np.cumsum(rng.exponential(size=(samples, k, r)), axis=-1)
     rest = rng.gamma(np.maximum(n + 1 - r, 1e-9)[None, :], size=(samples, k))
-    total = gam[..., -1] + rest
+    few = np.clip(n, 0, r - 1).astype(int)  # Γ_(n+1) among the sums drawn when n < r
+    total = np.where(n[None, :] < r, np.take_along_axis(gam, few[None, :, None], axis=-1)[..., 0],
+                     gam[..., -1] + rest)
     shape = np.asarray(inv_k, dtype=float).reshape(-1, 1, 1)
     excess = scale * (gam / total[..., None]) ** shape
     law = a + np.log1p(np.exp(c - log_b))
@@ -302,6 +309,87 @@ def _spread(est: Estimate, k: int) -> Floats:
     return np.sqrt(est.rss / max(k - 2, 1))
 
 
+@dataclass(frozen=True)
+class TunedEstimate:
+    """The bias-corrected estimate of the law (the workload's tuned value), and whether the
+    data allow it.
+
+    ``reason`` is empty when the estimator's requirements are met (at least
+    :data:`MIN_BATCH_SIZES` batch sizes reach the goal and :data:`MIN_SPACINGS` of them
+    have 3 trials at the goal), else it says which is not. ``s_min``, ``b_crit`` and
+    ``e_min`` are computed all the same, but without the requirements they are not an
+    estimate to report (:func:`curvekit.scaling.critical_point` reports the plain fit
+    then); ``bias`` the fraction by which the measured steps to result
+    exceed the law at the median study; ``residuals`` the corrected minima less the law
+    (natural logs), one per batch size of ``sizes``.
+    """
+
+    sizes: Floats
+    lowest: Floats = field(repr=False)
+    trials: Floats = field(repr=False)
+    estimate: Estimate = field(repr=False)
+    s_min: float
+    b_crit: float
+    e_min: float
+    bias: float
+    residuals: Floats = field(repr=False)
+    reason: str
+
+    @property
+    def available(self) -> bool:
+        """Whether the estimator's requirements are met (``reason`` empty)."""
+        return not self.reason
+
+
+def tuned_estimate(hits: Mapping[int, ArrayLike]) -> TunedEstimate:
+    """The estimator (module docstring) run once on the data: the centre every interval of
+    :func:`critical_intervals` is built around, and the point ``curvekit fit`` reports
+    wherever its requirements are met.
+
+    ``hits[b]`` as for :func:`critical_intervals`; batch sizes no trial reaches are left
+    out, and fewer than 3 left is a :class:`FitError`. The estimate needs no simulation,
+    so it costs one least-squares fit.
+
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> b = 2.0 ** np.arange(4, 14)
+    >>> law = 3000 * (1 + 600 / b)
+    >>> hits = {int(x): s * np.exp(rng.uniform(0, 1, 30) ** 2 * 2) for x, s in zip(b, law)}
+    >>> tuned = tuned_estimate(hits)
+    >>> tuned.available, 400 < tuned.b_crit < 900
+    (True, True)
+    >>> short = {b: h[:2] for b, h in hits.items()}
+    >>> tuned_estimate(short).reason  # doctest: +ELLIPSIS
+    'only 0 batch sizes have 3 trials at the goal; ...'
+    """
+    kept = {int(b): h for b, h in hits.items()
+            if np.any(np.isfinite(np.asarray(h, dtype=float)))}
+    sizes, x, n = _lowest(kept)
+    if len(sizes) < 3:
+        raise FitError(f"a fit needs at least 3 batch sizes reaching the goal, got "
+                       f"{len(sizes)}")
+    log_b = np.log(sizes)
+    point = estimate(log_b, x[None], n, INV_K_GRID)
+    a, c = float(point.a[0]), float(point.c[0])
+    inv_k, sigma = float(point.inv_k[0]), float(point.scale[0])
+    bias = math.expm1(sigma * math.exp(float(gammaln(1 + inv_k)))
+                      * float(np.median(n)) ** -inv_k)
+    mu = x[:, 0] - sigma * np.exp(gammaln(1 + inv_k)) * n ** -inv_k
+    residuals = mu - a - np.log1p(np.exp(c - log_b))
+    full = int(np.isfinite(x[:, 2]).sum())  # studies with three trials at the goal
+    reason = ""
+    if len(sizes) < MIN_BATCH_SIZES:
+        reason = (f"only {len(sizes)} batch sizes reach the goal; a calibrated interval "
+                  f"needs at least {MIN_BATCH_SIZES}")
+    elif full < MIN_SPACINGS:
+        reason = (f"only {full} batch sizes have 3 trials at the goal; estimating the "
+                  f"finite-trial bias needs at least {MIN_SPACINGS} (run more trials per "
+                  "batch size)")
+    s_min, b_crit = math.exp(a), math.exp(c)
+    return TunedEstimate(sizes, x, n, point, s_min, b_crit, s_min * b_crit, bias, residuals,
+                         reason)
+
+
 def critical_intervals(hits: Mapping[int, ArrayLike], *, samples: int = 1000, seed: int = 0,
                        level: float = 0.95, searched: int | None = None
                        ) -> CriticalIntervals:
@@ -337,29 +425,16 @@ def critical_intervals(hits: Mapping[int, ArrayLike], *, samples: int = 1000, se
         raise FitError(f"the number of metaparameters searched {searched!r} is not a whole "
                        "number from 0 up; give the count of metaparameters that vary across "
                        "the trials (curvekit.measure.searched_metaparameters), or None")
-    kept = {int(b): h for b, h in hits.items()
-            if np.any(np.isfinite(np.asarray(h, dtype=float)))}
-    sizes, x, n = _lowest(kept)
-    if len(sizes) < 3:
-        raise FitError(f"a fit needs at least 3 batch sizes reaching the goal, got "
-                       f"{len(sizes)}")
+    tuned = tuned_estimate(hits)
+    sizes, x, n, point = tuned.sizes, tuned.lowest, tuned.trials, tuned.estimate
     log_b = np.log(sizes)
     grid = INV_K_GRID
-    point = estimate(log_b, x[None], n, grid)
     a, c = float(point.a[0]), float(point.c[0])
     inv_k, sigma = float(point.inv_k[0]), float(point.scale[0])
     s_min, b_crit = math.exp(a), math.exp(c)
-    median_bias = math.expm1(sigma * math.exp(float(gammaln(1 + inv_k)))
-                             * float(np.median(n)) ** -inv_k)
     reasons: dict[str, str] = {}
-    full = int(np.isfinite(x[:, 2]).sum())  # studies with three trials at the goal
-    if len(sizes) < MIN_BATCH_SIZES:
-        reasons["all"] = (f"only {len(sizes)} batch sizes reach the goal; a calibrated "
-                          f"interval needs at least {MIN_BATCH_SIZES}")
-    elif full < MIN_SPACINGS:
-        reasons["all"] = (f"only {full} batch sizes have 3 trials at the goal; estimating "
-                          f"the finite-trial bias needs at least {MIN_SPACINGS} (run more "
-                          "trials per batch size)")
+    if tuned.reason:
+        reasons["all"] = tuned.reason
     draws: dict[str, Floats] = {}
     intervals: dict[str, tuple[float, float]] = {}
     if "all" not in reasons:
@@ -437,7 +512,7 @@ def critical_intervals(hits: Mapping[int, ArrayLike], *, samples: int = 1000, se
         intervals = {}
         reasons = {q: why for q in QUANTITIES}
     return CriticalIntervals(level, samples, seed, s_min, b_crit, s_min * b_crit,
-                             median_bias, 1 / inv_k, intervals, reasons, draws)
+                             tuned.bias, 1 / inv_k, intervals, reasons, draws)
 
 
 def table_intervals(batch_sizes: Floats, steps: Floats, sd: Floats, *, samples: int = 1000,

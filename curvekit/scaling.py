@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import combinations
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -65,12 +65,14 @@ __all__ = [
     "bootstrap",
     "bounded_value",
     "check_steps_table",
+    "critical_point",
     "fit",
     "fit_all",
     "fit_critical_batch",
     "fit_regimes",
     "fit_steps_table",
     "fit_workload",
+    "hits_by_batch_size",
     "predict_critical_batch",
     "range_note",
 ]
@@ -84,6 +86,7 @@ _SLOPE = {"perfect": -1.0, "plateau": 0.0}
 MODELS: tuple[tuple[str, ...], ...] = tuple(
     m for n in (1, 2, 3) for m in combinations(SEGMENTS, n))
 NOT_REACHED = "maximal data parallelism not reached within the measured batch sizes"
+_LN2 = math.log(2.0)
 
 
 Beyond = Literal["above", "below"]
@@ -328,9 +331,21 @@ def fit_regimes(batch_sizes: ArrayLike | Any, steps: ArrayLike | None = None, *,
         batch_sizes=2.0 ** x)
 
 
+PLAIN, CORRECTED = "plain fit", "bias-corrected"
+"""What a reported S_min and B_crit estimate (:attr:`CriticalBatchFit.estimate`): the plain
+fit to each batch size's best trial (the paper's steps to result), or the estimate of the
+law's tuned value that lowers each best trial by its finite-trial bias."""
+
+
 @dataclass(frozen=True)
 class CriticalBatchFit:
-    """S(B) = S_min · (1 + B_crit / B); ``e_min`` = S_min · B_crit examples."""
+    """S(B) = S_min · (1 + B_crit / B); ``e_min`` = S_min · B_crit examples.
+
+    ``estimate`` says what the numbers estimate: :data:`PLAIN` (the least-squares fit to the
+    points given, :func:`fit_critical_batch`) or :data:`CORRECTED` (the law a fully tuned
+    search would find, :func:`critical_point`), in which case ``plain`` holds the plain
+    fit beside it. ``note`` says why a workload's point is the plain fit.
+    """
 
     s_min: float
     b_crit: float
@@ -338,6 +353,14 @@ class CriticalBatchFit:
     residuals: Floats = field(repr=False)
     rss: float
     batch_sizes: Floats = field(repr=False, default_factory=lambda: np.zeros(0))
+    estimate: str = PLAIN
+    plain: CriticalBatchFit | None = field(repr=False, default=None)
+    note: str = ""
+
+    @property
+    def plain_fit(self) -> CriticalBatchFit:
+        """The paper's plain fit to the best trials: ``plain``, or this fit when it is one."""
+        return self if self.plain is None else self.plain
 
     @property
     def b_crit_beyond(self) -> Beyond | None:
@@ -381,6 +404,43 @@ def fit_critical_batch(batch_sizes: ArrayLike | Any, steps: ArrayLike | None = N
     s_min, b_crit = 2.0 ** best.x[0], 2.0 ** best.x[1]
     return CriticalBatchFit(float(s_min), float(b_crit), float(s_min * b_crit), best.fun,
                             float(best.fun @ best.fun), b)
+
+
+def critical_point(hits: Mapping[int, ArrayLike], sizes: ArrayLike, steps: ArrayLike
+                   ) -> CriticalBatchFit:
+    """The S_min, B_crit and E_min a workload's fit reports: **the one rule** every output
+    goes through (``fit``'s table, CSV and JSON, the report, the plots, an adaptive run's
+    rounds and its stopping).
+
+    Wherever the bias-corrected estimator's requirements are met
+    (:func:`curvekit.intervals.tuned_estimate`: 4 batch sizes reaching the goal, 4 of them
+    with 3 trials at the goal), the point is its estimate of the law's tuned value, the
+    centre the calibrated interval is built around, and the paper's plain fit to the best
+    trials (``sizes``, ``steps``) comes beside it as ``plain``. Elsewhere the point is the
+    plain fit, and ``note`` says why.
+
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> b = 2.0 ** np.arange(4, 14)
+    >>> hits = {int(x): 3000 * (1 + 600 / x) * np.exp(rng.uniform(0, 1, 30) ** 2 * 2)
+    ...         for x in b}
+    >>> best = [hits[int(x)].min() for x in b]
+    >>> point = critical_point(hits, b, best)
+    >>> point.estimate, point.s_min < point.plain_fit.s_min
+    ('bias-corrected', True)
+    >>> critical_point({int(x): h[:2] for x, h in hits.items()}, b, best).estimate
+    'plain fit'
+    """
+    from curvekit.intervals import tuned_estimate
+
+    plain = fit_critical_batch(sizes, steps)
+    tuned = tuned_estimate(hits)
+    if not tuned.available:
+        return replace(plain, note=f"{tuned.reason}, so B_crit and S_min are the plain fit "
+                                   "to the best trials")
+    residuals = -tuned.residuals / _LN2  # the law less the points, as fit_critical_batch's
+    return CriticalBatchFit(tuned.s_min, tuned.b_crit, tuned.e_min, residuals,
+                            float(residuals @ residuals), tuned.sizes, CORRECTED, plain)
 
 
 @dataclass(frozen=True)
@@ -558,10 +618,14 @@ class WorkloadFit:
     def summary(self) -> dict[str, object]:
         """One flat row: the fitted quantities and, with a bootstrap, their intervals.
 
-        Intervals of S_min, B_crit and E_min are the calibrated ones of
-        :func:`curvekit.intervals.critical_intervals`; where there is none,
-        ``<name>_interval_note`` says why. ``b_excess`` is the batch size at which steps
-        exceed perfect scaling by ``excess`` (:class:`Excess`).
+        S_min, B_crit and E_min are the reported point of :func:`critical_point` (the
+        bias-corrected estimate, or the plain fit where the estimator's requirements are not
+        met: ``critical_estimate`` says which, ``critical_estimate_note`` why), and
+        ``s_min_plain``, ``b_crit_plain``, ``e_min_plain`` the paper's plain fit to the best
+        trials. Their intervals are the calibrated ones of
+        :func:`curvekit.intervals.critical_intervals`, built around the same point; where
+        there is none, ``<name>_interval_note`` says why. ``b_excess`` is the batch size at
+        which steps exceed perfect scaling by ``excess`` (:class:`Excess`).
         """
         row: dict[str, object] = {"workload": self.workload, "metric": self.metric,
                                   "goal": self.goal, "points": len(self.batch_sizes)}
@@ -587,6 +651,12 @@ class WorkloadFit:
                 if name in BATCH_SIZE_QUANTITIES:
                     row[f"{name}_low_beyond"] = beyond_measured(low, sizes)
                     row[f"{name}_high_beyond"] = beyond_measured(high, sizes)
+        if self.critical is not None:  # what the point estimates, and the plain fit beside
+            plain = self.critical.plain_fit
+            row.update(critical_estimate=self.critical.estimate, s_min_plain=plain.s_min,
+                       b_crit_plain=plain.b_crit, e_min_plain=plain.e_min)
+            if self.critical.note:
+                row["critical_estimate_note"] = self.critical.note
         _critical_columns(row, self.critical, self.intervals, self.excess)
         if self.noise is not None:
             row.update(b_simple=self.noise.b_simple, b_simple_low=self.noise.low,
@@ -674,15 +744,17 @@ def outside_note(row: dict[str, Any]) -> str:
     """Where a summary row's B_crit or S_min lies outside its own interval, in words ("" when
     neither does).
 
-    The point is the plain fit to each batch size's best trial (the paper's); the calibrated
-    interval is for the law's value, the best trials corrected for their finite-trial bias
-    (``docs/fits.md``). With very unequal numbers of trials per batch size the two can part.
+    The point a workload's fit reports is the centre its interval is built around
+    (:func:`critical_point`), so it lies inside unless more than the interval's tail
+    fraction (2.5% at 95%) of the simulated estimates erred to one side of the law they
+    were drawn from: the estimator is that biased there. The interval accounts for the
+    bias, the point does not: trust the interval (``docs/fits.md``).
 
     >>> outside_note({"b_crit": 24.3, "b_crit_low": 17.6, "b_crit_high": 22.5})
     ... # doctest: +NORMALIZE_WHITESPACE
-    'B_crit 24.3 lies outside its interval 17.6–22.5: the point is the plain fit to the best
-    trials, the interval corrects them for their finite-trial bias; more trials at the batch
-    sizes with the fewest bring the two together'
+    'B_crit 24.3 lies outside its interval 17.6–22.5: the simulated estimates erred to one
+    side of the law they were drawn from in more than the tail fraction of the interval,
+    so the estimator is biased here and the interval corrects for it; trust the interval'
     >>> outside_note({"b_crit": 20.0, "b_crit_low": 16.7, "b_crit_high": 23.7})
     ''
     """
@@ -694,9 +766,9 @@ def outside_note(row: dict[str, Any]) -> str:
         parts.append(f"{words} {value:.3g} lies outside its interval {low:.3g}–{high:.3g}")
     if not parts:
         return ""
-    return ("; ".join(parts) + ": the point is the plain fit to the best trials, the "
-            "interval corrects them for their finite-trial bias; more trials at the batch "
-            "sizes with the fewest bring the two together")
+    return ("; ".join(parts) + ": the simulated estimates erred to one side of the law they "
+            "were drawn from in more than the tail fraction of the interval, so the "
+            "estimator is biased here and the interval corrects for it; trust the interval")
 
 
 def range_note(row: dict[str, Any]) -> str:
@@ -745,6 +817,17 @@ def identifiable(sizes: Floats, steps: Floats) -> str:
             "cannot be identified from them")
 
 
+def hits_by_batch_size(frame: Any) -> dict[int, Floats]:
+    """:func:`curvekit.measure.trial_hits`' table as batch size → each loaded trial's first
+    step at the goal (``inf`` where it never gets there), the form the fits read."""
+    import polars as pl
+
+    hits: dict[int, Floats] = {}
+    for (b,), group in frame.group_by("batch_size", maintain_order=True):
+        hits[int(b)] = group["step"].cast(pl.Float64).fill_null(np.inf).to_numpy()
+    return hits
+
+
 def fit_workload(store: Store, selection: Selection, *, model: str = "both",
                  bootstrap_samples: int = 0, seed: int = 0, level: float = 0.95,
                  explain: bool = True, excess: Excess | None = None) -> WorkloadFit:
@@ -773,9 +856,7 @@ def fit_workload(store: Store, selection: Selection, *, model: str = "both",
     workload, metric, maximize = selection.workload, selection.metric, selection.maximize
     hits_frame = trial_hits(store, selection)
     goal = float(selection.goal)  # type: ignore[arg-type]  # trial_hits refuses None
-    hits: dict[int, Floats] = {}
-    for (b,), group in hits_frame.group_by("batch_size", maintain_order=True):
-        hits[int(b)] = group["step"].cast(pl.Float64).fill_null(np.inf).to_numpy()
+    hits = hits_by_batch_size(hits_frame)
     best = {b: float(h.min()) for b, h in hits.items() if len(h) and np.isfinite(h.min())}
     sizes = np.array(sorted(best), dtype=float)
     steps = np.array([best[int(b)] for b in sizes], dtype=float)
@@ -790,7 +871,7 @@ def fit_workload(store: Store, selection: Selection, *, model: str = "both",
     if explain:
         warn_explained(store, selection, reached)
     regimes = fit_regimes(sizes, steps) if model in ("piecewise", "both") else None
-    critical = fit_critical_batch(sizes, steps) if model in ("critical", "both") else None
+    critical = critical_point(hits, sizes, steps) if model in ("critical", "both") else None
     intervals = None
     if bootstrap_samples:
         intervals = bootstrap(
@@ -933,7 +1014,10 @@ class TableFit:
                              boot if self.intervals or self.reasons else None, None,
                              self.excess)
         row = fitted.summary()
-        del row["metric"], row["goal"]
+        # A table's point is always the plain fit (it holds no trials to correct).
+        for name in ("metric", "goal", "critical_estimate", "s_min_plain", "b_crit_plain",
+                     "e_min_plain"):
+            del row[name]
         row.pop("finite_trial_bias", None)
         return row
 

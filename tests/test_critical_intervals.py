@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -340,8 +341,9 @@ def test_s_min_is_declined_when_many_metaparameters_are_searched() -> None:
 
 @given(st.floats(1, 1e6), st.floats(1, 1e6), st.floats(1, 1e6))
 def test_a_point_outside_its_interval_is_said(value: float, a: float, b: float) -> None:
-    """The plain fit's B_crit can lie outside the bias-corrected interval (very unequal
-    trial counts): the note says so exactly when it does, and never otherwise."""
+    """A point outside its own interval (possible only where the simulated estimates erred
+    to one side in more than 2.5% of simulations): the note says so exactly when it
+    does, and never otherwise."""
     from curvekit.scaling import outside_note
 
     low, high = sorted((a, b))
@@ -367,6 +369,164 @@ def test_cli_fit_says_when_the_point_lies_outside_its_interval(
     path.write_text("batch_size,steps\n1,2\n")
     out = CliRunner().invoke(main, ["fit", "--table", str(path)])
     assert out.exit_code == 0, out.output
-    assert ("Note: table: B_crit 24.3 lies outside its interval 17.6–22.5: the point is "
-            "the plain fit") in out.stderr
+    assert ("Note: table: B_crit 24.3 lies outside its interval 17.6–22.5: the simulated "
+            "estimates erred to one side") in out.stderr
     assert "S_min" not in out.stderr
+
+
+UNEQUAL = [24, 20, 12, 8, 3, 3, 3, 20, 24, 24]
+"""Trials per batch size of an adaptive-like study: many at the ends, 3 near B_crit."""
+
+
+def _unequal(seed: int) -> tuple[dict[int, np.ndarray], float]:
+    """A release-like generated workload cut to UNEQUAL trials per batch size, and its
+    true B_crit."""
+    w = generate(SETTINGS[0], np.random.default_rng(seed))
+    hits = {b: h[:n] for (b, h), n in zip(sorted(w.hits.items()), UNEQUAL, strict=True)}
+    return hits, w.b_crit
+
+
+def test_fit_reports_the_bias_corrected_point_inside_its_interval(
+        converted_home: Callable[..., Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fixed study with unequal trial counts (generator seed 34) where the plain fit to
+    the best trials, 2,262, lies outside the calibrated interval 1,070–2,131 of B_crit: the
+    fit reports the bias-corrected estimate, the interval's own centre (1,496, inside;
+    the law's 1,702 too), with the plain fit beside it, in every output."""
+    import polars as pl
+
+    import curvekit.measure
+    from curvekit.scaling import critical_point, fit_critical_batch, fit_workload, outside_note
+    from curvekit.store.store import Store
+
+    hits, truth = _unequal(34)
+    frame = pl.DataFrame(
+        [{"batch_size": b, "trial_id": i, "step": None if not math.isfinite(v) else int(v)}
+         for b, h in hits.items() for i, v in enumerate(h.tolist(), start=1)],
+        schema={"batch_size": pl.Int64, "trial_id": pl.Int64, "step": pl.Int64})
+    monkeypatch.setattr(curvekit.measure, "trial_hits", lambda store, selection: frame)
+    store = Store.open(converted_home())
+    at = curvekit.Selection("cifar_10/resnet_8/sgd", "val/classification_error", 0.3)
+    row = fit_workload(store, at, bootstrap_samples=200, seed=0, explain=False).summary()
+    ints = {b: np.asarray(frame.filter(pl.col("batch_size") == b)["step"].cast(pl.Float64)
+                          .fill_null(np.inf)) for b in hits}
+    crit = critical_intervals(ints, samples=200, seed=0)
+    low, high = crit.intervals["b_crit"]
+    best = {b: float(h.min()) for b, h in ints.items()}
+    plain = fit_critical_batch(sorted(best), [best[b] for b in sorted(best)])
+    assert row["critical_estimate"] == "bias-corrected" and "critical_estimate_note" not in row
+    assert row["b_crit"] == crit.b_crit and row["s_min"] == crit.s_min  # one quantity
+    assert (row["b_crit_low"], row["b_crit_high"]) == (low, high)
+    assert row["b_crit_plain"] == plain.b_crit and row["s_min_plain"] == plain.s_min
+    assert not low <= plain.b_crit <= high  # the plain fit: outside
+    assert low <= row["b_crit"] <= high and low <= truth <= high
+    assert outside_note(row) == ""
+    assert critical_point(ints, sorted(best), [best[b] for b in sorted(best)]).b_crit == (
+        row["b_crit"])
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 10_000), st.lists(st.integers(3, 30), min_size=10, max_size=10))
+def test_the_reported_point_lies_inside_its_own_interval(seed: int, counts: list[int]
+                                                         ) -> None:
+    """Whatever the trial counts per batch size, the point a fit reports is the centre of
+    its interval (the same estimate), and lies inside it wherever one is given."""
+    from curvekit.scaling import critical_point
+
+    w = generate(SETTINGS[0], np.random.default_rng(seed))
+    hits = {b: h[:n] for (b, h), n in zip(sorted(w.hits.items()), counts, strict=True)}
+    best = {b: float(h.min()) for b, h in hits.items() if np.isfinite(h).any()}
+    if len(best) < 3:
+        return
+    sizes = sorted(best)
+    point = critical_point(hits, sizes, [best[b] for b in sizes])
+    crit = critical_intervals(hits, samples=100, seed=seed)
+    if point.estimate == "plain fit":
+        assert crit.intervals == {} and point.note
+        return
+    assert (point.b_crit, point.s_min, point.e_min) == (crit.b_crit, crit.s_min, crit.e_min)
+    for name, value in (("b_crit", point.b_crit), ("s_min", point.s_min),
+                        ("e_min", point.e_min)):
+        if name in crit.intervals:
+            low, high = crit.intervals[name]
+            assert low <= value <= high, (name, low, value, high)
+
+
+def test_without_the_estimator_the_point_is_the_plain_fit_and_says_why() -> None:
+    """Two trials per batch size cannot estimate the finite-trial bias: the point is the
+    paper's plain fit, exactly, and the note says why; the table shows '= B_crit' beside."""
+    from curvekit.scaling import critical_point, fit_critical_batch
+
+    hits, _ = _unequal(2)
+    few = {b: h[:2] for b, h in hits.items()}
+    best = {b: float(h.min()) for b, h in few.items()}
+    sizes = sorted(best)
+    point = critical_point(few, sizes, [best[b] for b in sizes])
+    plain = fit_critical_batch(sizes, [best[b] for b in sizes])
+    assert point.estimate == "plain fit" and point.plain is None
+    assert (point.b_crit, point.s_min) == (plain.b_crit, plain.s_min)
+    assert point.note.startswith("only 0 batch sizes have 3 trials at the goal")
+    assert point.note.endswith("so B_crit and S_min are the plain fit to the best trials")
+
+
+@pytest.mark.parametrize("r", [3, 8])
+@pytest.mark.parametrize("inv_k", [0.25, 1.0, 2.0])
+def test_the_simulated_minimum_of_a_small_study_has_its_exact_law(r: int, inv_k: float
+                                                                  ) -> None:
+    """The lowest of n trials exceeds the law by σ U_(1)^(1/k), U_(1) the lowest of n
+    uniforms: its mean is σ Γ(n + 1) Γ(1 + 1/k) / Γ(n + 1 + 1/k), for studies of fewer
+    trials than the r lowest the tail model reads too (an adaptive run's 2-trial studies),
+    whose excess the simulation once drew as if they had r."""
+    from scipy.special import gammaln
+
+    from curvekit.intervals import _simulate
+
+    n = np.arange(1.0, 13.0)
+    present = np.ones((len(n), r), dtype=bool)
+    draws = 40_000
+    sim = _simulate(np.zeros(len(n)), 0.0, -50.0, inv_k, 1.0, n, present,
+                    np.random.default_rng(0), draws)
+    lowest = sim[..., 0] - np.log1p(np.exp(-50.0))
+    exact = np.exp(gammaln(n + 1) + gammaln(1 + inv_k) - gammaln(n + 1 + inv_k))
+    se = lowest.std(axis=0) / math.sqrt(draws)
+    assert np.all(np.abs(lowest.mean(axis=0) - exact) < 5 * se), (lowest.mean(axis=0), exact)
+
+
+@pytest.fixture(scope="module")
+def demo_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    home = tmp_path_factory.mktemp("demo") / "home"
+    curvekit.demo(home)
+    return home
+
+
+def test_every_output_reports_the_same_point(demo_home: Path) -> None:
+    """The table, the JSON and the plot's legend and provenance carry the point of the one
+    rule (curvekit.scaling.critical_point), with the plain fit beside it; with 2 trials
+    per batch size the point is the plain fit, and stderr says why."""
+    from curvekit.scaling import fit_critical_batch
+
+    w, metric = "demo/digits/fc_128_128_128/sgd", "val/classification_error"
+    args = ["fit", w, "--metric", metric, "--goal", "0.05", "--home", str(demo_home)]
+    (row,) = json.loads(CliRunner().invoke(main, [*args, "--format", "json"]).stdout)
+    curve = curvekit.steps_to_result(curvekit.open(demo_home),
+                                     curvekit.Selection(w, metric, 0.05))
+    plain = fit_critical_batch(curve)
+    assert row["critical_estimate"] == "bias-corrected"
+    assert (row["b_crit_plain"], row["s_min_plain"]) == (plain.b_crit, plain.s_min)
+    assert row["b_crit"] != plain.b_crit and row["s_min"] < plain.s_min
+    table = CliRunner().invoke(main, args)
+    assert table.exit_code == 0 and "B_crit (plain fit)" in table.stdout
+    chart, meta = curvekit.plot_steps_to_result(curvekit.open(demo_home),
+                                                curvekit.Selection(w, metric, 0.05), fit=True)
+    assert meta["fit"]["b_crit"] == row["b_crit"]
+    assert meta["fit"]["b_crit_estimate"] == "bias-corrected"
+    assert meta["fit"]["b_crit_plain"] == plain.b_crit
+    assert "critical batch law, bias-corrected (B_crit ≈ 20; plain fit 20)" in json.dumps(
+        chart.to_dict(), ensure_ascii=False)
+    few = CliRunner().invoke(main, [*args, "--trials", "2", "--format", "json"])
+    (thin,) = json.loads(few.stdout)
+    assert thin["critical_estimate"] == "plain fit" and thin["b_crit"] == thin["b_crit_plain"]
+    assert "so B_crit and S_min are the plain fit" in thin["critical_estimate_note"]
+    noted = CliRunner().invoke(main, [*args, "--trials", "2"])
+    assert ("Note: demo/digits/fc_128_128_128/sgd: only 0 batch sizes have 3 trials at the "
+            "goal") in noted.stderr
+    assert "B_crit (plain fit)" not in noted.stdout

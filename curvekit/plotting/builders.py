@@ -700,6 +700,17 @@ def _param_name(label: str) -> str:
     return "select_" + "".join(c if c.isascii() and c.isalnum() else "_" for c in label)
 
 
+def _critical_label(critical: CriticalBatchFit) -> str:
+    """The critical-batch curve's legend entry: which estimate it draws (``docs/fits.md``).
+
+    The bias-corrected law lies below the measured best trials by their finite-trial bias.
+    """
+    if critical.plain is None:
+        return f"critical batch fit (B_crit ≈ {critical.b_crit:,.0f})"
+    return (f"critical batch law, bias-corrected (B_crit ≈ {critical.b_crit:,.0f}; "
+            f"plain fit {critical.plain.b_crit:,.0f})")
+
+
 def _fit_layers(fit: RegimeFit, critical: CriticalBatchFit | None, x_scale: Spec,
                 y_scale: Spec, datasets: Datasets, shown: list[Spec] | None = None
                 ) -> list[Spec]:
@@ -732,7 +743,7 @@ def _fit_layers(fit: RegimeFit, critical: CriticalBatchFit | None, x_scale: Spec
     keys, strokes, dashes = ["regime fit"], ["#c44e52"], [[1, 0]]
     if critical is not None:
         lines.append(pl.DataFrame({"batch_size": grid, "step": critical.predict(grid),
-                                   "fit": f"critical batch fit (B_crit ≈ {critical.b_crit:,.0f})"}))
+                                   "fit": _critical_label(critical)}))
         keys.append(lines[-1]["fit"][0])
         strokes.append("#8172b3")
         dashes.append([2, 2])

@@ -25,7 +25,14 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from curvekit.errors import QueryError
-from curvekit.measure import best, explain_empty, steps_to_result, trial_outcomes, warn_explained
+from curvekit.measure import (
+    best,
+    explain_empty,
+    steps_to_result,
+    trial_hits,
+    trial_outcomes,
+    warn_explained,
+)
 from curvekit.plotting.builders import best_chart, metaparameter_chart, scatter_chart, steps_chart
 from curvekit.plotting.vegalite import Spec, subtitled, to_altair
 from curvekit.selection import Selection
@@ -103,7 +110,7 @@ def plot_steps_to_result(store: Store, selection: Selection, *, fit: bool = Fals
     curve = _curve_or_refuse(store, selection)
     extra = [(other, _curve_or_refuse(store, selection.with_workload(other)))
              for other in others]
-    from curvekit.scaling import FitError, fit_critical_batch, fit_regimes
+    from curvekit.scaling import FitError, critical_point, fit_regimes, hits_by_batch_size
 
     if fit and curve.height < 3:
         raise FitError(f"--fit needs at least 3 batch sizes on the curve, {workload} has "
@@ -113,7 +120,8 @@ def plot_steps_to_result(store: Store, selection: Selection, *, fit: bool = Fals
     critical = None
     if fit:
         try:
-            critical = fit_critical_batch(curve)
+            critical = critical_point(hits_by_batch_size(trial_hits(store, selection)),
+                                      curve["batch_size"], curve["step"])
         except FitError:  # the regime fit still draws; the curve has no critical-batch fit
             critical = None
     # Compared, the title names every workload, and the legend which line is which.
@@ -126,6 +134,9 @@ def plot_steps_to_result(store: Store, selection: Selection, *, fit: bool = Fals
                       fit=None if regimes is None else {
                           "model": regimes.model, "breakpoints": list(regimes.breakpoints),
                           "b_crit": None if critical is None else critical.b_crit,
+                          "b_crit_estimate": None if critical is None else critical.estimate,
+                          "b_crit_plain": (None if critical is None
+                                           else critical.plain_fit.b_crit),
                           "note": regimes.note, "definition": "docs/fits.md"})
     return to_altair(_marked(store, chart, [workload, *others])), meta
 

@@ -59,7 +59,7 @@ from curvekit.plotting.page import (
 from curvekit.progress import Progress
 from curvekit.reporting.data import WorkloadPage, workload_data
 from curvekit.runner.adaptive import round_rows
-from curvekit.scaling import bounded_value
+from curvekit.scaling import CORRECTED, bounded_value
 from curvekit.store.catalog import synthetic_note, synthetic_workloads
 from curvekit.store.store import Store
 
@@ -160,6 +160,20 @@ def _cell(fit: dict[str, Any], name: str, digits: int = 0) -> str:
     return text
 
 
+def _estimate(fit: dict[str, Any]) -> str:
+    """What the B_crit row estimates (``docs/fits.md``): the tuned value or the plain fit."""
+    kind = fit.get("critical_estimate")
+    return "" if kind is None else f" <span class='note'>({escape(str(kind))})</span>"
+
+
+def _plain_row(fit: dict[str, Any]) -> str:
+    """The paper's plain fit to the best trials, beside a bias-corrected B_crit."""
+    if fit.get("critical_estimate") != CORRECTED or fit.get("b_crit_plain") is None:
+        return ""
+    return (f"<tr><td>B_crit, plain fit to the best trials</td>"
+            f"<td>{_value(fit, 'b_crit_plain', 0)}</td></tr>")
+
+
 _W, _H = 300, 240
 """A workload chart's plot size: drawn at 72 dpi sizes and scaled to its column (about
 650 px in a 1400 px window), its 9 px text reads at the page's 15 px."""
@@ -212,10 +226,11 @@ def _workload_page(data: WorkloadPage, note: str | None = None) -> str:
         f"<tr><td>perfect scaling ends at</td><td>{_cell(fit, 'perfect_scaling_end')}</td></tr>"
         f"<tr><td>maximum useful batch size</td>"
         f"<td>{_cell(fit, 'max_useful_batch_size')}</td></tr>"
-        f"<tr><td>B_crit</td><td>{_cell(fit, 'b_crit')}</td></tr>"
-        f"<tr><td>model</td><td>{escape(str(fit.get('model', '–')))}</td></tr></table>"
+        f"<tr><td>B_crit{_estimate(fit)}</td><td>{_cell(fit, 'b_crit')}</td></tr>"
+        + _plain_row(fit)
+        + f"<tr><td>model</td><td>{escape(str(fit.get('model', '–')))}</td></tr></table>"
         + "".join(f"<p class='note'>{escape(str(fit[k]))}</p>"
-                  for k in ("note", "range_note") if fit.get(k))
+                  for k in ("note", "range_note", "critical_estimate_note") if fit.get(k))
         + _rounds(data.adaptive))
     specs = _charts(data)
     divs = "".join(f"<div class='chart' id='chart-{name}'></div>" for name, _ in specs)

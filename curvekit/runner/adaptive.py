@@ -10,9 +10,11 @@ store is an ordinary study of N trials, read by every command like any other.
 **A round.** After its trials are saved, the workload goes into the store and the round
 reads it back through the one door into the measurements: each trial's first step at the
 goal (:func:`curvekit.measure.trial_hits`, the paper's definition, as ``steps-to-result``)
-and the fit with its calibrated interval (:func:`curvekit.scaling.fit_workload`). The
-interval's **relative width** is (high − low) / B_crit. The run stops when it is at most
-the target width, or when the trial budget is spent.
+and the fit with its calibrated interval (:func:`curvekit.scaling.fit_workload`). B_crit is
+the point that fit reports (:func:`curvekit.scaling.critical_point`: the bias-corrected
+estimate at the centre of its interval wherever the estimator's requirements are met, else
+the plain fit). The interval's **relative width** is (high − low) / B_crit. The run stops
+when it is at most the target width, or when the trial budget is spent.
 
 **The first round** (:func:`first_grid`) trains the first trials at every other batch size,
 the smallest and the largest included (6 of the demo's 11), or at all of them when that
