@@ -431,10 +431,8 @@ def critical_intervals(hits: Mapping[int, ArrayLike], *, samples: int = 1000, se
     grid = INV_K_GRID
     a, c = float(point.a[0]), float(point.c[0])
     inv_k, sigma = float(point.inv_k[0]), float(point.scale[0])
-    s_min, b_crit = math.exp(a), math.exp(c)
-    reasons: dict[str, str] = {}
-    if tuned.reason:
-        reasons["all"] = tuned.reason
+    s_min, b_crit = tuned.s_min, tuned.b_crit
+    reasons: dict[str, str] = {"all": tuned.reason} if tuned.reason else {}
     draws: dict[str, Floats] = {}
     intervals: dict[str, tuple[float, float]] = {}
     if "all" not in reasons:
@@ -511,7 +509,7 @@ def critical_intervals(hits: Mapping[int, ArrayLike], *, samples: int = 1000, se
         why = reasons.pop("all")
         intervals = {}
         reasons = {q: why for q in QUANTITIES}
-    return CriticalIntervals(level, samples, seed, s_min, b_crit, s_min * b_crit,
+    return CriticalIntervals(level, samples, seed, s_min, b_crit, tuned.e_min,
                              tuned.bias, 1 / inv_k, intervals, reasons, draws)
 
 
