@@ -66,7 +66,7 @@ from curvekit.store.layout import (
 from curvekit.store.metadata import ADDED_KEY, NAMES_KEY, StoreMetadata
 from curvekit.store.snapshots import FILES_FILE
 from curvekit.store.transaction import Transaction, transaction
-from curvekit.store.upgrade import OLD_FORMAT, upgrade_into
+from curvekit.store.upgrade import OLD_FORMATS, upgrade_into
 from curvekit.store.writer import Evaluations, StoreBuilder
 from curvekit.values import INT64_MAX, parameter_fix, parameter_problem
 
@@ -338,7 +338,7 @@ def _carried(tx: Transaction, keep: Callable[[str], bool], *, top: bool = True
     (:mod:`curvekit.store.upgrade`). Returns the current metadata in the current form."""
     assert tx.current is not None and tx.metadata is not None
     meta = tx.metadata
-    if meta.store_format == OLD_FORMAT:
+    if meta.store_format in OLD_FORMATS:
         upgraded = upgrade_into(tx.current, meta, tx.staging, keep=keep)
         if top and (tx.current / MANIFEST_FILE).is_file():
             _link(str(tx.current / MANIFEST_FILE), str(tx.staging / MANIFEST_FILE))
@@ -445,7 +445,7 @@ def carry_added(tx: Transaction, meta: StoreMetadata) -> StoreMetadata:
     if tx.current is None or tx.metadata is None or not tx.metadata.added:
         return meta
     added = tx.metadata.added
-    if not (tx.metadata.current_format or tx.metadata.store_format == OLD_FORMAT):
+    if not (tx.metadata.current_format or tx.metadata.store_format in OLD_FORMATS):
         raise StoreError(
             f"{store_link(tx.home)} has store format {tx.metadata.store_format!r} and workloads "
             f"you added ({', '.join(added)}), which cannot be carried into a store of format "

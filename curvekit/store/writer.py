@@ -6,10 +6,12 @@ folder. :meth:`StoreBuilder.finish` writes every table as zstd Parquet with the 
 ``data_manifest/store_schema.json`` fixes, so the same input always gives the same files
 whatever its member order:
 
-* ``measurements``: one file per study, one row per evaluation and metric
-  (``trial_id, step, metric, value``), sorted by (metric, trial_id, step). A metric's rows
-  start a new row group once the group holds :data:`GROUP_ROWS` rows, so that the
-  ``metric`` statistics of each row group let a reader skip every other metric;
+* ``measurements``: files of whole metrics per workload, one row per evaluation and metric
+  (``batch_size, trial_id, step, metric, value``), sorted by (metric, batch_size,
+  trial_id, step): a metric with :data:`GROUP_ROWS` rows or more has a file of its own,
+  the smaller ones share one (:func:`write_workload_measurements`), and ``_store.json``
+  records which metrics each file holds, so that a reader of one metric opens its files
+  alone;
 * ``trials``: one file per workload, its fixed columns only;
 * ``parameters``: one file per workload, one row per metaparameter of each trial
   (:func:`parameter_rows`);
@@ -33,7 +35,7 @@ from __future__ import annotations
 import json
 import shutil
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,13 +52,16 @@ from curvekit.errors import CurvekitError, StoreError
 from curvekit.names import ColumnNames, ErrorType
 from curvekit.records import STATUSES, StudyKey, StudyRecord, TrialRecord, Workload
 from curvekit.store.layout import (
+    EVALUATIONS_KEY,
     FILE_NAME,
     METRICS_KEY,
+    PARTS_KEY,
     STORE_FORMAT,
     fixed_schema,
+    measurements_file,
     partition_dir,
 )
-from curvekit.store.metadata import NAMES_KEY, StoreMetadata
+from curvekit.store.metadata import FILES_KEY, NAMES_KEY, StoreMetadata
 from curvekit.values import (
     INT64_MAX,
     flag_problem,
@@ -69,18 +74,18 @@ from curvekit.values import (
 __all__ = [
     "EVALUATIONS_KEY",
     "GROUP_ROWS",
+    "PARTS_KEY",
     "Evaluations",
     "StoreBuilder",
+    "WrittenMeasurements",
     "merged_type",
     "parameter_rows",
     "parameter_type",
-    "write_measurements",
     "write_table",
+    "write_workload_measurements",
 ]
 
 PARQUET_OPTIONS: dict[str, Any] = {"compression": "zstd", "compression_level": 3}
-EVALUATIONS_KEY = "curvekit.evaluations"
-"""Footer key of a measurements file: its number of evaluations (rows of its CSV files)."""
 GROUP_ROWS = 1 << 16
 """A measurements row group takes the rows of further metrics until it holds this many:
 small metrics share a row group, a large one has its own (split at :data:`MAX_GROUP_ROWS`)."""
@@ -92,7 +97,8 @@ the smallest store (1 MiB: 1.33x the store of format 1, 64 KiB: 1.14x, on 30 fil
 
 # the schema written: the metric column as a dictionary (one entry per row group), which
 # readers see as text (the files store no Arrow schema, so the Parquet type is what counts)
-_WRITTEN = pa.schema([pa.field("trial_id", pa.int64()), pa.field("step", pa.int64()),
+_WRITTEN = pa.schema([pa.field("batch_size", pa.int64()),
+                      pa.field("trial_id", pa.int64()), pa.field("step", pa.int64()),
                       pa.field("metric", pa.dictionary(pa.int32(), pa.string())),
                       pa.field("value", pa.float64())])
 
@@ -222,74 +228,164 @@ def _aligned(column: pa.ChunkedArray, like: pa.ChunkedArray) -> list[pa.Array]:
     return out
 
 
-# -- the measurements file -----------------------------------------------------------------
+# -- the measurements files of a workload ----------------------------------------------------
 
-def write_measurements(rows: Evaluations, path: Path) -> int:
-    """Write one study's evaluations as the long measurements file at ``path``.
+@dataclass(frozen=True)
+class WrittenMeasurements:
+    """What :func:`write_workload_measurements` wrote: each file's metrics (the index
+    ``_store.json`` keeps), each study's evaluations, and the metrics with a value."""
 
-    Each metric with at least one value (NaN counts) gets one row per evaluation, null
-    where it has none, so every metric of the file has as many rows as the study has
-    evaluations; a study whose evaluations hold no metric at all keeps one row per
-    evaluation with a null metric. Returns the number of evaluations.
+    files: dict[str, list[str]]
+    evaluations: dict[int, int]
+    metrics: list[str]
 
-    Encodings: a dictionary for the metric (one entry per row group) and for the values
-    (a classification error takes few distinct values, k / N_eval, which a dictionary
-    stores in a few bits; continuous values overflow its :data:`DICTIONARY_BYTES` soon and
-    are written plain), deltas for the trial ids and steps (runs and rises: a few bits).
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    kept = sorted(((n, v) for n, v in zip(rows.names, rows.values, strict=True)
+
+def _kept(rows: Evaluations) -> list[tuple[str, Column]]:
+    """The study's metrics with at least one value (NaN counts), by name."""
+    return sorted(((n, v) for n, v in zip(rows.names, rows.values, strict=True)
                    if v.null_count < len(v)), key=lambda item: item[0])
-    n = rows.num_rows
+
+
+def write_workload_measurements(studies: Sequence[tuple[int, Evaluations]], folder: Path,
+                                write: int = 0) -> WrittenMeasurements:
+    """Write one workload's evaluations (``(batch_size, rows)`` per study) as the long
+    measurements files of its ``write``-th write into ``folder``.
+
+    Each metric with at least one value in a study gets one row per evaluation of that
+    study, null where it has none; a study whose evaluations hold no metric at all keeps one
+    row per evaluation with a null metric. A metric with at least :data:`GROUP_ROWS` rows
+    has a file of its own; the smaller ones share one file, so ten thousand small metrics
+    make one file; the rows without a metric have a file of their own, so that the index
+    (``files``: each file's metrics) tells a file of one metric from every other (a write
+    without any evaluation has one such file, of no rows). Files are
+    named :func:`~curvekit.store.layout.measurements_file` ``(write, k)``: the metrics' own
+    files first, by name, then the shared one, then the one without a metric. Each is sorted
+    by (metric, batch_size, trial_id, step), in row groups of at most :data:`MAX_GROUP_ROWS`
+    rows (the shared file's groups hold whole metrics, a new group once one holds
+    :data:`GROUP_ROWS`). Each footer records its metrics in order
+    (``curvekit.metrics``), each study's evaluations (``curvekit.evaluations``, by batch
+    size) and which studies each metric has rows of, in order (``curvekit.parts``).
+
+    Encodings: a dictionary for the metric, the batch size and the values (a
+    classification error takes few distinct values, k / N_eval, which a dictionary stores
+    in a few bits; continuous values overflow its :data:`DICTIONARY_BYTES` soon and are
+    written plain), deltas for the trial ids and steps (runs and rises: a few bits).
+
+    >>> import tempfile, pathlib
+    >>> rows = Evaluations.from_table(pa.table({"trial_id": [1, 1], "step": [0, 10],
+    ...                                         "val/error": [0.9, 0.5]}))
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> written = write_workload_measurements([(32, rows)], folder)
+    >>> written.files, written.evaluations
+    ({'part-0-0.parquet': ['val/error']}, {32: 2})
+    """
+    ordered = sorted(studies, key=lambda item: item[0])
+    evaluations = {bs: rows.num_rows for bs, rows in ordered}
+    by_metric: dict[str, list[tuple[int, Evaluations, Column]]] = {}
+    unnamed: list[tuple[int, Evaluations]] = []
+    for bs, rows in ordered:
+        kept = _kept(rows)
+        for name, values in kept:
+            by_metric.setdefault(name, []).append((bs, rows, values))
+        if not kept and rows.num_rows:
+            unnamed.append((bs, rows))
+    names = sorted(by_metric)
+    size = {n: sum(rows.num_rows for _, rows, _ in by_metric[n]) for n in names}
+    own = [n for n in names if size[n] >= GROUP_ROWS]
+    shared = [n for n in names if size[n] < GROUP_ROWS]
+    files: dict[str, list[str]] = {}
+    folder.mkdir(parents=True, exist_ok=True)
+    for k, name in enumerate(own):
+        file = measurements_file(write, k)
+        _write_file(folder / file, [[(name, by_metric[name])]], [], evaluations)
+        files[file] = [name]
+    if shared:
+        groups: list[list[tuple[str, list[tuple[int, Evaluations, Column]]]]] = [[]]
+        rows_in = 0
+        for name in shared:
+            if rows_in >= GROUP_ROWS:
+                groups.append([])
+                rows_in = 0
+            groups[-1].append((name, by_metric[name]))
+            rows_in += size[name]
+        file = measurements_file(write, len(files))
+        _write_file(folder / file, groups, [], evaluations)
+        files[file] = list(shared)
+    if unnamed or not files:
+        # a write without evaluations still has a file (of no rows), so that every workload
+        # has one and a plain reader's glob over the table finds its schema
+        file = measurements_file(write, len(files))
+        _write_file(folder / file, [], unnamed, evaluations)
+        files[file] = []
+    return WrittenMeasurements(files, evaluations, names)
+
+
+def _write_file(path: Path,
+                groups: list[list[tuple[str, list[tuple[int, Evaluations, Column]]]]],
+                unnamed: list[tuple[int, Evaluations]], evaluations: dict[int, int]) -> None:
+    """One measurements file: ``groups`` of whole metrics (each metric's studies in batch
+    size order), then the rows without a metric; a row group per group (split at
+    :data:`MAX_GROUP_ROWS`). The arrays are the studies' own, as chunks: nothing is copied
+    before the writer encodes them."""
     writer = pq.ParquetWriter(
         path, _WRITTEN, **PARQUET_OPTIONS, store_schema=False,
-        use_dictionary=["metric", "value"], dictionary_pagesize_limit=DICTIONARY_BYTES,
+        use_dictionary=["batch_size", "metric", "value"],
+        dictionary_pagesize_limit=DICTIONARY_BYTES,
         column_encoding={"trial_id": "DELTA_BINARY_PACKED", "step": "DELTA_BINARY_PACKED"},
         # Parquet min/max statistics leave NaN out, and DuckDB then folds isnan() and
         # comparisons on NaN rows to false: no statistics for values keeps NaN exact.
-        write_statistics=["trial_id", "step", "metric"])
+        write_statistics=["batch_size", "trial_id", "step", "metric"])
+    parts: list[list[object]] = []
+    in_file: set[int] = set()
     try:
-        for group in _groups(rows, kept):
-            writer.write_table(group, row_group_size=MAX_GROUP_ROWS)
-        writer.add_key_value_metadata({METRICS_KEY: structured.dumps([m for m, _ in kept]),
-                                       EVALUATIONS_KEY: str(n)})
+        pieces: list[tuple[str | None, int, Evaluations, Column]]
+        for group in groups:
+            pieces = [(name, bs, rows, values) for name, studies in group
+                      for bs, rows, values in studies]
+            writer.write_table(_group(pieces), row_group_size=MAX_GROUP_ROWS)
+            for name, bs, _, _ in pieces:
+                parts.append([name, bs])
+                in_file.add(bs)
+        if unnamed:
+            pieces = [(None, bs, rows, pa.nulls(rows.num_rows, pa.float64()))
+                      for bs, rows in unnamed]
+            writer.write_table(_group(pieces), row_group_size=MAX_GROUP_ROWS)
+            for _, bs, _, _ in pieces:
+                parts.append([None, bs])
+                in_file.add(bs)
+        metrics = [name for group in groups for name, _ in group]
+        writer.add_key_value_metadata({
+            METRICS_KEY: structured.dumps(metrics),
+            EVALUATIONS_KEY: structured.dumps({str(bs): evaluations[bs]
+                                               for bs in sorted(in_file)}),
+            PARTS_KEY: structured.dumps(parts)})
     finally:
         writer.close()
-    return n
 
 
-def _groups(rows: Evaluations, kept: list[tuple[str, pa.Array]]) -> Iterator[pa.Table]:
-    """The file's rows as tables of whole metrics, each at least GROUP_ROWS rows (the last
-    may have fewer), a row group each."""
-    n = rows.num_rows
-    if not kept:
-        if n:
-            yield pa.Table.from_arrays(
-                [pa.chunked_array(_chunks(rows.trial_id), pa.int64()),
-                 pa.chunked_array(_chunks(rows.step), pa.int64()),
-                 pa.chunked_array([pa.nulls(n, _WRITTEN.field("metric").type)]),
-                 pa.chunked_array([pa.nulls(n, pa.float64())])], schema=_WRITTEN)
-        return
-    pending: list[str] = []
-    for i, (name, _) in enumerate(kept):
-        pending.append(name)
-        if len(pending) * n >= GROUP_ROWS or i == len(kept) - 1:
-            values = [v for _, v in kept[i + 1 - len(pending):i + 1]]
-            yield _group(rows, pending, values)
-            pending = []
-
-
-def _group(rows: Evaluations, names: list[str], values: list[Column]) -> pa.Table:
-    """One row group: the rows of ``names`` (whole metrics, in order), one dictionary. The
-    trial ids and steps are the evaluations' own arrays, repeated as chunks (no copy)."""
-    n, k = rows.num_rows, len(names)
-    indices = pa.array(np.repeat(np.arange(k, dtype=np.int32), n))
-    metric = pa.DictionaryArray.from_arrays(indices, pa.array(names, pa.string()), safe=False)
+def _group(pieces: Sequence[tuple[str | None, int, Evaluations, Column]]) -> pa.Table:
+    """The rows of ``pieces`` (a metric of a study each, in order) as one table with one
+    metric dictionary. The trial ids, steps and values are the studies' own arrays, as
+    chunks (no copy)."""
+    names = sorted({name for name, _, _, _ in pieces if name is not None})
+    code = {name: i for i, name in enumerate(names)}
+    indices, mask, sizes = [], [], []
+    for name, bs, rows, _ in pieces:
+        n = rows.num_rows
+        indices.append(np.full(n, code.get(name, 0) if name is not None else 0, np.int32))
+        mask.append(np.full(n, name is None))
+        sizes.append(pa.repeat(pa.scalar(bs, pa.int64()), n))
+    index = pa.array(np.concatenate(indices) if indices else np.array([], np.int32),
+                     mask=np.concatenate(mask) if mask else None)
+    metric = pa.DictionaryArray.from_arrays(index, pa.array(names, pa.string()), safe=False)
     return pa.Table.from_arrays(
-        [pa.chunked_array(_chunks(rows.trial_id) * k, pa.int64()),
-         pa.chunked_array(_chunks(rows.step) * k, pa.int64()),
+        [pa.chunked_array(sizes, pa.int64()),
+         pa.chunked_array([c for _, _, rows, _ in pieces for c in _chunks(rows.trial_id)],
+                          pa.int64()),
+         pa.chunked_array([c for _, _, rows, _ in pieces for c in _chunks(rows.step)],
+                          pa.int64()),
          pa.chunked_array([metric]),
-         pa.chunked_array([c for v in values for c in _chunks(v)], pa.float64())],
+         pa.chunked_array([c for _, _, _, v in pieces for c in _chunks(v)], pa.float64())],
         schema=_WRITTEN)
 
 
@@ -464,6 +560,8 @@ class StoreBuilder:
         self._names = ColumnNames(error, metric_fix="rename the metric where it is given",
                                   parameter_fix="rename the metaparameter where it is given")
         self._workloads: set[str] = set()
+        self.write = 0
+        """The number of this write among the workload's (its files' ``<w>``)."""
 
     def _fail(self, where: str, message: str) -> CurvekitError:
         return self._error(f"{where}: {message}")
@@ -566,37 +664,37 @@ class StoreBuilder:
         format the files have (the current one, whatever ``metadata`` says).
         """
         keys = sorted(set(self.studies) | {k for k, _ in self.trials})
+        workloads = self._by_workload(keys)
         with ThreadPoolExecutor(self._threads) as pool:
-            written = list(pool.map(self._write_measurements, keys))
+            written = dict(zip(workloads, pool.map(self._write_measurements, workloads.values()),
+                               strict=True))
         shutil.rmtree(self.root / "_spill", ignore_errors=True)
-        rows = sum(n for n, _ in written)
-        metrics: dict[str, set[str]] = {}
-        for key, (_, found) in zip(keys, written, strict=True):
-            metrics.setdefault(key.workload, set()).update(found)
+        rows = sum(sum(w.evaluations.values()) for w in written.values())
         parameters = self._write_trials(trial_rows)
         self._write_studies()
-        workloads = sorted({k.workload for k in keys})
-        names: dict[str, dict[str, Any]] = {w: {"metrics": sorted(metrics.get(w, ())),
-                     "parameters": parameters.get(w, {})} for w in workloads}
+        names: dict[str, dict[str, Any]] = {
+            "/".join(w): {"metrics": written[w].metrics,
+                          "parameters": parameters.get("/".join(w), {}),
+                          FILES_KEY: written[w].files}
+            for w in sorted(workloads)}
         meta = StoreMetadata({
             **metadata,
             "store_format": STORE_FORMAT,
-            "counts": {"workloads": len(workloads), "studies": len(self.studies),
+            "counts": {"workloads": len(names), "studies": len(self.studies),
                        "trials": len(self.trials), "measurements": rows},
-            "workloads": workloads,
-            NAMES_KEY: names,
+            "workloads": sorted(names),
+            NAMES_KEY: dict(sorted(names.items())),
         })
         meta.save(self.root)
         return meta
 
-    def _write_measurements(self, key: StudyKey) -> tuple[int, list[str]]:
-        rows = self._study_rows(key)
-        if rows is None:
-            rows = Evaluations(pa.array([], pa.int64()), pa.array([], pa.int64()), (), ())
-        path = self.root / partition_dir("measurements", *key) / FILE_NAME
-        n = write_measurements(rows, path)
-        return n, [m for m, v in zip(rows.names, rows.values, strict=True)
-                   if v.null_count < len(v)]
+    def _write_measurements(self, keys: list[StudyKey]) -> WrittenMeasurements:
+        """Write one workload's measurements files (its studies read back one by one from
+        the spill, in batch-size order)."""
+        empty = Evaluations(pa.array([], pa.int64()), pa.array([], pa.int64()), (), ())
+        studies = [(key.batch_size, self._study_rows(key) or empty) for key in keys]
+        folder = self.root / partition_dir("measurements", *keys[0][:3])
+        return write_workload_measurements(studies, folder, self.write)
 
     def _by_workload(self, keys: Iterable[StudyKey]) -> dict[tuple[str, str, str], list[StudyKey]]:
         groups: dict[tuple[str, str, str], list[StudyKey]] = {}
