@@ -364,7 +364,7 @@ def metric_layout(meta: pq.FileMetaData, path: Path | None = None) -> str | None
 def _counted(path: Path, parts: list[Part]) -> list[tuple[int, np.ndarray, np.ndarray]]:
     """Rows per trial id of ``parts`` of a measurements file (a study's rows of one metric
     each, which are the study's evaluations): for each, its batch size, the trial ids and
-    the lengths of the runs of equal ids. The rows are sorted by trial, so a trial is one
+    the lengths of the runs of equal ids. Their batch sizes must be the part's. The rows are sorted by trial, so a trial is one
     run unless the file is damaged (:func:`verify` sums the runs of a trial).
 
     Only the row groups holding those rows are decoded. The ids are read from the Arrow
@@ -381,12 +381,17 @@ def _counted(path: Path, parts: list[Part]) -> list[tuple[int, np.ndarray, np.nd
             continue
         first = int(np.searchsorted(starts, part.start, side="right")) - 1
         last = int(np.searchsorted(starts, part.start + part.rows, side="left"))
-        ids = (reader.read_row_groups(list(range(first, last)), columns=["trial_id"],
-                                      use_threads=False)
-               .column(0).slice(part.start - int(starts[first]), part.rows).combine_chunks())
+        rows = reader.read_row_groups(list(range(first, last)),
+                                      columns=["batch_size", "trial_id"], use_threads=False
+                                      ).slice(part.start - int(starts[first]), part.rows)
+        ids, sizes = rows.column("trial_id").combine_chunks(), rows.column("batch_size")
         if ids.null_count or ids.type != pa.int64():
             raise ValueError(f"its trial ids are {ids.type} with {ids.null_count} nulls, not "
                              "int64 without nulls")
+        if sizes.null_count or len(sizes.unique()) != 1 or sizes[0].as_py() != part.batch_size:
+            raise ValueError(f"rows {part.start} to {part.start + part.rows - 1}, which its "
+                             f"footer gives batch size {part.batch_size}, hold batch sizes "
+                             f"{sorted(sizes.unique().to_pylist(), key=str)}")
         values = np.frombuffer(ids.buffers()[1], np.int64, count=len(ids),
                                offset=ids.offset * 8)
         runs = np.concatenate(([0], np.flatnonzero(np.diff(values)) + 1))
