@@ -1,5 +1,5 @@
 """A store of format 2 (a measurements file per study, ``batch_size=<n>/part-0.parquet``),
-made by the curvekit that wrote that format (tests/format2/make.py), is upgraded to format
+made by the curvekit that wrote that format (tests/format2/make_format2.py), is upgraded to format
 3 with every row, value and name kept and every answer the same: by `curvekit upgrade`, and
 by the first add or remove; opening it for reading says so (docs/store.md, "Stores of
 formats 1 and 2")."""

@@ -364,8 +364,9 @@ def metric_layout(meta: pq.FileMetaData, path: Path | None = None) -> str | None
 def _counted(path: Path, parts: list[Part]) -> list[tuple[int, np.ndarray, np.ndarray]]:
     """Rows per trial id of ``parts`` of a measurements file (a study's rows of one metric
     each, which are the study's evaluations): for each, its batch size, the trial ids and
-    the lengths of the runs of equal ids. Their batch sizes must be the part's. The rows are sorted by trial, so a trial is one
-    run unless the file is damaged (:func:`verify` sums the runs of a trial).
+    the lengths of the runs of equal ids. Their batch sizes must be the part's. The rows
+    are sorted by trial, so a trial is one run unless the file is damaged (:func:`verify`
+    sums the runs of a trial).
 
     Only the row groups holding those rows are decoded. The ids are read from the Arrow
     buffer as NumPy integers: pyarrow's own conversions import pandas, a third of a second

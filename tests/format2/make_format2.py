@@ -4,7 +4,7 @@ Run with the code of the last commit that wrote format 2 on the import path, fro
 outside the repository (``python -m`` and ``-c`` put the working folder first)::
 
     git worktree add --detach /tmp/format2-code <commit before store_format 3>
-    cd /tmp && PYTHONPATH=/tmp/format2-code python /path/to/tests/format2/make.py
+    cd /tmp && PYTHONPATH=/tmp/format2-code python /path/to/tests/format2/make_format2.py
 
 It converts ``tiny_archive`` (the release's layout and quirks) and adds a workload whose
 names are hostile (metrics named ``step``, ``Step``, ``metric``, ``batch_size``,
