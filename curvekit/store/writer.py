@@ -562,6 +562,10 @@ class StoreBuilder:
         self._workloads: set[str] = set()
         self.write = 0
         """The number of this write among the workload's (its files' ``<w>``)."""
+        self.measured: set[StudyKey] | None = None
+        """The studies whose measurements this write writes (None: all); the others' files
+        are carried from an earlier write by the caller (:func:`~curvekit.store.update.
+        add_workload`), which then merges their counts and index."""
 
     def _fail(self, where: str, message: str) -> CurvekitError:
         return self._error(f"{where}: {message}")
@@ -665,17 +669,20 @@ class StoreBuilder:
         """
         keys = sorted(set(self.studies) | {k for k, _ in self.trials})
         workloads = self._by_workload(keys)
+        measured = self._by_workload(k for k in keys if self.measured is None
+                                     or k in self.measured)
         with ThreadPoolExecutor(self._threads) as pool:
-            written = dict(zip(workloads, pool.map(self._write_measurements, workloads.values()),
+            written = dict(zip(measured, pool.map(self._write_measurements, measured.values()),
                                strict=True))
         shutil.rmtree(self.root / "_spill", ignore_errors=True)
         rows = sum(sum(w.evaluations.values()) for w in written.values())
         parameters = self._write_trials(trial_rows)
         self._write_studies()
+        none = WrittenMeasurements({}, {}, [])
         names: dict[str, dict[str, Any]] = {
-            "/".join(w): {"metrics": written[w].metrics,
+            "/".join(w): {"metrics": written.get(w, none).metrics,
                           "parameters": parameters.get("/".join(w), {}),
-                          FILES_KEY: written[w].files}
+                          FILES_KEY: written.get(w, none).files}
             for w in sorted(workloads)}
         meta = StoreMetadata({
             **metadata,
