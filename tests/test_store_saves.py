@@ -107,3 +107,4 @@ def test_any_sequence_of_saves_answers_as_one_add(tmp_path_factory: object,
         assert all((measurements_write(f) or 0) > last for f in set(after) - set(before))
     assert data is not None
     assert _answers(home) == _fresh(tmp / "fresh", data)
+
