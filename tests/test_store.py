@@ -187,6 +187,32 @@ def test_same_archive_any_member_order_gives_the_same_store(tmp_path: Path) -> N
     assert files[0] == files[1]
 
 
+def test_spilled_studies_write_the_same_files_in_row_groups_of_any_size(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A conversion that spills (each study then read back one metric at a time) writes the
+    same files as one that holds everything, also where a metric has files of its own split
+    into several row groups (small limits standing for 65,536 and 1,048,576 rows)."""
+    from curvekit.store import writer
+
+    monkeypatch.setattr(writer, "GROUP_ROWS", 3)
+    monkeypatch.setattr(writer, "MAX_GROUP_ROWS", 7)
+    archive = write_archive(tmp_path / "a.tar.bz2", quirky_members())
+    convert(archive, tmp_path / "ha")
+    convert(archive, tmp_path / "hb", memory_limit=1)
+    files = [{k: v for k, v in snapshot(h / "store").items() if k not in ("<link>", MARKER)}
+             for h in (tmp_path / "ha", tmp_path / "hb")]
+    for found in files:
+        found.pop("_store.json")
+    assert files[0] == files[1]
+    store = Store.open(tmp_path / "hb")
+    assert any(len(m) == 1 for w in store.workloads()
+               for m in store.measurements_index(w).values())
+    groups = [pq.ParquetFile(p).metadata.num_row_groups
+              for p in (store.path / "measurements").rglob("*.parquet")]
+    assert max(groups) > 1
+    assert verify(store).ok, verify(store).problems
+
+
 def test_fetch_twice_does_nothing_the_second_time(tmp_path: Path) -> None:
     from click.testing import CliRunner
 

@@ -39,7 +39,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import Any, Protocol, TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -76,7 +76,9 @@ __all__ = [
     "GROUP_ROWS",
     "PARTS_KEY",
     "Evaluations",
+    "SpilledStudy",
     "StoreBuilder",
+    "StudyRows",
     "WrittenMeasurements",
     "merged_type",
     "parameter_rows",
@@ -151,6 +153,19 @@ class Evaluations:
         return cls(typed(columns[0], pa.int64()), typed(columns[1], pa.int64()),
                    tuple(table.column_names[2:]),
                    tuple(typed(c, pa.float64()) for c in columns[2:]))
+
+    def kept(self) -> list[str]:
+        """The metrics with at least one value (NaN counts), by name."""
+        return sorted(n for n, v in zip(self.names, self.values, strict=True)
+                      if v.null_count < len(v))
+
+    def metric(self, name: str) -> tuple[Column, Column, Column]:
+        """The trial ids, steps and values of one metric."""
+        return self.trial_id, self.step, self.values[self.names.index(name)]
+
+    def evaluations(self) -> tuple[Column, Column]:
+        """The trial ids and steps."""
+        return self.trial_id, self.step
 
     def to_ipc(self) -> pa.Table:
         """A table with positional column names (the names go in its schema metadata)."""
@@ -240,13 +255,67 @@ class WrittenMeasurements:
     metrics: list[str]
 
 
-def _kept(rows: Evaluations) -> list[tuple[str, Column]]:
-    """The study's metrics with at least one value (NaN counts), by name."""
-    return sorted(((n, v) for n, v in zip(rows.names, rows.values, strict=True)
-                   if v.null_count < len(v)), key=lambda item: item[0])
+class StudyRows(Protocol):
+    """One study's evaluations as :func:`write_workload_measurements` reads them: in
+    memory (:class:`Evaluations`) or from the builder's spill (:class:`SpilledStudy`), one
+    metric at a time."""
+
+    @property
+    def num_rows(self) -> int:
+        """The number of evaluations."""
+
+    def kept(self) -> list[str]:
+        """The metrics with at least one value, by name."""
+
+    def metric(self, name: str) -> tuple[Column, Column, Column]:
+        """The trial ids, steps and values of one metric."""
+
+    def evaluations(self) -> tuple[Column, Column]:
+        """The trial ids and steps."""
 
 
-def write_workload_measurements(studies: Sequence[tuple[int, Evaluations]], folder: Path,
+@dataclass(frozen=True)
+class SpilledStudy:
+    """A study's evaluations, sorted, in an Arrow IPC file of the staging folder (columns
+    ``trial_id``, ``step``, then its metrics with a value, positionally, their names
+    ``names``): each metric is read from the memory-mapped file when it is written, so a
+    workload's files are written without holding its studies in memory."""
+
+    path: Path
+    num_rows: int
+    names: tuple[str, ...]
+
+    @classmethod
+    def write(cls, rows: Evaluations, path: Path) -> SpilledStudy:
+        """Spill ``rows`` (its metrics with a value only) to ``path``."""
+        kept = rows.kept()
+        table = pa.Table.from_arrays(
+            [rows.trial_id, rows.step, *(rows.metric(n)[2] for n in kept)],
+            names=["trial_id", "step", *(str(i) for i in range(len(kept)))])
+        with ipc.new_file(path, table.schema) as writer:
+            writer.write_table(table)
+        return cls(path, rows.num_rows, tuple(kept))
+
+    def kept(self) -> list[str]:
+        """The metrics with at least one value, by name."""
+        return list(self.names)
+
+    def metric(self, name: str) -> tuple[Column, Column, Column]:
+        """The trial ids, steps and values of one metric (views of the mapped file)."""
+        table = ipc.open_file(pa.memory_map(str(self.path))).read_all()
+        return table.column(0), table.column(1), table.column(2 + self.names.index(name))
+
+    def evaluations(self) -> tuple[Column, Column]:
+        """The trial ids and steps (views of the mapped file)."""
+        table = ipc.open_file(pa.memory_map(str(self.path))).read_all()
+        return table.column(0), table.column(1)
+
+
+_Piece: TypeAlias = tuple[str | None, int, StudyRows]
+"""One metric's rows of one study (None: the study's rows without a metric)."""
+
+
+def write_workload_measurements(studies: Sequence[tuple[int, StudyRows]], folder: Path,
                                 write: int = 0) -> WrittenMeasurements:
     """Write one workload's evaluations (``(batch_size, rows)`` per study) as the long
     measurements files of its ``write``-th write into ``folder``.
@@ -257,14 +326,17 @@ def write_workload_measurements(studies: Sequence[tuple[int, Evaluations]], fold
     has a file of its own; the smaller ones share one file, so ten thousand small metrics
     make one file; the rows without a metric have a file of their own, so that the index
     (``files``: each file's metrics) tells a file of one metric from every other (a write
-    without any evaluation has one such file, of no rows). Files are
-    named :func:`~curvekit.store.layout.measurements_file` ``(write, k)``: the metrics' own
+    without any evaluation has one such file, of no rows). Files are named
+    :func:`~curvekit.store.layout.measurements_file` ``(write, k)``: the metrics' own
     files first, by name, then the shared one, then the one without a metric. Each is sorted
     by (metric, batch_size, trial_id, step), in row groups of at most :data:`MAX_GROUP_ROWS`
     rows (the shared file's groups hold whole metrics, a new group once one holds
     :data:`GROUP_ROWS`). Each footer records its metrics in order
     (``curvekit.metrics``), each study's evaluations (``curvekit.evaluations``, by batch
     size) and which studies each metric has rows of, in order (``curvekit.parts``).
+
+    A file is written one metric of one study at a time, in order, and a row group is
+    encoded once it is full: memory holds a row group's rows, not the workload's.
 
     Encodings: a dictionary for the metric, the batch size and the values (a
     classification error takes few distinct values, k / N_eval, which a dictionary stores
@@ -281,32 +353,32 @@ def write_workload_measurements(studies: Sequence[tuple[int, Evaluations]], fold
     """
     ordered = sorted(studies, key=lambda item: item[0])
     evaluations = {bs: rows.num_rows for bs, rows in ordered}
-    by_metric: dict[str, list[tuple[int, Evaluations, Column]]] = {}
-    unnamed: list[tuple[int, Evaluations]] = []
+    by_metric: dict[str, list[_Piece]] = {}
+    unnamed: list[_Piece] = []
     for bs, rows in ordered:
-        kept = _kept(rows)
-        for name, values in kept:
-            by_metric.setdefault(name, []).append((bs, rows, values))
+        kept = rows.kept()
+        for name in kept:
+            by_metric.setdefault(name, []).append((name, bs, rows))
         if not kept and rows.num_rows:
-            unnamed.append((bs, rows))
+            unnamed.append((None, bs, rows))
     names = sorted(by_metric)
-    size = {n: sum(rows.num_rows for _, rows, _ in by_metric[n]) for n in names}
+    size = {n: sum(rows.num_rows for _, _, rows in by_metric[n]) for n in names}
     own = [n for n in names if size[n] >= GROUP_ROWS]
     shared = [n for n in names if size[n] < GROUP_ROWS]
     files: dict[str, list[str]] = {}
     folder.mkdir(parents=True, exist_ok=True)
     for k, name in enumerate(own):
         file = measurements_file(write, k)
-        _write_file(folder / file, [[(name, by_metric[name])]], [], evaluations)
+        _write_file(folder / file, [], by_metric[name], evaluations)
         files[file] = [name]
     if shared:
-        groups: list[list[tuple[str, list[tuple[int, Evaluations, Column]]]]] = [[]]
+        groups: list[list[_Piece]] = [[]]
         rows_in = 0
         for name in shared:
             if rows_in >= GROUP_ROWS:
                 groups.append([])
                 rows_in = 0
-            groups[-1].append((name, by_metric[name]))
+            groups[-1] += by_metric[name]
             rows_in += size[name]
         file = measurements_file(write, len(files))
         _write_file(folder / file, groups, [], evaluations)
@@ -320,13 +392,11 @@ def write_workload_measurements(studies: Sequence[tuple[int, Evaluations]], fold
     return WrittenMeasurements(files, evaluations, names)
 
 
-def _write_file(path: Path,
-                groups: list[list[tuple[str, list[tuple[int, Evaluations, Column]]]]],
-                unnamed: list[tuple[int, Evaluations]], evaluations: dict[int, int]) -> None:
-    """One measurements file: ``groups`` of whole metrics (each metric's studies in batch
-    size order), then the rows without a metric; a row group per group (split at
-    :data:`MAX_GROUP_ROWS`). The arrays are the studies' own, as chunks: nothing is copied
-    before the writer encodes them."""
+def _write_file(path: Path, groups: list[list[_Piece]], stream: list[_Piece],
+                evaluations: dict[int, int]) -> None:
+    """One measurements file: ``groups`` of whole small metrics, a row group each; or the
+    pieces of ``stream`` (one large metric's, or the rows without a metric), in row groups
+    of :data:`MAX_GROUP_ROWS` rows but the last."""
     writer = pq.ParquetWriter(
         path, _WRITTEN, **PARQUET_OPTIONS, store_schema=False,
         use_dictionary=["batch_size", "metric", "value"],
@@ -336,57 +406,61 @@ def _write_file(path: Path,
         # comparisons on NaN rows to false: no statistics for values keeps NaN exact.
         write_statistics=["batch_size", "trial_id", "step", "metric"])
     parts: list[list[object]] = []
-    in_file: set[int] = set()
     try:
-        pieces: list[tuple[str | None, int, Evaluations, Column]]
         for group in groups:
-            pieces = [(name, bs, rows, values) for name, studies in group
-                      for bs, rows, values in studies]
-            writer.write_table(_group(pieces), row_group_size=MAX_GROUP_ROWS)
-            for name, bs, _, _ in pieces:
-                parts.append([name, bs])
-                in_file.add(bs)
-        if unnamed:
-            pieces = [(None, bs, rows, pa.nulls(rows.num_rows, pa.float64()))
-                      for bs, rows in unnamed]
-            writer.write_table(_group(pieces), row_group_size=MAX_GROUP_ROWS)
-            for _, bs, _, _ in pieces:
-                parts.append([None, bs])
-                in_file.add(bs)
-        metrics = [name for group in groups for name, _ in group]
+            writer.write_table(_group(group), row_group_size=MAX_GROUP_ROWS)
+        pending: list[pa.Table] = []
+        count = 0
+        for piece in stream:
+            pending.append(_group([piece]))
+            count += pending[-1].num_rows
+            while count >= MAX_GROUP_ROWS:
+                table = pa.concat_tables(pending).unify_dictionaries()
+                writer.write_table(table.slice(0, MAX_GROUP_ROWS),
+                                   row_group_size=MAX_GROUP_ROWS)
+                rest = table.slice(MAX_GROUP_ROWS)
+                pending, count = ([rest] if rest.num_rows else []), rest.num_rows
+        if count:
+            writer.write_table(pa.concat_tables(pending).unify_dictionaries(),
+                               row_group_size=MAX_GROUP_ROWS)
+        pieces = [p for group in groups for p in group] + stream
+        parts = [[name, bs] for name, bs, _ in pieces]
+        metrics = list(dict.fromkeys(name for name, _, _ in pieces if name is not None))
         writer.add_key_value_metadata({
             METRICS_KEY: structured.dumps(metrics),
             EVALUATIONS_KEY: structured.dumps({str(bs): evaluations[bs]
-                                               for bs in sorted(in_file)}),
+                                               for bs in sorted({bs for _, bs, _ in pieces})}),
             PARTS_KEY: structured.dumps(parts)})
     finally:
         writer.close()
 
 
-def _group(pieces: Sequence[tuple[str | None, int, Evaluations, Column]]) -> pa.Table:
+def _group(pieces: Sequence[_Piece]) -> pa.Table:
     """The rows of ``pieces`` (a metric of a study each, in order) as one table with one
     metric dictionary. The trial ids, steps and values are the studies' own arrays, as
     chunks (no copy)."""
-    names = sorted({name for name, _, _, _ in pieces if name is not None})
+    names = sorted({name for name, _, _ in pieces if name is not None})
     code = {name: i for i, name in enumerate(names)}
-    indices, mask, sizes = [], [], []
-    for name, bs, rows, _ in pieces:
+    indices, mask, sizes, ids, steps, values = [], [], [], [], [], []
+    for name, bs, rows in pieces:
         n = rows.num_rows
+        if name is None:
+            (trial_id, step), value = rows.evaluations(), None
+        else:
+            trial_id, step, value = rows.metric(name)
         indices.append(np.full(n, code.get(name, 0) if name is not None else 0, np.int32))
         mask.append(np.full(n, name is None))
         sizes.append(pa.repeat(pa.scalar(bs, pa.int64()), n))
+        ids += _chunks(trial_id)
+        steps += _chunks(step)
+        values += _chunks(value) if value is not None else [pa.nulls(n, pa.float64())]
     index = pa.array(np.concatenate(indices) if indices else np.array([], np.int32),
                      mask=np.concatenate(mask) if mask else None)
     metric = pa.DictionaryArray.from_arrays(index, pa.array(names, pa.string()), safe=False)
     return pa.Table.from_arrays(
-        [pa.chunked_array(sizes, pa.int64()),
-         pa.chunked_array([c for _, _, rows, _ in pieces for c in _chunks(rows.trial_id)],
-                          pa.int64()),
-         pa.chunked_array([c for _, _, rows, _ in pieces for c in _chunks(rows.step)],
-                          pa.int64()),
-         pa.chunked_array([metric]),
-         pa.chunked_array([c for _, _, _, v in pieces for c in _chunks(v)], pa.float64())],
-        schema=_WRITTEN)
+        [pa.chunked_array(sizes, pa.int64()), pa.chunked_array(ids, pa.int64()),
+         pa.chunked_array(steps, pa.int64()), pa.chunked_array([metric]),
+         pa.chunked_array(values, pa.float64())], schema=_WRITTEN)
 
 
 def _check_steps(step: Column, error: ErrorType) -> None:
@@ -697,9 +771,19 @@ class StoreBuilder:
 
     def _write_measurements(self, keys: list[StudyKey]) -> WrittenMeasurements:
         """Write one workload's measurements files (its studies read back one by one from
-        the spill, in batch-size order)."""
+        the spill, in batch-size order; with a spill, each written back sorted, so that
+        only one study is in memory at a time)."""
         empty = Evaluations(pa.array([], pa.int64()), pa.array([], pa.int64()), (), ())
-        studies = [(key.batch_size, self._study_rows(key) or empty) for key in keys]
+        studies: list[tuple[int, StudyRows]] = []
+        for key in keys:
+            rows = self._study_rows(key) or empty
+            if self._spills:
+                # the input did not fit the memory budget: each study, joined and sorted,
+                # goes back to the spill, and the files read it one metric at a time
+                path = self.root / "_spill" / f"{uuid.uuid4().hex}.arrow"
+                studies.append((key.batch_size, SpilledStudy.write(rows, path)))
+            else:
+                studies.append((key.batch_size, rows))
         folder = self.root / partition_dir("measurements", *keys[0][:3])
         return write_workload_measurements(studies, folder, self.write)
 
