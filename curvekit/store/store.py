@@ -51,7 +51,7 @@ from curvekit.store.layout import (
     store_link,
     workload_dir,
 )
-from curvekit.store.metadata import FILES_KEY, StoreMetadata
+from curvekit.store.metadata import FILES_KEY, NAMES_KEY, StoreMetadata
 from curvekit.store.snapshots import Lease, acquire, repair_hint
 from curvekit.store.sql import mentions
 from curvekit.store.wide import frame_names, parameters_frame, pivot_measurements
@@ -233,7 +233,8 @@ class Store:
         """The workload's measurements files (names in its folder), each with the metrics
         it holds rows of (an empty list: rows without a metric), as ``_store.json``
         records them: no footer is read."""
-        recorded = self.metadata.names.get(workload)
+        # the metadata's own mapping, not ``names`` (a deep copy of every workload's)
+        recorded = (self.metadata.get(NAMES_KEY) or {}).get(workload)
         index = (recorded or {}).get(FILES_KEY)
         if index is None:
             raise StoreError(f"{self.path / METADATA_FILE} records no measurements files of "
