@@ -341,6 +341,24 @@ def test_rows_that_do_not_decode_are_named_unreadable(home: Path) -> None:
     assert "curvekit fetch --force" in problems[0]
 
 
+def test_rows_of_an_added_workload_that_do_not_decode_say_add_it_again(home: Path) -> None:
+    """The repair of a file whose pages do not decode is that of its workload: an added
+    workload is added again, not the release converted again."""
+    add_workload(home, workload())
+    snap = current(home)
+    rel = next((snap / "measurements" / "base_dir=my_data").rglob("*.parquet")
+               ).relative_to(snap).as_posix()
+    data = bytearray((snap / rel).read_bytes())
+    for at in range(4, 40):  # the first data page's bytes, after the magic
+        data[at] ^= 0xFF
+    (snap / rel).write_bytes(bytes(data))
+    _record(snap, rel)
+    problems = verify(Store.open(home)).problems
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(f"{rel}: unreadable Parquet file (")
+    assert "add my_data/mlp_64/momentum again" in problems[0]
+
+
 def test_a_store_without_checksums_says_it_cannot_be_checked(home: Path) -> None:
     (current(home) / FILES_FILE).unlink()
     problems = verify(Store.open(home)).problems

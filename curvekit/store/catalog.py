@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -203,7 +203,8 @@ def verify(store: Store, manifest: Manifest | None = None) -> VerifyReport:
     counted = _choose_counted(parts, store.path)
     with store.reading("the store's tables", fixed_sql=True):
         have, expected_rows, study_keys = _trial_counts(con, good)
-        _check_trials(con, good, bad, counted, problems)
+        _check_trials(con, good, bad, counted, problems,
+                      lambda rel: repair_hint(store.metadata, rel))
     recorded = store.metadata.get("counts", {}).get("measurements")
     if recorded is not None and recorded != total and not bad:
         problems.append(f"measurements: {total} evaluations on disk, {recorded} written by "
@@ -522,14 +523,15 @@ def _choose_counted(parts: dict[Path, list[Part]], root: Path
 
 def _check_trials(con: duckdb.DuckDBPyConnection, good: dict[str, list[Path]], bad: set[str],
                   counted: dict[tuple[str, int], tuple[Path, Part]],
-                  problems: list[str]) -> None:
+                  problems: list[str], hint: Callable[[str], str]) -> None:
     """Each trial's rows of its study's counted metric against its ``n_measurements``.
 
     Every metric of a study has one row per evaluation, in the same order
     (:func:`metric_layout` checks each file's parts from its footer), so the rows of one
     metric of a study (``counted``: :func:`_choose_counted`) define a trial's evaluations:
     a row of it moved from one trial to another changes two trials' counts. Only those
-    rows' trial ids are decoded, file by file on every core.
+    rows' trial ids and batch sizes are decoded, file by file on every core; a file whose
+    rows do not decode is named with ``hint``'s repair.
     """
     if not good["trials"]:
         return
@@ -555,9 +557,9 @@ def _check_trials(con: duckdb.DuckDBPyConnection, good: dict[str, list[Path]], b
     for path, result in zip(files, results, strict=True):
         workload = by_file[path][0][0]
         if isinstance(result, str):
-            problems.append(f"{path.relative_to(path.parents[4]).as_posix()}: unreadable "
-                            f"Parquet file ({result}); the store is damaged: run `curvekit "
-                            "fetch --force` to rebuild it")
+            rel = path.relative_to(path.parents[4]).as_posix()
+            problems.append(f"{rel}: unreadable Parquet file ({result}); to repair, "
+                            f"{hint(rel)}")
             skip.add(workload)
             continue
         for batch_size, trial_ids, runs in result:
