@@ -33,7 +33,13 @@ from curvekit.errors import CurvekitError, StoreError
 from curvekit.home import parse_json
 from curvekit.records import STATUSES
 from curvekit.release.manifest import Manifest
-from curvekit.store.layout import MANIFEST_FILE, METADATA_FILE, PARTS_KEY, TABLES
+from curvekit.store.layout import (
+    MANIFEST_FILE,
+    METADATA_FILE,
+    PARTS_KEY,
+    TABLES,
+    workload_dir,
+)
 from curvekit.store.pd1 import check_pd1
 from curvekit.store.snapshots import FILES_FILE, check_files, repair_hint
 from curvekit.store.store import Store, evaluations, metrics_with_values
@@ -182,7 +188,9 @@ def verify(store: Store, manifest: Manifest | None = None) -> VerifyReport:
     (True, [])
     """
     problems: list[str] = []
-    read = _read_files(store)  # every file read once: digest, footer, counted rows
+    # every file read once: digest, footer, and the rows of each workload's first file's
+    # first metric counted per trial
+    read = _read_files(store, _first_files(store))
     bad = _check_files(store, read, problems)
     good = {t: [p for p in sorted((store.path / t).rglob("*.parquet"))
                 if p.relative_to(store.path).as_posix() not in bad] for t in TABLES}
@@ -200,10 +208,20 @@ def verify(store: Store, manifest: Manifest | None = None) -> VerifyReport:
             studies[(workload, part.batch_size)] = part.rows
     _check_index(store, good["measurements"], bad, read, problems)
     total = sum(studies.values())
-    counted = _choose_counted(parts, store.path)
+    done: dict[tuple[str, int], str | None] = {}  # the studies counted as their file was read
+    results: list[tuple[Path, str, list[tuple[int, np.ndarray, np.ndarray]] | str]] = []
+    for path in parts:
+        rel = path.relative_to(store.path).as_posix()
+        first = read[rel].counted
+        if first is not None:
+            workload = _partition_key(rel)[0]
+            results.append((path, workload, first))
+            metric = parts[path][0].metric
+            done.update({(workload, bs): metric for bs, _, _ in first})
+    counted = _choose_counted(parts, store.path, skip=set(done))
     with store.reading("the store's tables", fixed_sql=True):
         have, expected_rows, study_keys = _trial_counts(con, good)
-        _check_trials(con, good, bad, counted, problems,
+        _check_trials(con, good, bad, counted, results, done, problems,
                       lambda rel: repair_hint(store.metadata, rel))
     recorded = store.metadata.get("counts", {}).get("measurements")
     if recorded is not None and recorded != total and not bad:
@@ -242,6 +260,9 @@ class _Read:
     parts: list[Part] | None = None
     rows_error: str | None = None
     layout: str | None = None
+    counted: list[tuple[int, np.ndarray, np.ndarray]] | None = None
+    """For the first measurements file of a workload: each study's rows of its first
+    metric per trial (:func:`_counted`), counted from the bytes read."""
 
 
 @dataclass(frozen=True)
@@ -362,7 +383,8 @@ def metric_layout(meta: pq.FileMetaData, path: Path | None = None) -> str | None
     return None
 
 
-def _counted(path: Path, parts: list[Part]) -> list[tuple[int, np.ndarray, np.ndarray]]:
+def _counted(reader: pq.ParquetFile, parts: list[Part]
+             ) -> list[tuple[int, np.ndarray, np.ndarray]]:
     """Rows per trial id of ``parts`` of a measurements file (a study's rows of one metric
     each, which are the study's evaluations): for each, its batch size, the trial ids and
     the lengths of the runs of equal ids. Their batch sizes must be the part's. The rows
@@ -373,7 +395,6 @@ def _counted(path: Path, parts: list[Part]) -> list[tuple[int, np.ndarray, np.nd
     buffer as NumPy integers: pyarrow's own conversions import pandas, a third of a second
     that verify does not need.
     """
-    reader = pq.ParquetFile(path)
     meta = reader.metadata
     starts = np.cumsum([0] + [meta.row_group(g).num_rows for g in range(meta.num_row_groups)])
     out = []
@@ -402,7 +423,7 @@ def _counted(path: Path, parts: list[Part]) -> list[tuple[int, np.ndarray, np.nd
     return out
 
 
-def _read_file(path: Path, count: bool) -> _Read:
+def _read_file(path: Path, count: bool, first: bool = False) -> _Read:
     data = path.read_bytes()
     digest = hashlib.blake2b(data, digest_size=32).hexdigest()  # as file_digest hashes
     try:
@@ -419,18 +440,47 @@ def _read_file(path: Path, count: bool) -> _Read:
         return _Read(len(data), digest, meta, None, layout=str(exc))
     if layout is not None:
         return _Read(len(data), digest, meta, None, layout=layout)
-    return _Read(len(data), digest, meta, None, parts)
+    if not (first and parts):
+        return _Read(len(data), digest, meta, None, parts)
+    try:
+        counted = _counted(reader, [p for p in parts if p.metric == parts[0].metric])
+    except Exception as exc:  # a file whose footer reads but whose rows do not
+        return _Read(len(data), digest, meta, None, parts, rows_error=str(exc))
+    return _Read(len(data), digest, meta, None, parts, counted=counted)
 
 
-def _read_files(store: Store) -> dict[str, _Read]:
+def _read_files(store: Store, firsts: set[str]) -> dict[str, _Read]:
     """Every Parquet file of the store read once, from threads: BLAKE2b, Parquet's decoding
     and counting release the GIL, so the files are hashed and counted on every core in
-    one pass over the bytes."""
+    one pass over the bytes (``firsts``: the files whose first metric's rows are counted
+    per trial, :func:`_first_files`)."""
     paths = [(p.relative_to(store.path).as_posix(), p, table == "measurements")
              for table in TABLES for p in sorted((store.path / table).rglob("*.parquet"))]
     with ThreadPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1))) as pool:
-        done = list(pool.map(lambda item: _read_file(item[1], item[2]), paths))
+        done = list(pool.map(lambda item: _read_file(item[1], item[2], item[0] in firsts),
+                             paths))
     return {rel: r for (rel, _, _), r in zip(paths, done, strict=True)}
+
+
+def _file_order(name: str) -> tuple[int, ...]:
+    """A measurements file's (write, number), for ordering (-1 for a name not curvekit's)."""
+    return tuple(int(n) if n.isdigit() else -1 for n in name.removesuffix(".parquet")
+                 .split("-")[1:])
+
+
+def _first_files(store: Store) -> set[str]:
+    """Each workload's first measurements file (by write, then number) in the index: the
+    studies of its first metric are counted per trial as it is read."""
+    out = set()
+    for workload in store.workloads():
+        try:
+            index = store.measurements_index(workload)
+        except StoreError:  # reported by _check_index
+            continue
+        if index:
+            first = min(index, key=_file_order)
+            out.add(workload_dir("measurements", *store.split_workload(workload)) + "/" + first)
+    return out
 
 
 def _check_files(store: Store, read: dict[str, _Read], problems: list[str]) -> set[str]:
@@ -506,32 +556,36 @@ def _trial_counts(con: duckdb.DuckDBPyConnection, good: dict[str, list[Path]]
     return have, expected_rows, study_keys
 
 
-def _choose_counted(parts: dict[Path, list[Part]], root: Path
-                    ) -> dict[tuple[str, int], tuple[Path, Part]]:
-    """The part each study is counted by: its rows of the first metric of the first file
-    (by write, then number) that holds rows of it."""
-    def order(path: Path) -> tuple[int, ...]:
-        return tuple(int(n) if n.isdigit() else -1 for n in path.stem.split("-")[1:])
-
+def _choose_counted(parts: dict[Path, list[Part]], root: Path,
+                    skip: set[tuple[str, int]]) -> dict[tuple[str, int], tuple[Path, Part]]:
+    """The part each study not in ``skip`` (those counted as the first file was read) is
+    counted by: its rows of the first metric of the first file (by write, then number)
+    that holds rows of it."""
     chosen: dict[tuple[str, int], tuple[Path, Part]] = {}
-    for path in sorted(parts, key=lambda p: (p.parent.as_posix(), order(p))):
+    for path in sorted(parts, key=lambda p: (p.parent.as_posix(), _file_order(p.name))):
         workload = _partition_key(path.relative_to(root).as_posix())[0]
         for part in parts[path]:
-            chosen.setdefault((workload, part.batch_size), (path, part))
+            if (workload, part.batch_size) not in skip:
+                chosen.setdefault((workload, part.batch_size), (path, part))
     return chosen
 
 
 def _check_trials(con: duckdb.DuckDBPyConnection, good: dict[str, list[Path]], bad: set[str],
                   counted: dict[tuple[str, int], tuple[Path, Part]],
+                  results: list[tuple[Path, str, list[tuple[int, np.ndarray, np.ndarray]]
+                                      | str]],
+                  done: dict[tuple[str, int], str | None],
                   problems: list[str], hint: Callable[[str], str]) -> None:
     """Each trial's rows of its study's counted metric against its ``n_measurements``.
 
     Every metric of a study has one row per evaluation, in the same order
     (:func:`metric_layout` checks each file's parts from its footer), so the rows of one
-    metric of a study (``counted``: :func:`_choose_counted`) define a trial's evaluations:
-    a row of it moved from one trial to another changes two trials' counts. Only those
-    rows' trial ids and batch sizes are decoded, file by file on every core; a file whose
-    rows do not decode is named with ``hint``'s repair.
+    metric of a study define a trial's evaluations: a row of it moved from one trial to
+    another changes two trials' counts. ``results`` holds the counts made as the files were
+    read (each workload's first file's first metric: ``done`` names its studies and metric);
+    the other studies' parts (``counted``: :func:`_choose_counted`) are counted here. Only
+    those rows' trial ids and batch sizes are decoded, file by file on every core; a file
+    whose rows do not decode is named with ``hint``'s repair.
     """
     if not good["trials"]:
         return
@@ -546,16 +600,16 @@ def _check_trials(con: duckdb.DuckDBPyConnection, good: dict[str, list[Path]], b
 
     def count(path: Path) -> list[tuple[int, np.ndarray, np.ndarray]] | str:
         try:
-            return _counted(path, [p for _, p in by_file[path]])
+            return _counted(pq.ParquetFile(path), [p for _, p in by_file[path]])
         except Exception as exc:  # rows that do not decode are a finding, not a crash
             return str(exc)
 
     with ThreadPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1))) as pool:
-        results = list(pool.map(count, files))
+        results = results + [(path, by_file[path][0][0], found) for path, found in
+                             zip(files, pool.map(count, files), strict=True)]
     none = np.empty(0, np.int64)
     ids, lengths, sizes, workloads = [none], [none], [none], []
-    for path, result in zip(files, results, strict=True):
-        workload = by_file[path][0][0]
+    for path, workload, result in results:
         if isinstance(result, str):
             rel = path.relative_to(path.parents[4]).as_posix()
             problems.append(f"{rel}: unreadable Parquet file ({result}); to repair, "
@@ -585,7 +639,7 @@ def _check_trials(con: duckdb.DuckDBPyConnection, good: dict[str, list[Path]], b
         said = ("but the trials table has no such trial" if want is None
                 else f"its trial record says {want}")
         chosen = counted.get((workload, bs))
-        metric = chosen[1].metric if chosen is not None else None
+        metric = chosen[1].metric if chosen is not None else done.get((workload, bs))
         of = f" of {metric!r} (the metric counted)" if metric is not None else ""
         problems.append(f"{workload} batch size {bs} trial {trial}: {got or 0} measurement "
                         f"rows{of}, {said}; run `curvekit fetch --force` to rebuild the "
