@@ -172,10 +172,11 @@ def verify(store: Store, manifest: Manifest | None = None) -> VerifyReport:
     - every Parquet file reads, and every file of the snapshot has the size and BLAKE2b
       digest recorded when it was written (damaged, missing and unexpected files are named,
       with how to repair them);
-    - every metric of a measurements file has one row per evaluation, from the file's footer
-      (:func:`metric_layout`: no page decoded); each trial's rows of one metric per study
-      (the file's first) equal its ``n_measurements`` (a row of it moved from one trial to
-      another is caught), and the total evaluations equal the store's record;
+    - every metric of a measurements file has one row per evaluation of each study, from
+      the file's footer (:func:`metric_layout`: no page decoded), and the index in
+      ``_store.json`` names each workload's files and their metrics; each trial's rows of
+      one metric per study equal its ``n_measurements`` (a row of it moved from one trial
+      to another is caught), and the total evaluations equal the store's record;
     - every study of the manifest is present with its published trial counts by status, no
       study of the manifest's workloads is unexpected, and the rows equal the manifest's
       total when it states one.
