@@ -628,6 +628,7 @@ class StoreBuilder:
         self._pending: dict[StudyKey, list[Evaluations]] = {}
         self._pending_bytes = 0
         self._spills: dict[StudyKey, list[Path]] = {}
+        self._spilled = False
         self._memory_limit = memory_limit
         self._threads = threads
         self._error = error
@@ -728,9 +729,11 @@ class StoreBuilder:
         self._pending_bytes = 0
 
     def _study_rows(self, key: StudyKey) -> Evaluations | None:
+        """The study's evaluations, joined and sorted; its parts are let go (``finish``
+        reads each study once), so that a sorted copy does not sit beside them."""
         parts = [Evaluations.from_ipc(ipc.open_file(p).read_all())
-                 for p in self._spills.get(key, [])]
-        parts += self._pending.get(key, [])
+                 for p in self._spills.pop(key, [])]
+        parts += self._pending.pop(key, [])
         return _join(parts) if parts else None
 
     def finish(self, metadata: Mapping[str, Any],
@@ -742,6 +745,7 @@ class StoreBuilder:
         format the files have (the current one, whatever ``metadata`` says).
         """
         keys = sorted(set(self.studies) | {k for k, _ in self.trials})
+        self._spilled = bool(self._spills)
         workloads = self._by_workload(keys)
         measured = self._by_workload(k for k in keys if self.measured is None
                                      or k in self.measured)
@@ -777,7 +781,7 @@ class StoreBuilder:
         studies: list[tuple[int, StudyRows]] = []
         for key in keys:
             rows = self._study_rows(key) or empty
-            if self._spills:
+            if self._spilled:
                 # the input did not fit the memory budget: each study, joined and sorted,
                 # goes back to the spill, and the files read it one metric at a time
                 path = self.root / "_spill" / f"{uuid.uuid4().hex}.arrow"
