@@ -36,7 +36,7 @@ import json
 import shutil
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeAlias
@@ -316,7 +316,8 @@ _Piece: TypeAlias = tuple[str | None, int, StudyRows]
 
 
 def write_workload_measurements(studies: Sequence[tuple[int, StudyRows]], folder: Path,
-                                write: int = 0) -> WrittenMeasurements:
+                                write: int = 0, *, pool: Executor | None = None
+                                ) -> WrittenMeasurements:
     """Write one workload's evaluations (``(batch_size, rows)`` per study) as the long
     measurements files of its ``write``-th write into ``folder``.
 
@@ -336,7 +337,8 @@ def write_workload_measurements(studies: Sequence[tuple[int, StudyRows]], folder
     size) and which studies each metric has rows of, in order (``curvekit.parts``).
 
     A file is written one metric of one study at a time, in order, and a row group is
-    encoded once it is full: memory holds a row group's rows, not the workload's.
+    encoded once it is full: memory holds a row group's rows, not the workload's. With
+    ``pool``, the files are written side by side on its threads.
 
     Encodings: a dictionary for the metric, the batch size and the values (a
     classification error takes few distinct values, k / N_eval, which a dictionary stores
@@ -366,10 +368,11 @@ def write_workload_measurements(studies: Sequence[tuple[int, StudyRows]], folder
     own = [n for n in names if size[n] >= GROUP_ROWS]
     shared = [n for n in names if size[n] < GROUP_ROWS]
     files: dict[str, list[str]] = {}
+    jobs: list[tuple[Path, list[list[_Piece]], list[_Piece]]] = []
     folder.mkdir(parents=True, exist_ok=True)
     for k, name in enumerate(own):
         file = measurements_file(write, k)
-        _write_file(folder / file, [], by_metric[name], evaluations)
+        jobs.append((folder / file, [], by_metric[name]))
         files[file] = [name]
     if shared:
         groups: list[list[_Piece]] = [[]]
@@ -381,14 +384,19 @@ def write_workload_measurements(studies: Sequence[tuple[int, StudyRows]], folder
             groups[-1] += by_metric[name]
             rows_in += size[name]
         file = measurements_file(write, len(files))
-        _write_file(folder / file, groups, [], evaluations)
+        jobs.append((folder / file, groups, []))
         files[file] = list(shared)
     if unnamed or not files:
         # a write without evaluations still has a file (of no rows), so that every workload
         # has one and a plain reader's glob over the table finds its schema
         file = measurements_file(write, len(files))
-        _write_file(folder / file, [], unnamed, evaluations)
+        jobs.append((folder / file, [], unnamed))
         files[file] = []
+    def one(job: tuple[Path, list[list[_Piece]], list[_Piece]]) -> None:
+        _write_file(job[0], job[1], job[2], evaluations)
+
+    for _ in (pool.map(one, jobs) if pool is not None else map(one, jobs)):
+        pass
     return WrittenMeasurements(files, evaluations, names)
 
 
@@ -750,8 +758,18 @@ class StoreBuilder:
         measured = self._by_workload(k for k in keys if self.measured is None
                                      or k in self.measured)
         with ThreadPoolExecutor(self._threads) as pool:
-            written = dict(zip(measured, pool.map(self._write_measurements, measured.values()),
-                               strict=True))
+            # one workload at a time, its studies joined (and spilled again, sorted) side by
+            # side, then its files written side by side: the threads share the work of one
+            # workload (their sizes differ a lot), and memory holds one workload's sorted
+            # studies at most (a study's parts may share buffers with other studies')
+            written = {}
+            for w, ks in measured.items():
+                studies = [(k.batch_size, rows) for k, rows in
+                           zip(ks, pool.map(self._prepared, ks), strict=True)]
+                written[w] = write_workload_measurements(
+                    studies, self.root / partition_dir("measurements", *w), self.write,
+                    pool=pool)
+                del studies
         shutil.rmtree(self.root / "_spill", ignore_errors=True)
         rows = sum(sum(w.evaluations.values()) for w in written.values())
         parameters = self._write_trials(trial_rows)
@@ -773,23 +791,15 @@ class StoreBuilder:
         meta.save(self.root)
         return meta
 
-    def _write_measurements(self, keys: list[StudyKey]) -> WrittenMeasurements:
-        """Write one workload's measurements files (its studies read back one by one from
-        the spill, in batch-size order; with a spill, each written back sorted, so that
-        only one study is in memory at a time)."""
-        empty = Evaluations(pa.array([], pa.int64()), pa.array([], pa.int64()), (), ())
-        studies: list[tuple[int, StudyRows]] = []
-        for key in keys:
-            rows = self._study_rows(key) or empty
-            if self._spilled:
-                # the input did not fit the memory budget: each study, joined and sorted,
-                # goes back to the spill, and the files read it one metric at a time
-                path = self.root / "_spill" / f"{uuid.uuid4().hex}.arrow"
-                studies.append((key.batch_size, SpilledStudy.write(rows, path)))
-            else:
-                studies.append((key.batch_size, rows))
-        folder = self.root / partition_dir("measurements", *keys[0][:3])
-        return write_workload_measurements(studies, folder, self.write)
+    def _prepared(self, key: StudyKey) -> StudyRows:
+        """One study's evaluations, joined and sorted, for its workload's files: in memory,
+        or when the builder spilled, written back to the spill sorted (read then one metric
+        at a time), so that only the studies being joined are in memory."""
+        rows = self._study_rows(key) or Evaluations(pa.array([], pa.int64()),
+                                                    pa.array([], pa.int64()), (), ())
+        if not self._spilled:
+            return rows
+        return SpilledStudy.write(rows, self.root / "_spill" / f"{uuid.uuid4().hex}.arrow")
 
     def _by_workload(self, keys: Iterable[StudyKey]) -> dict[tuple[str, str, str], list[StudyKey]]:
         groups: dict[tuple[str, str, str], list[StudyKey]] = {}
