@@ -106,7 +106,7 @@ def fixed_schema(table: str) -> pa.Schema:
     Partition columns are part of the path, not of the files, so they are left out.
 
     >>> fixed_schema("measurements").names
-    ['trial_id', 'step', 'metric', 'value']
+    ['batch_size', 'trial_id', 'step', 'metric', 'value']
     """
     spec = store_schema()["tables"][table]
     part = set(spec["partition_by"])

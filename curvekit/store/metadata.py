@@ -35,7 +35,7 @@ from curvekit import structured
 from curvekit._version import __version__
 from curvekit.errors import StoreError
 from curvekit.home import read_json
-from curvekit.store.layout import METADATA_FILE, STORE_FORMAT, store_link
+from curvekit.store.layout import METADATA_FILE, STORE_FORMAT, measurements_write, store_link
 
 __all__ = ["ADDED_KEY", "FILES_KEY", "METADATA_FILE", "NAMES_KEY", "TABLE_COLUMNS_KEY", "Source",
            "StoreMetadata"]
@@ -65,7 +65,7 @@ _KINDS: dict[str, str] = {
     "workloads": _STR_LIST,
     ADDED_KEY: "an object of objects",
     NAMES_KEY: "an object of {metrics: names, parameters: {name: type}, files: {file: names}}"
-               " per workload",
+               " per workload, each file named part-<write>-<index>.parquet",
 }
 
 
@@ -109,6 +109,9 @@ def _workload_names(value: Any) -> bool:
             and isinstance(parameters, dict)
             and all(isinstance(t, str) for t in parameters.values())
             and isinstance(files, dict)
+            # a file of the index is a name curvekit gives (part-<w>-<k>.parquet), never a
+            # path: the views join it onto the workload's folder
+            and all(measurements_write(name) is not None for name in files)
             and all(isinstance(f, list) and all(isinstance(m, str) for m in f)
                     for f in files.values()))
 
