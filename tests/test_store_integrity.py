@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import itertools
 import json
 import math
 import os
@@ -26,7 +27,7 @@ from curvekit.cli import main
 from curvekit.errors import CurvekitError, StoreError
 from curvekit.store import writer
 from curvekit.store.build import convert
-from curvekit.store.catalog import info, metric_layout, verify
+from curvekit.store.catalog import _counted, footer_parts, info, metric_layout, verify
 from curvekit.store.snapshots import FILES_FILE, LEASE_FILE, file_digest
 from curvekit.store.store import Store
 from curvekit.store.update import add_workload
@@ -291,6 +292,15 @@ def test_every_file_the_writer_writes_has_its_rows_per_metric(
         assert metric_layout(meta, path) is None
         table = pq.read_table(path)
         assert sorted(set(table.column("metric").drop_null().to_pylist())) == sorted(held)
+        # verify's per-trial counts, over parts spanning and sharing row groups
+        parts = footer_parts(meta, path)
+        ids = table.column("trial_id").to_pylist()
+        for part, (size, trials, runs) in zip(
+                parts, _counted(pq.ParquetFile(path), parts), strict=True):
+            want = [(t, len(list(g))) for t, g in
+                    itertools.groupby(ids[part.start:part.start + part.rows])]
+            assert size == part.batch_size
+            assert list(zip(trials.tolist(), runs.tolist(), strict=True)) == want
         for row in table.to_pylist():
             seen.setdefault((row["metric"], row["batch_size"]), []).append(
                 (row["trial_id"], row["step"], row["value"]))
@@ -322,6 +332,31 @@ def test_every_file_the_writer_writes_has_its_rows_per_metric(
                                           pa.array(names, pa.string())).take(order), path)
         problem = metric_layout(pq.ParquetFile(path).metadata, path)
         assert problem is not None and "row group" in problem
+
+
+def test_a_row_moved_to_another_study_inside_a_row_group_is_caught(home: Path) -> None:
+    """A row of the counted metric relabelled with the batch size of another study in the
+    same row group leaves every footer record and statistic as it was (the checksum
+    recorded again): the counted rows' batch sizes catch it."""
+    snap = current(home)
+    path = snap / MEAS
+    reader = pq.ParquetFile(path)
+    table = reader.read()
+    sizes = table.column("batch_size").to_pylist()
+    metrics = table.column("metric").to_pylist()
+    first = [i for i, m in enumerate(metrics) if m == METRICS[0]]
+    studies = sorted({sizes[i] for i in first})
+    assert len(studies) >= 2 and reader.metadata.num_row_groups == 1
+    moved = first[0]  # the first study's first row, given the next study's batch size
+    sizes[moved] = studies[1]
+    table = table.set_column(table.schema.get_field_index("batch_size"), "batch_size",
+                             pa.array(sizes, table.column("batch_size").type))
+    pq.write_table(table, path, compression="zstd")
+    _record(snap, MEAS)
+    problems = verify(Store.open(home)).problems
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(f"{MEAS}: unreadable Parquet file (rows 0 to ")
+    assert f"batch size {studies[0]}, hold batch sizes {sorted(studies[:2])}" in problems[0]
 
 
 def test_rows_that_do_not_decode_are_named_unreadable(home: Path) -> None:

@@ -392,36 +392,51 @@ def _counted(reader: pq.ParquetFile, parts: list[Part]
     are sorted by trial, so a trial is one run unless the file is damaged (:func:`verify`
     sums the runs of a trial).
 
-    Only the row groups holding those rows are decoded. The ids are read from the Arrow
-    buffer as NumPy integers: pyarrow's own conversions import pandas, a third of a second
-    that verify does not need.
+    Only the row groups holding those rows are decoded, each once (a row group holds the
+    parts of many studies). The columns are read from their Arrow buffers as NumPy
+    integers: pyarrow's own conversions import pandas, a third of a second that verify
+    does not need.
     """
     meta = reader.metadata
     starts = np.cumsum([0] + [meta.row_group(g).num_rows for g in range(meta.num_row_groups)])
+    spans = [(int(np.searchsorted(starts, p.start, side="right")) - 1,
+              int(np.searchsorted(starts, p.start + p.rows, side="left")))
+             for p in parts if p.rows]
+    groups = sorted({g for first, last in spans for g in range(first, last)})
+    rows = reader.read_row_groups(groups, columns=["batch_size", "trial_id"],
+                                  use_threads=False)
+    ids, sizes = _int64_values(rows.column("trial_id"), "trial ids"), \
+        _int64_values(rows.column("batch_size"), "batch sizes")
+    # where each decoded row group's rows begin in ``ids``
+    at = dict(zip(groups, np.cumsum([0] + [int(starts[g + 1] - starts[g]) for g in groups]),
+                  strict=False))
     out = []
     for part in parts:
         if not part.rows:
             out.append((part.batch_size, np.empty(0, np.int64), np.empty(0, np.int64)))
             continue
         first = int(np.searchsorted(starts, part.start, side="right")) - 1
-        last = int(np.searchsorted(starts, part.start + part.rows, side="left"))
-        rows = reader.read_row_groups(list(range(first, last)),
-                                      columns=["batch_size", "trial_id"], use_threads=False
-                                      ).slice(part.start - int(starts[first]), part.rows)
-        ids, sizes = rows.column("trial_id").combine_chunks(), rows.column("batch_size")
-        if ids.null_count or ids.type != pa.int64():
-            raise ValueError(f"its trial ids are {ids.type} with {ids.null_count} nulls, not "
-                             "int64 without nulls")
-        if sizes.null_count or len(sizes.unique()) != 1 or sizes[0].as_py() != part.batch_size:
+        begin = int(at[first]) + part.start - int(starts[first])
+        values = ids[begin:begin + part.rows]
+        held = sizes[begin:begin + part.rows]
+        if (held != part.batch_size).any():
             raise ValueError(f"rows {part.start} to {part.start + part.rows - 1}, which its "
                              f"footer gives batch size {part.batch_size}, hold batch sizes "
-                             f"{sorted(sizes.unique().to_pylist(), key=str)}")
-        values = np.frombuffer(ids.buffers()[1], np.int64, count=len(ids),
-                               offset=ids.offset * 8)
+                             f"{sorted(set(held.tolist()))}")
         runs = np.concatenate(([0], np.flatnonzero(np.diff(values)) + 1))
         out.append((part.batch_size, values[runs],
                     np.diff(np.concatenate((runs, [len(values)])))))
     return out
+
+
+def _int64_values(column: pa.ChunkedArray, what: str) -> np.ndarray:
+    """An int64 column without nulls as one NumPy array, from its Arrow buffers."""
+    values = column.combine_chunks()
+    if values.null_count or values.type != pa.int64():
+        raise ValueError(f"its {what} are {values.type} with {values.null_count} nulls, not "
+                         "int64 without nulls")
+    return np.frombuffer(values.buffers()[1], np.int64, count=len(values),
+                         offset=values.offset * 8)
 
 
 def _read_file(path: Path, count: bool, first: bool = False) -> _Read:
