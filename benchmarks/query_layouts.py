@@ -16,7 +16,10 @@ options) and times, in one process, the same query on each:
   size a column), sorted by (metric, batch size, trial, step);
 * ``union, …``: the files per row group, or per metric, behind a view that is a ``union
   all`` of one scan per metric whose ``metric`` is a constant (the scan of a file of one
-  metric needs no filter; DuckDB drops the branches of other metrics at planning).
+  metric needs no filter; DuckDB drops the branches of other metrics at planning);
+* ``format 3``: with ``--format3-home``, a store of format 3 behind curvekit's own view
+  (:func:`curvekit.store.store.measurements_view` over the index in its ``_store.json``),
+  the arrangement ``union, file per metric`` became.
 
 The query (per workload, the rows of ``val/classification_error`` below 0.3 and their first
 step) is the one of ``benchmarks/store_layout.py``. Each round opens a new connection,
@@ -29,6 +32,8 @@ Usage::
 
     python benchmarks/query_layouts.py --home benchmarks/_work/layout-full/home-new \\
         --old-home benchmarks/_work/layout-full/home-old --repeat 5
+    python benchmarks/query_layouts.py --home HOME2 --old-home HOME1 --format3-home HOME3 \\
+        --label f0.02   # results in query-layouts-f0.02.json
 """
 
 from __future__ import annotations
@@ -140,7 +145,9 @@ def union_view(con: duckdb.DuckDBPyConnection, holds: dict[str, list[str]]) -> N
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--home", type=Path, required=True, help="a home of today's format")
+    parser.add_argument("--home", type=Path, required=True, help="a home of format 2")
+    parser.add_argument("--format3-home", type=Path, help="a home of format 3 (its own view)")
+    parser.add_argument("--label", default="", help="results in query-layouts-LABEL.json")
     parser.add_argument("--old-home", type=Path, help="a home of the previous wide format")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1)
@@ -158,11 +165,30 @@ def main() -> None:
     if args.old_home:
         roots = {"wide": args.old_home / "store" / "measurements", **roots}
     for label, root in roots.items():
+        if label == "format 3":
+            continue
         listed = files(root)
         views[label] = lambda con, listed=listed: con.read_parquet(
             listed, hive_partitioning=True).create_view("measurements")
     views["union, file per row group"] = lambda con: union_view(con, holds)
     views["union, file per metric"] = lambda con: union_view(con, metric_holds)
+    format3: dict[str, list[str]] = {}
+    if args.format3_home:
+        from curvekit.store.layout import workload_dir
+        from curvekit.store.store import Store, measurements_view
+
+        with Store.open(args.format3_home) as store:
+            for workload in store.workloads():
+                folder = store.path / workload_dir("measurements",
+                                                   *store.split_workload(workload))
+                for name, held in store.measurements_index(workload).items():
+                    format3[str(folder / name)] = held
+        roots["format 3"] = args.format3_home / "store" / "measurements"
+
+        def view3(con: duckdb.DuckDBPyConnection) -> None:
+            measurements_view(con, format3).create_view("measurements")
+
+        views["format 3"] = view3
     cpu: dict[str, list[float]] = {k: [] for k in views}
     build: dict[str, list[float]] = {k: [] for k in views}
     answers: dict[str, Any] = {}
@@ -198,7 +224,7 @@ def main() -> None:
         "median_view_cpu_s": {k: statistics.median(v) for k, v in build.items()},
         f"ratio_to_{base}": {k: v / medians[base] for k, v in medians.items()},
     }
-    out = save("query-layouts", results)
+    out = save("query-layouts" + (f"-{args.label}" if args.label else ""), results)
     for label in views:
         print(f"{label:20s} query {medians[label]:.3f} s CPU ({medians[label] / medians[base]:.2f}"
               f" × {base}), view {results['median_view_cpu_s'][label]:.3f} s, "

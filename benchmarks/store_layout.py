@@ -1,10 +1,12 @@
-"""Benchmark: the store's layout, today's (names as rows) against the previous one (every
-metric and metaparameter a column), side by side in one run on the same archive.
+"""Benchmark: the store's layout, today's (format 3: names as rows, a workload's
+measurements in files of whole metrics) against a previous one, side by side in one run on
+the same archive: by default format 1 (every metric and metaparameter a column); with
+``--old-ref main`` (or any commit of format 2) format 2 (a measurements file per study).
 
-The previous layout's code is the commit before ``store_format`` became 2, checked out into
-a temporary git worktree; each command runs in a fresh process with that code or this
-checkout on the import path (``PYTHONPATH``), and the peak memory of its process tree is
-sampled. For each layout:
+The previous layout's code (default: the commit before ``store_format`` became 2) is
+checked out into a temporary git worktree; each command runs in a fresh process with that
+code or this checkout on the import path (``PYTHONPATH``), and the peak memory of its
+process tree is sampled. For each layout:
 
 * **conversion**: ``curvekit fetch --archive`` of the archive (wall time, peak memory), and
   the store's size on disk;
@@ -32,6 +34,10 @@ Usage::
     python benchmarks/store_layout.py                      # the full-scale archive
     python benchmarks/store_layout.py --trial-fraction 0.1 # a quicker look
     python benchmarks/store_layout.py --archive full.tar.bz2 --keep  # an archive made earlier
+    python benchmarks/store_layout.py --trial-fraction 0.02 --old-ref main  # against format 2
+
+Results go to ``benchmarks/results/store-layout-<archive>.json``, or
+``store-layout-<archive>-format<old>.json`` when the previous code is not of format 1.
 """
 
 from __future__ import annotations
@@ -65,6 +71,12 @@ QUERIES = {  # each layout's SQL for: per workload, rows of METRIC below GOAL, f
             f"from measurements where metric = '{METRIC}' and value < {GOAL} "
             "group by all order by all"),
 }
+
+
+def _format(code: Path) -> int:
+    """The store format a checkout of curvekit writes."""
+    schema = json.loads((code / "data_manifest" / "store_schema.json").read_text())
+    return int(schema["store_format"])
 
 MEASURE = r"""
 import json, sys, time, warnings
@@ -296,15 +308,20 @@ def main() -> None:
     else:
         path, manifest = archive(name, trial_fraction=args.trial_fraction, order="walk")
     old_ref = args.old_ref or _old_commit()
+    old = Path(tempfile.mkdtemp(prefix="ck-layout-")) / "code"
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(old), old_ref],
+                   check=True, capture_output=True)
+    old_format = _format(old)
+    if old_format >= 2:  # names as rows there too: the same SQL
+        QUERIES["old"] = QUERIES["new"]
+        name += f"-format{old_format}"
     saved = Path(__file__).parent / "results" / f"store-layout-{name}.json"
     previous = json.loads(saved.read_text()) if args.reuse else {}
     work = WORK / f"layout-{name}"
     work.mkdir(parents=True, exist_ok=True)
-    old = Path(tempfile.mkdtemp(prefix="ck-layout-")) / "code"
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(old), old_ref],
-                   check=True, capture_output=True)
     try:
         results: dict[str, Any] = {"archive": str(path), "old_ref": old_ref,
+                                   "old_format": old_format, "new_format": _format(ROOT),
                                    "cpus": os.cpu_count(), "load_before": os.getloadavg()}
         for label, code in (("old", old), ("new", ROOT)):
             if args.reuse:

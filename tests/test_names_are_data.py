@@ -298,3 +298,24 @@ def test_a_damaged_names_record_is_refused(tmp_path: Path) -> None:
         Store.open(home)
     with pytest.raises(CurvekitError, match=r"names is"):
         add_workload(home, workload({"val/err": 0.1}, {}), replace=True)
+
+
+@pytest.mark.parametrize("name", ["../../../outside.parquet", "/etc/passwd", "part-0.parquet",
+                                  "part-0-0.parquet/../../x.parquet", "part-*-0.parquet",
+                                  "sub/part-0-0.parquet", "part-01-0.parquet"])
+def test_an_index_that_names_anything_but_a_measurements_file_is_refused(
+        tmp_path: Path, name: str) -> None:
+    """docs/security.md: the index of a workload's measurements files in ``_store.json``
+    holds names curvekit gives (``part-<write>-<index>.parquet``), never a path or a pattern:
+    the views join each onto the workload's folder, so any other entry makes the file
+    damaged, refused wherever it is read, and nothing outside the store is opened."""
+    home = tmp_path / "home"
+    add_workload(home, workload({"val/err": 0.0}, {}))
+    path = (home / "store").resolve() / "_store.json"
+    meta = json.loads(path.read_text())
+    files = meta["names"][NAME]["files"]
+    files[name] = files.pop(next(iter(files)))
+    path.write_text(json.dumps(meta))
+    with pytest.raises(CurvekitError, match=r"_store\.json is damaged: names is .*"
+                                            r"part-<write>-<index>\.parquet"):
+        Store.open(home)

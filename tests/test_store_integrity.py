@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import itertools
 import json
 import math
 import os
@@ -26,7 +27,7 @@ from curvekit.cli import main
 from curvekit.errors import CurvekitError, StoreError
 from curvekit.store import writer
 from curvekit.store.build import convert
-from curvekit.store.catalog import info, metric_layout, verify
+from curvekit.store.catalog import _counted, footer_parts, info, metric_layout, verify
 from curvekit.store.snapshots import FILES_FILE, LEASE_FILE, file_digest
 from curvekit.store.store import Store
 from curvekit.store.update import add_workload
@@ -39,7 +40,7 @@ WORKLOAD = "cifar_10/resnet_8/sgd"
 METRIC = "val/classification_error"
 METRICS = ["train/classification_error", "train/cross_entropy_error",
            "val/classification_error", "val/cross_entropy_error"]
-MEAS = "measurements/base_dir=cifar_10/model=resnet_8/optimizer=sgd/batch_size=2/part-0.parquet"
+MEAS = "measurements/base_dir=cifar_10/model=resnet_8/optimizer=sgd/part-0-0.parquet"
 TRIALS = "trials/base_dir=cifar_10/model=resnet_8/optimizer=sgd/part-0.parquet"
 
 
@@ -203,8 +204,9 @@ def test_row_groups_of_several_metrics_hold_whole_metrics() -> None:
 
 def test_rows_moved_from_one_metric_to_another_are_caught_from_the_footer(home: Path) -> None:
     """A row of the last metric relabelled as another (total rows, evaluations and the
-    counted metric unchanged; the checksum recorded again) makes two metrics' totals
-    disagree with the file's evaluations: caught from the row groups' statistics."""
+    counted metric unchanged; the checksum recorded again), in row groups of one metric
+    each, moves a row group's bounds off its footer's parts: caught from the row groups'
+    statistics."""
     snap = current(home)
     path = snap / MEAS
     table = pq.read_table(path)
@@ -219,8 +221,8 @@ def test_rows_moved_from_one_metric_to_another_are_caught_from_the_footer(home: 
     _record(snap, MEAS)
     problems = verify(Store.open(home)).problems
     assert len(problems) == 1, problems
-    assert problems[0].startswith(f"{MEAS}: its metrics' rows disagree with its ")
-    assert f"{names[-2]!r} " in problems[0] and f"{names[-1]!r} " in problems[0]
+    assert problems[0].startswith(f"{MEAS}: row group ")
+    assert f"{names[-2]!r}" in problems[0] and f"{names[-1]!r}" in problems[0]
     assert "curvekit fetch --force" in problems[0]
 
 
@@ -264,27 +266,62 @@ def _evaluations(draw: st.DrawFn) -> Evaluations:
 
 
 @settings(max_examples=60, deadline=None)
-@given(rows=_evaluations(), group=st.integers(1, 64), data=st.data())
+@given(studies=st.lists(_evaluations(), min_size=1, max_size=3), group=st.integers(1, 64),
+       data=st.data())
 def test_every_file_the_writer_writes_has_its_rows_per_metric(
-        tmp_path_factory: pytest.TempPathFactory, rows: Evaluations, group: int,
+        tmp_path_factory: pytest.TempPathFactory, studies: list[Evaluations], group: int,
         data: st.DataObject) -> None:
-    """The footer check accepts whatever the writer writes, whatever its row groups (small
-    limits here stand for 65,536 and 1,048,576 rows), and its counted rows are the first
-    metric's; one row moved to another metric, in groups of one metric each, is caught."""
-    path = tmp_path_factory.mktemp("layout") / "part-0.parquet"
+    """The footer check accepts whatever the writer writes, whatever its files and row
+    groups (small limits here stand for 65,536 and 1,048,576 rows); every row of every
+    study is in the files, once; one row moved to another metric, in groups of one metric
+    each, is caught."""
+    folder = tmp_path_factory.mktemp("layout")
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(writer, "GROUP_ROWS", group)
         # the writer's row groups of several metrics hold whole metrics because a group
         # splits at MAX_GROUP_ROWS only, at least twice GROUP_ROWS (checked below)
         patch.setattr(writer, "MAX_GROUP_ROWS", 2 * group + data.draw(st.integers(0, 64)))
-        n = writer.write_measurements(rows, path)
-    meta = pq.ParquetFile(path).metadata
-    assert metric_layout(meta, path) is None
-    table = pq.read_table(path)
-    kept = list(dict.fromkeys(table.column("metric").to_pylist()))
-    assert table.num_rows == n * max(1, len([m for m in kept if m is not None]))
-    assert table.column("trial_id").to_pylist()[:n] == rows.trial_id.to_pylist()
-    if len(kept) >= 2 and n:
+        written = writer.write_workload_measurements(
+            [(8 * (i + 1), rows) for i, rows in enumerate(studies)], folder, 3)
+    assert written.evaluations == {8 * (i + 1): r.num_rows for i, r in enumerate(studies)}
+    assert sorted(p.name for p in folder.iterdir()) == sorted(written.files)
+    seen: dict[tuple[object, int], list[tuple[int, int, float | None]]] = {}
+    for name, held in written.files.items():
+        path = folder / name
+        meta = pq.ParquetFile(path).metadata
+        assert metric_layout(meta, path) is None
+        table = pq.read_table(path)
+        assert sorted(set(table.column("metric").drop_null().to_pylist())) == sorted(held)
+        # verify's per-trial counts, over parts spanning and sharing row groups
+        parts = footer_parts(meta, path)
+        ids = table.column("trial_id").to_pylist()
+        for part, (size, trials, runs) in zip(
+                parts, _counted(pq.ParquetFile(path), parts), strict=True):
+            want = [(t, len(list(g))) for t, g in
+                    itertools.groupby(ids[part.start:part.start + part.rows])]
+            assert size == part.batch_size
+            assert list(zip(trials.tolist(), runs.tolist(), strict=True)) == want
+        for row in table.to_pylist():
+            seen.setdefault((row["metric"], row["batch_size"]), []).append(
+                (row["trial_id"], row["step"], row["value"]))
+    for i, rows in enumerate(studies):
+        kept = [n for n, v in zip(rows.names, rows.values, strict=True)
+                if v.null_count < len(v)]
+        for name in kept or ([None] if rows.num_rows else []):
+            values = (rows.values[rows.names.index(name)].to_pylist() if name is not None
+                      else [None] * rows.num_rows)
+            want = list(zip(rows.trial_id.to_pylist(), rows.step.to_pylist(), values,
+                            strict=True))
+            got = seen.pop((name, 8 * (i + 1)))
+            assert [(t, s) for t, s, _ in got] == [(t, s) for t, s, _ in want]
+            assert all((g is None and w is None) or g == w or (g != g and w != w)
+                       for (_, _, g), (_, _, w) in zip(got, want, strict=True))
+    assert not seen
+    shared = [n for n, held in written.files.items() if len(held) >= 2]
+    if shared:
+        path = folder / shared[0]
+        table = pq.read_table(path)
+        kept = list(dict.fromkeys(table.column("metric").to_pylist()))
         source, target = data.draw(st.sampled_from(
             [(a, b) for a in kept for b in kept if a != b]))
         names = table.column("metric").to_pylist()
@@ -294,7 +331,32 @@ def test_every_file_the_writer_writes_has_its_rows_per_metric(
         _write_by_metric(table.set_column(table.schema.get_field_index("metric"), "metric",
                                           pa.array(names, pa.string())).take(order), path)
         problem = metric_layout(pq.ParquetFile(path).metadata, path)
-        assert problem is not None and f"{source!r} {n - 1}" in problem
+        assert problem is not None and "row group" in problem
+
+
+def test_a_row_moved_to_another_study_inside_a_row_group_is_caught(home: Path) -> None:
+    """A row of the counted metric relabelled with the batch size of another study in the
+    same row group leaves every footer record and statistic as it was (the checksum
+    recorded again): the counted rows' batch sizes catch it."""
+    snap = current(home)
+    path = snap / MEAS
+    reader = pq.ParquetFile(path)
+    table = reader.read()
+    sizes = table.column("batch_size").to_pylist()
+    metrics = table.column("metric").to_pylist()
+    first = [i for i, m in enumerate(metrics) if m == METRICS[0]]
+    studies = sorted({sizes[i] for i in first})
+    assert len(studies) >= 2 and reader.metadata.num_row_groups == 1
+    moved = first[0]  # the first study's first row, given the next study's batch size
+    sizes[moved] = studies[1]
+    table = table.set_column(table.schema.get_field_index("batch_size"), "batch_size",
+                             pa.array(sizes, table.column("batch_size").type))
+    pq.write_table(table, path, compression="zstd")
+    _record(snap, MEAS)
+    problems = verify(Store.open(home)).problems
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(f"{MEAS}: unreadable Parquet file (rows 0 to ")
+    assert f"batch size {studies[0]}, hold batch sizes {sorted(studies[:2])}" in problems[0]
 
 
 def test_rows_that_do_not_decode_are_named_unreadable(home: Path) -> None:
@@ -312,6 +374,24 @@ def test_rows_that_do_not_decode_are_named_unreadable(home: Path) -> None:
     assert len(problems) == 1, problems
     assert problems[0].startswith(f"{MEAS}: unreadable Parquet file (")
     assert "curvekit fetch --force" in problems[0]
+
+
+def test_rows_of_an_added_workload_that_do_not_decode_say_add_it_again(home: Path) -> None:
+    """The repair of a file whose pages do not decode is that of its workload: an added
+    workload is added again, not the release converted again."""
+    add_workload(home, workload())
+    snap = current(home)
+    rel = next((snap / "measurements" / "base_dir=my_data").rglob("*.parquet")
+               ).relative_to(snap).as_posix()
+    data = bytearray((snap / rel).read_bytes())
+    for at in range(4, 40):  # the first data page's bytes, after the magic
+        data[at] ^= 0xFF
+    (snap / rel).write_bytes(bytes(data))
+    _record(snap, rel)
+    problems = verify(Store.open(home)).problems
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(f"{rel}: unreadable Parquet file (")
+    assert "add my_data/mlp_64/momentum again" in problems[0]
 
 
 def test_a_store_without_checksums_says_it_cannot_be_checked(home: Path) -> None:

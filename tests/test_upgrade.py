@@ -65,9 +65,10 @@ def _old_rows(folder: Path) -> dict[tuple[Any, ...], float]:
 def _new_rows(folder: Path) -> dict[tuple[Any, ...], float]:
     out: dict[tuple[Any, ...], float] = {}
     for path in sorted((folder / "measurements").rglob("*.parquet")):
-        where = path.relative_to(folder).parts[1:5]
         seen: dict[tuple[Any, ...], int] = {}
         for row in pq.read_table(path).to_pylist():
+            # the batch size, a folder in formats 1 and 2, is a column in format 3
+            where = (*path.relative_to(folder).parts[1:4], f"batch_size={row['batch_size']}")
             key = (*where, row["trial_id"], row["step"], row["metric"])
             k = seen[key] = seen.get(key, -1) + 1
             if row["value"] is not None:
@@ -106,10 +107,10 @@ def _new_parameters(folder: Path) -> dict[tuple[Any, ...], Any]:
 
 
 def _check_upgraded(home: Path, *, without: str | None = None) -> Store:
-    """The current store has format 2, every file the fixed schema, every row, value and
+    """The current store has format 3, every file the fixed schema, every row, value and
     name of the frozen store (but ``without``'s), and the answers the old code gave."""
     store = Store.open(home)
-    assert store.metadata.store_format == STORE_FORMAT == 2
+    assert store.metadata.store_format == STORE_FORMAT == 3
     for table in TABLES:
         for path in (store.path / table).rglob("*.parquet"):
             assert pq.read_schema(path).remove_metadata().equals(fixed_schema(table))

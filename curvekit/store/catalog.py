@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,16 +30,22 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from curvekit.errors import CurvekitError, StoreError
+from curvekit.home import parse_json
 from curvekit.records import STATUSES
 from curvekit.release.manifest import Manifest
-from curvekit.store.layout import MANIFEST_FILE, TABLES
+from curvekit.store.layout import (
+    MANIFEST_FILE,
+    METADATA_FILE,
+    PARTS_KEY,
+    TABLES,
+    workload_dir,
+)
 from curvekit.store.pd1 import check_pd1
 from curvekit.store.snapshots import FILES_FILE, check_files, repair_hint
 from curvekit.store.store import Store, evaluations, metrics_with_values
-from curvekit.store.writer import EVALUATIONS_KEY
 
-__all__ = ["SYNTHETIC_DATASET", "SYNTHETIC_NOTE", "VerifyReport", "info", "metric_layout",
-           "synthetic_note", "synthetic_workloads", "verify"]
+__all__ = ["SYNTHETIC_DATASET", "SYNTHETIC_NOTE", "Part", "VerifyReport", "footer_parts", "info",
+           "metric_layout", "synthetic_note", "synthetic_workloads", "verify"]
 
 SYNTHETIC_DATASET = "batch_science_synthetic"
 """The manifest dataset of archives made by ``curvekit generate-archive``."""
@@ -112,14 +118,17 @@ def _info(store: Store, con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     studies = con.sql(
         "select base_dir || '/' || model || '/' || optimizer as workload, "
         "list(batch_size order by batch_size) as batch_sizes from studies group by all").pl()
-    rows: dict[str, int] = {}
-    metrics: dict[str, set[str]] = {}
-    for (b, m, o, _), path in store.measurement_files():
+    # a workload without evaluations has no measurements file
+    studies_rows: dict[str, dict[int, int]] = {w: {} for w in store.workloads()}
+    metrics: dict[str, set[str]] = {w: set() for w in store.workloads()}
+    for (b, m, o), path in store.measurement_files():
         with store.reading(str(path)):
             meta = pq.ParquetFile(path).metadata
         name = _workload(b, m, o)
-        rows[name] = rows.get(name, 0) + evaluations(meta, path)
+        # a study's evaluations are recorded in every file that holds rows of it
+        studies_rows.setdefault(name, {}).update(evaluations(meta, path))
         metrics.setdefault(name, set()).update(metrics_with_values(meta, path))
+    rows = {name: sum(counts.values()) for name, counts in studies_rows.items()}
     meas = pl.DataFrame({
         "workload": list(rows),
         "measurements": list(rows.values()),
@@ -163,10 +172,11 @@ def verify(store: Store, manifest: Manifest | None = None) -> VerifyReport:
     - every Parquet file reads, and every file of the snapshot has the size and BLAKE2b
       digest recorded when it was written (damaged, missing and unexpected files are named,
       with how to repair them);
-    - every metric of a measurements file has one row per evaluation, from the file's footer
-      (:func:`metric_layout`: no page decoded); each trial's rows of one metric per study
-      (the file's first) equal its ``n_measurements`` (a row of it moved from one trial to
-      another is caught), and the total evaluations equal the store's record;
+    - every metric of a measurements file has one row per evaluation of each study, from
+      the file's footer (:func:`metric_layout`: no page decoded), and the index in
+      ``_store.json`` names each workload's files and their metrics; each trial's rows of
+      one metric per study equal its ``n_measurements`` (a row of it moved from one trial
+      to another is caught), and the total evaluations equal the store's record;
     - every study of the manifest is present with its published trial counts by status, no
       study of the manifest's workloads is unexpected, and the rows equal the manifest's
       total when it states one.
@@ -179,24 +189,41 @@ def verify(store: Store, manifest: Manifest | None = None) -> VerifyReport:
     (True, [])
     """
     problems: list[str] = []
-    read = _read_files(store)  # every file read once: digest, footer, counted rows
+    # every file read once: digest, footer, and the rows of each workload's first file's
+    # first metric counted per trial
+    read = _read_files(store, _first_files(store))
     bad = _check_files(store, read, problems)
     good = {t: [p for p in sorted((store.path / t).rglob("*.parquet"))
                 if p.relative_to(store.path).as_posix() not in bad] for t in TABLES}
     con = duckdb.connect()
-    total = 0
-    counted: dict[tuple[str, int | None], str] = {}  # each study's counted metric
+    studies: dict[tuple[str, int], int] = {}  # each study's evaluations, from the footers
+    parts: dict[Path, list[Part]] = {}
     for path in good["measurements"]:
         rel = path.relative_to(store.path).as_posix()
-        meta = read[rel].meta if rel in read else pq.ParquetFile(path).metadata
-        assert meta is not None  # a file whose footer does not read is in ``bad``
-        total += evaluations(meta, path)
-        names = sorted(metrics_with_values(meta, path))
-        if names:
-            counted[_partition_key(rel)] = names[0]
+        found = read[rel].parts if rel in read else None
+        if found is None:  # a file whose footer does not read is in ``bad``
+            continue
+        parts[path] = found
+        workload = _partition_key(rel)[0]
+        for part in found:
+            studies[(workload, part.batch_size)] = part.rows
+    _check_index(store, good["measurements"], bad, read, problems)
+    total = sum(studies.values())
+    done: dict[tuple[str, int], str | None] = {}  # the studies counted as their file was read
+    results: list[tuple[Path, str, list[tuple[int, np.ndarray, np.ndarray]] | str]] = []
+    for path in parts:
+        rel = path.relative_to(store.path).as_posix()
+        first = read[rel].counted
+        if first is not None:
+            workload = _partition_key(rel)[0]
+            results.append((path, workload, first))
+            metric = parts[path][0].metric
+            done.update({(workload, bs): metric for bs, _, _ in first})
+    counted = _choose_counted(parts, store.path, skip=set(done))
     with store.reading("the store's tables", fixed_sql=True):
         have, expected_rows, study_keys = _trial_counts(con, good)
-        _check_trials(con, good, bad, counted, read, problems)
+        _check_trials(con, good, bad, counted, results, done, problems,
+                      lambda rel: repair_hint(store.metadata, rel))
     recorded = store.metadata.get("counts", {}).get("measurements")
     if recorded is not None and recorded != total and not bad:
         problems.append(f"measurements: {total} evaluations on disk, {recorded} written by "
@@ -223,154 +250,253 @@ def verify(store: Store, manifest: Manifest | None = None) -> VerifyReport:
 @dataclass(frozen=True)
 class _Read:
     """One Parquet file of the store, read once: its size and digest, its footer (None
-    with ``error`` when it does not read) and, for a measurements file, the problem its
-    footer shows with its rows per metric (``layout``, :func:`metric_layout`) and the rows
-    per trial id of its counted metric (``trials``: trial ids and row counts, one per run
-    of a trial id; None with ``rows_error`` when those rows do not read)."""
+    with ``error`` when it does not read) and, for a measurements file, its parts as its
+    footer records them (``parts``, :func:`footer_parts`) or the problem its footer shows
+    with its rows per metric and study (``layout``, :func:`metric_layout`)."""
 
     size: int
     digest: str
     meta: pq.FileMetaData | None
     error: str | None
-    trials: tuple[np.ndarray, np.ndarray] | None
+    parts: list[Part] | None = None
     rows_error: str | None = None
     layout: str | None = None
+    counted: list[tuple[int, np.ndarray, np.ndarray]] | None = None
+    """For the first measurements file of a workload: each study's rows of its first
+    metric per trial (:func:`_counted`), counted from the bytes read."""
+
+
+@dataclass(frozen=True)
+class Part:
+    """One metric's rows of one study in a measurements file (``metric`` None for a
+    study's rows without a metric): rows ``start`` to ``start + rows``."""
+
+    metric: str | None
+    batch_size: int
+    start: int
+    rows: int
+
+
+def footer_parts(meta: pq.FileMetaData, path: Path | None = None) -> list[Part]:
+    """A measurements file's rows as its footer records them, in order: its parts
+    (``curvekit.parts``), each holding its study's evaluations (``curvekit.evaluations``).
+
+    A footer whose records are missing or malformed is a :class:`StoreError` naming
+    ``path``.
+    """
+    counts = evaluations(meta, path)
+    names = metrics_with_values(meta, path)
+    recorded = (meta.metadata or {}).get(PARTS_KEY.encode())
+
+    def damaged(problem: str) -> StoreError:
+        return StoreError(f"cannot read {path or 'a measurements file'}: its footer's "
+                          f"{PARTS_KEY} is {problem}; `curvekit verify` lists every damaged "
+                          "file")
+
+    if recorded is None:
+        raise damaged("missing")
+    listed = parse_json(recorded.decode("utf-8", "replace"), damaged)
+    if not isinstance(listed, list):
+        raise damaged(f"{type(listed).__name__}, not a list of [metric, batch size]")
+    out, at = [], 0
+    for item in listed:
+        if not (isinstance(item, list) and len(item) == 2
+                and (item[0] is None or item[0] in names)
+                and isinstance(item[1], int) and not isinstance(item[1], bool)
+                and item[1] in counts):
+            raise damaged(f"holding {item!r}, not [a metric of its list or null, a batch "
+                          "size of its evaluations]")
+        out.append(Part(item[0], item[1], at, counts[item[1]]))
+        at += counts[item[1]]
+    return out
 
 
 def metric_layout(meta: pq.FileMetaData, path: Path | None = None) -> str | None:
-    """What a measurements file's footer says is wrong with its rows per metric, or None.
+    """What a measurements file's footer says is wrong with its rows per metric and study,
+    or None.
 
-    The writer gives every metric of a file one row per evaluation (null where it has no
-    value) and sorts the rows by metric, so a file of ``n`` evaluations and ``k`` metrics
-    holds ``n × k`` rows, metric after metric, in the order of its footer's list; a row
-    group holds several whole metrics or a part of one (metrics share a group only while
-    it holds fewer than ``GROUP_ROWS`` rows, and a group is split only beyond
-    ``MAX_GROUP_ROWS``, at least twice that). Checked from the footer alone (no
-    page is decoded): the evaluations it records, its rows, and each row group's ``metric``
-    statistics (the first and last metric it holds), which give every metric's total: a
-    group of one metric adds its rows to it; a group that spans several metrics must hold
-    ``n`` rows of each. A file whose rows were moved from one metric to another in a
-    group of their own, or dropped, or added, is caught here; the counted metric's rows
-    are then the file's first ``n`` rows (:func:`verify` counts them per trial).
+    The writer gives every metric of a study one row per evaluation (null where it has no
+    value), and sorts a file's rows by (metric, batch_size, trial_id, step): its footer
+    lists its parts in that order (:func:`footer_parts`: a metric of a study each, holding
+    the study's evaluations; the rows without a metric last). Checked from the footer alone
+    (no page is decoded): the parts are in that order and account for every row, its list
+    of metrics is theirs, and each row group's ``metric`` and ``batch_size`` statistics
+    (the first and last of each it holds, and its rows without a metric) are those of the
+    parts its rows fall in. A file whose rows were dropped, added, or moved from one
+    metric or study to another across row groups is caught here; the counted metric's
+    rows of each study are then counted per trial (:func:`verify`).
 
     >>> import tempfile, pathlib, pyarrow as pa
-    >>> from curvekit.store.writer import Evaluations, write_measurements
-    >>> path = pathlib.Path(tempfile.mkdtemp()) / "part-0.parquet"
-    >>> _ = write_measurements(Evaluations.from_table(pa.table({
-    ...     "trial_id": [1, 1], "step": [0, 10], "a": [0.9, 0.5], "b": [2.0, 1.0]})), path)
-    >>> metric_layout(pq.ParquetFile(path).metadata) is None
+    >>> from curvekit.store.writer import Evaluations, write_workload_measurements
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = write_workload_measurements([(8, Evaluations.from_table(pa.table({
+    ...     "trial_id": [1, 1], "step": [0, 10], "a": [0.9, 0.5], "b": [2.0, 1.0]})))], folder)
+    >>> metric_layout(pq.ParquetFile(folder / "part-0-0.parquet").metadata) is None
     True
     """
-    names = sorted(metrics_with_values(meta, path))
+    parts = footer_parts(meta, path)
+    names = [p.metric for p in parts if p.metric is not None]
+    listed = sorted(metrics_with_values(meta, path))
+    order = [(p.metric is None, p.metric or "", p.batch_size) for p in parts]
+    if order != sorted(order) or len(set(order)) != len(order):
+        return "its footer's parts are not in (metric, batch_size) order, each once"
+    if sorted(set(names)) != listed:
+        return f"its footer lists the metrics {listed!r}, its parts hold {sorted(set(names))!r}"
+    if {p.batch_size for p in parts} != set(evaluations(meta, path)):
+        return "its footer records evaluations of studies it holds no rows of"
     rows = int(meta.num_rows)
-    n = evaluations(meta, path)
-    recorded = (meta.metadata or {}).get(EVALUATIONS_KEY.encode())
-    if recorded is not None and recorded.decode("utf-8", "replace") != str(n):
-        return (f"its footer records {recorded.decode('utf-8', 'replace')!r} evaluations, "
-                f"its {rows} rows of {len(names)} metrics are {n}")
-    if rows != n * max(1, len(names)):
-        return (f"its {rows} rows are not one row per evaluation for each of its "
-                f"{len(names)} metrics ({n} evaluations)")
-    if not names:
-        return None
-    where = {name: i for i, name in enumerate(names)}
-    totals = dict.fromkeys(names, 0)
-    column = meta.schema.names.index("metric") if "metric" in meta.schema.names else -1
-    last = -1  # the index of the last metric of the previous row group
+    end = parts[-1].start + parts[-1].rows if parts else 0
+    if rows != end:
+        return (f"its {rows} rows are not one row per evaluation for each metric of each "
+                f"study its footer lists ({end} rows)")
+    columns = meta.schema.names
+    if "metric" not in columns or "batch_size" not in columns:
+        return "it has no metric or batch_size column"
+    metric, batch = columns.index("metric"), columns.index("batch_size")
+    at, i = 0, 0
     for g in range(meta.num_row_groups):
         group = meta.row_group(g)
-        stats = group.column(column).statistics if column >= 0 else None
-        if not group.num_rows:
+        n = group.num_rows
+        if not n:
             continue
-        if stats is None or not stats.has_min_max or stats.null_count:
-            return (f"row group {g} has no metric statistics or rows without a metric, so "
-                    "its rows per metric cannot be checked")
-        first, end = where.get(str(stats.min)), where.get(str(stats.max))
-        if first is None or end is None:
-            return (f"row group {g} holds metrics {stats.min!r} to {stats.max!r}, not all "
-                    "in its footer's list")
-        spans = end - first + 1
-        if first < last:
-            return f"row group {g} ({stats.min!r} to {stats.max!r}) is out of metric order"
-        if spans == 1:
-            totals[names[first]] += group.num_rows
-        elif group.num_rows != spans * n:
-            return (f"row group {g} holds {group.num_rows} rows of the {spans} metrics "
-                    f"{stats.min!r} to {stats.max!r}, not {n} of each")
-        else:
-            for name in names[first:end + 1]:
-                totals[name] += n
-        last = end
-    wrong = [(name, got) for name, got in totals.items() if got != n]
-    if wrong:
-        listed = ", ".join(f"{name!r} {got}" for name, got in wrong[:5])
-        more = f" and {len(wrong) - 5} more" if len(wrong) > 5 else ""
-        return (f"its metrics' rows disagree with its {n} evaluations (rows: {listed}"
-                f"{more}); every metric has one row per evaluation")
+        while parts[i].start + parts[i].rows <= at:
+            i += 1
+        j = i
+        while parts[j].start + parts[j].rows < at + n:
+            j += 1
+        inside = parts[i:j + 1]
+        named = sorted({p.metric for p in inside if p.metric is not None})
+        unnamed = sum(min(p.start + p.rows, at + n) - max(p.start, at)
+                      for p in inside if p.metric is None)
+        sizes = [p.batch_size for p in inside]
+        stats, bstats = group.column(metric).statistics, group.column(batch).statistics
+        if stats is None or bstats is None or not bstats.has_min_max:
+            return f"row group {g} has no metric or batch size statistics"
+        got = (str(stats.min), str(stats.max)) if stats.has_min_max else None
+        want = (named[0], named[-1]) if named else None
+        if got != want or stats.null_count != unnamed:
+            return (f"row group {g} holds metrics {got!r} and {stats.null_count} rows "
+                    f"without a metric, where its footer's parts put {want!r} and {unnamed}")
+        if (bstats.min, bstats.max) != (min(sizes), max(sizes)):
+            return (f"row group {g} holds batch sizes {bstats.min} to {bstats.max}, where its "
+                    f"footer's parts put {min(sizes)} to {max(sizes)}")
+        at += n
     return None
 
 
-def _counted(reader: pq.ParquetFile, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Rows per trial id of a measurements file's first ``n`` rows (its counted metric,
-    whose rows are the study's evaluations): the trial ids and lengths of the runs of equal
-    ids. The rows are sorted by trial, so a trial is one run unless the file is damaged
-    (:func:`verify` sums the runs of a trial).
+def _counted(reader: pq.ParquetFile, parts: list[Part]
+             ) -> list[tuple[int, np.ndarray, np.ndarray]]:
+    """Rows per trial id of ``parts`` of a measurements file (a study's rows of one metric
+    each, which are the study's evaluations): for each, its batch size, the trial ids and
+    the lengths of the runs of equal ids. Their batch sizes must be the part's. The rows
+    are sorted by trial, so a trial is one run unless the file is damaged (:func:`verify`
+    sums the runs of a trial).
 
-    The ids are read from the Arrow buffer as NumPy integers: pyarrow's own conversions
-    import pandas, a third of a second that verify does not need.
+    Only the row groups holding those rows are decoded, each once (a row group holds the
+    parts of many studies). The columns are read from their Arrow buffers as NumPy
+    integers: pyarrow's own conversions import pandas, a third of a second that verify
+    does not need.
     """
-    meta, groups, rows = reader.metadata, [], 0
-    for g in range(meta.num_row_groups):
-        if rows >= n:
-            break
-        groups.append(g)
-        rows += meta.row_group(g).num_rows
-    if not groups or not n:
-        return np.empty(0, np.int64), np.empty(0, np.int64)
-    ids = (reader.read_row_groups(groups, columns=["trial_id"], use_threads=False)
-           .column(0).slice(0, n).combine_chunks())
-    if ids.null_count or ids.type != pa.int64():
-        raise ValueError(f"its trial ids are {ids.type} with {ids.null_count} nulls, not "
+    meta = reader.metadata
+    starts = np.cumsum([0] + [meta.row_group(g).num_rows for g in range(meta.num_row_groups)])
+    spans = [(int(np.searchsorted(starts, p.start, side="right")) - 1,
+              int(np.searchsorted(starts, p.start + p.rows, side="left")))
+             for p in parts if p.rows]
+    groups = sorted({g for first, last in spans for g in range(first, last)})
+    rows = reader.read_row_groups(groups, columns=["batch_size", "trial_id"],
+                                  use_threads=False)
+    ids, sizes = _int64_values(rows.column("trial_id"), "trial ids"), \
+        _int64_values(rows.column("batch_size"), "batch sizes")
+    # where each decoded row group's rows begin in ``ids``
+    at = dict(zip(groups, np.cumsum([0] + [int(starts[g + 1] - starts[g]) for g in groups]),
+                  strict=False))
+    out = []
+    for part in parts:
+        if not part.rows:
+            out.append((part.batch_size, np.empty(0, np.int64), np.empty(0, np.int64)))
+            continue
+        first = int(np.searchsorted(starts, part.start, side="right")) - 1
+        begin = int(at[first]) + part.start - int(starts[first])
+        values = ids[begin:begin + part.rows]
+        held = sizes[begin:begin + part.rows]
+        if (held != part.batch_size).any():
+            raise ValueError(f"rows {part.start} to {part.start + part.rows - 1}, which its "
+                             f"footer gives batch size {part.batch_size}, hold batch sizes "
+                             f"{sorted(set(held.tolist()))}")
+        runs = np.concatenate(([0], np.flatnonzero(np.diff(values)) + 1))
+        out.append((part.batch_size, values[runs],
+                    np.diff(np.concatenate((runs, [len(values)])))))
+    return out
+
+
+def _int64_values(column: pa.ChunkedArray, what: str) -> np.ndarray:
+    """An int64 column without nulls as one NumPy array, from its Arrow buffers."""
+    values = column.combine_chunks()
+    if values.null_count or values.type != pa.int64():
+        raise ValueError(f"its {what} are {values.type} with {values.null_count} nulls, not "
                          "int64 without nulls")
-    values = np.frombuffer(ids.buffers()[1], np.int64, count=len(ids),
-                           offset=ids.offset * 8)
-    starts = np.flatnonzero(np.diff(values)) + 1
-    starts = np.concatenate(([0], starts))
-    return values[starts], np.diff(np.concatenate((starts, [len(values)])))
+    return np.frombuffer(values.buffers()[1], np.int64, count=len(values),
+                         offset=values.offset * 8)
 
 
-def _read_file(path: Path, count: bool) -> _Read:
+def _read_file(path: Path, count: bool, first: bool = False) -> _Read:
     data = path.read_bytes()
     digest = hashlib.blake2b(data, digest_size=32).hexdigest()  # as file_digest hashes
     try:
         reader = pq.ParquetFile(pa.BufferReader(data))
         meta = reader.metadata
     except Exception as exc:  # any unreadable file is a finding, not a crash
-        return _Read(len(data), digest, None, str(exc), None)
+        return _Read(len(data), digest, None, str(exc))
     if not count:
-        return _Read(len(data), digest, meta, None, None)
+        return _Read(len(data), digest, meta, None)
     try:
         layout = metric_layout(meta, path)
-    except StoreError as exc:  # a damaged list of metrics in the footer
-        return _Read(len(data), digest, meta, None, None, layout=str(exc))
+        parts = footer_parts(meta, path)
+    except StoreError as exc:  # a damaged record in the footer
+        return _Read(len(data), digest, meta, None, layout=str(exc))
     if layout is not None:
-        return _Read(len(data), digest, meta, None, None, layout=layout)
+        return _Read(len(data), digest, meta, None, layout=layout)
+    if not (first and parts):
+        return _Read(len(data), digest, meta, None, parts)
     try:
-        trials = _counted(reader, evaluations(meta, path))
+        counted = _counted(reader, [p for p in parts if p.metric == parts[0].metric])
     except Exception as exc:  # a file whose footer reads but whose rows do not
-        return _Read(len(data), digest, meta, None, None, str(exc))
-    return _Read(len(data), digest, meta, None, trials)
+        return _Read(len(data), digest, meta, None, parts, rows_error=str(exc))
+    return _Read(len(data), digest, meta, None, parts, counted=counted)
 
 
-def _read_files(store: Store) -> dict[str, _Read]:
+def _read_files(store: Store, firsts: set[str]) -> dict[str, _Read]:
     """Every Parquet file of the store read once, from threads: BLAKE2b, Parquet's decoding
     and counting release the GIL, so the files are hashed and counted on every core in
-    one pass over the bytes."""
+    one pass over the bytes (``firsts``: the files whose first metric's rows are counted
+    per trial, :func:`_first_files`)."""
     paths = [(p.relative_to(store.path).as_posix(), p, table == "measurements")
              for table in TABLES for p in sorted((store.path / table).rglob("*.parquet"))]
     with ThreadPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1))) as pool:
-        done = list(pool.map(lambda item: _read_file(item[1], item[2]), paths))
+        done = list(pool.map(lambda item: _read_file(item[1], item[2], item[0] in firsts),
+                             paths))
     return {rel: r for (rel, _, _), r in zip(paths, done, strict=True)}
+
+
+def _file_order(name: str) -> tuple[int, ...]:
+    """A measurements file's (write, number), for ordering (-1 for a name not curvekit's)."""
+    return tuple(int(n) if n.isdigit() else -1 for n in name.removesuffix(".parquet")
+                 .split("-")[1:])
+
+
+def _first_files(store: Store) -> set[str]:
+    """Each workload's first measurements file (by write, then number) in the index: the
+    studies of its first metric are counted per trial as it is read."""
+    out = set()
+    for workload in store.workloads():
+        try:
+            index = store.measurements_index(workload)
+        except StoreError:  # reported by _check_index
+            continue
+        if index:
+            first = min(index, key=_file_order)
+            out.add(workload_dir("measurements", *store.split_workload(workload)) + "/" + first)
+    return out
 
 
 def _check_files(store: Store, read: dict[str, _Read], problems: list[str]) -> set[str]:
@@ -446,47 +572,77 @@ def _trial_counts(con: duckdb.DuckDBPyConnection, good: dict[str, list[Path]]
     return have, expected_rows, study_keys
 
 
+def _choose_counted(parts: dict[Path, list[Part]], root: Path,
+                    skip: set[tuple[str, int]]) -> dict[tuple[str, int], tuple[Path, Part]]:
+    """The part each study not in ``skip`` (those counted as the first file was read) is
+    counted by: its rows of the first metric of the first file (by write, then number)
+    that holds rows of it."""
+    chosen: dict[tuple[str, int], tuple[Path, Part]] = {}
+    for path in sorted(parts, key=lambda p: (p.parent.as_posix(), _file_order(p.name))):
+        workload = _partition_key(path.relative_to(root).as_posix())[0]
+        for part in parts[path]:
+            if (workload, part.batch_size) not in skip:
+                chosen.setdefault((workload, part.batch_size), (path, part))
+    return chosen
+
+
 def _check_trials(con: duckdb.DuckDBPyConnection, good: dict[str, list[Path]], bad: set[str],
-                  counted: dict[tuple[str, int | None], str], read: dict[str, _Read],
-                  problems: list[str]) -> None:
+                  counted: dict[tuple[str, int], tuple[Path, Part]],
+                  results: list[tuple[Path, str, list[tuple[int, np.ndarray, np.ndarray]]
+                                      | str]],
+                  done: dict[tuple[str, int], str | None],
+                  problems: list[str], hint: Callable[[str], str]) -> None:
     """Each trial's rows of its study's counted metric against its ``n_measurements``.
 
     Every metric of a study has one row per evaluation, in the same order
-    (:func:`metric_layout` checks each file's totals per metric from its footer), so the
-    rows of one metric, the first of the file (``counted``), define a trial's
-    evaluations: a row of it moved from one trial to another changes two trials' counts.
+    (:func:`metric_layout` checks each file's parts from its footer), so the rows of one
+    metric of a study define a trial's evaluations: a row of it moved from one trial to
+    another changes two trials' counts. ``results`` holds the counts made as the files were
+    read (each workload's first file's first metric: ``done`` names its studies and metric);
+    the other studies' parts (``counted``: :func:`_choose_counted`) are counted here. Only
+    those rows' trial ids and batch sizes are decoded, file by file on every core; a file
+    whose rows do not decode is named with ``hint``'s repair.
     """
     if not good["trials"]:
         return
-    # Studies whose measurements file or workloads whose trials file is bad are already
-    # reported: comparing their trials would only repeat that.
-    skip_studies = {_partition_key(rel) for rel in bad if rel.startswith("measurements/")}
-    skip_workloads = {_partition_key(rel)[0] for rel in bad if rel.startswith("trials/")}
-    # Counted per measurements file (a study) and run of a trial id when the file was read
-    # (its own integers), then joined with the study's workload and batch size (a small
-    # table of the files) and with the trials' records in one query; only disagreements
-    # come back.
-    paths = good["measurements"]
-    studies = [_partition_key(p.relative_to(p.parents[5]).as_posix()) for p in paths]
-    con.execute("create temp table _files (file_index bigint, workload varchar, "
-                "batch_size bigint)")
-    if paths:
-        con.executemany("insert into _files values (?, ?, ?)",
-                        [(i, w, b) for i, (w, b) in enumerate(studies)])
+    # Workloads whose measurements or trials files are bad are already reported: comparing
+    # their trials would only repeat that.
+    skip = {_partition_key(rel)[0] for rel in bad
+            if rel.startswith(("measurements/", "trials/"))}
+    by_file: dict[Path, list[tuple[str, Part]]] = {}
+    for (workload, _), (path, part) in counted.items():
+        by_file.setdefault(path, []).append((workload, part))
+    files = sorted(by_file)
+
+    def count(path: Path) -> list[tuple[int, np.ndarray, np.ndarray]] | str:
+        try:
+            return _counted(pq.ParquetFile(path), [p for _, p in by_file[path]])
+        except Exception as exc:  # rows that do not decode are a finding, not a crash
+            return str(exc)
+
+    with ThreadPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1))) as pool:
+        results = results + [(path, by_file[path][0][0], found) for path, found in
+                             zip(files, pool.map(count, files), strict=True)]
     none = np.empty(0, np.int64)
-    ids, lengths, index = [none], [none], [none]
-    for i, path in enumerate(paths):
-        runs = read[path.relative_to(path.parents[5]).as_posix()].trials
-        if runs is None:  # a file whose rows do not read is in ``bad``
+    ids, lengths, sizes, workloads = [none], [none], [none], []
+    for path, workload, result in results:
+        if isinstance(result, str):
+            rel = path.relative_to(path.parents[4]).as_posix()
+            problems.append(f"{rel}: unreadable Parquet file ({result}); to repair, "
+                            f"{hint(rel)}")
+            skip.add(workload)
             continue
-        ids.append(runs[0])
-        lengths.append(runs[1])
-        index.append(np.full(len(runs[0]), i, np.int64))
+        for batch_size, trial_ids, runs in result:
+            ids.append(trial_ids)
+            lengths.append(runs)
+            sizes.append(np.full(len(trial_ids), batch_size, np.int64))
+            workloads += [workload] * len(trial_ids)
     con.register("_counts", pa.Table.from_arrays(
-        [_int64(np.concatenate(ids)), _int64(np.concatenate(lengths)),
-         _int64(np.concatenate(index))], names=["trial_id", "n", "file_index"]))
-    counts = ("(select f.workload, f.batch_size, c.trial_id, sum(c.n)::bigint as n "
-              "from _counts c join _files f using (file_index) group by all)")
+        [pa.array(workloads, pa.string()), _int64(np.concatenate(sizes)),
+         _int64(np.concatenate(ids)), _int64(np.concatenate(lengths))],
+        names=["workload", "batch_size", "trial_id", "n"]))
+    counts = ("(select workload, batch_size, trial_id, sum(n)::bigint as n "
+              "from _counts group by all)")
     rows = con.execute(
         f"select workload, batch_size, trial_id, m.n, t.n "
         f"from {counts} m full join (select {_WORKLOAD} as workload, batch_size, trial_id, "
@@ -494,11 +650,12 @@ def _check_trials(con: duckdb.DuckDBPyConnection, good: dict[str, list[Path]], b
         "using (workload, batch_size, trial_id) "
         "where m.n is distinct from t.n and not (m.n is null and t.n = 0) "
         "order by all").fetchall()
-    wrong = [r for r in rows if r[0] not in skip_workloads and (r[0], r[1]) not in skip_studies]
+    wrong = [r for r in rows if r[0] not in skip]
     for workload, bs, trial, got, want in wrong[:_LISTED_TRIALS]:
         said = ("but the trials table has no such trial" if want is None
                 else f"its trial record says {want}")
-        metric = counted.get((workload, bs))
+        chosen = counted.get((workload, bs))
+        metric = chosen[1].metric if chosen is not None else done.get((workload, bs))
         of = f" of {metric!r} (the metric counted)" if metric is not None else ""
         problems.append(f"{workload} batch size {bs} trial {trial}: {got or 0} measurement "
                         f"rows{of}, {said}; run `curvekit fetch --force` to rebuild the "
@@ -506,6 +663,38 @@ def _check_trials(con: duckdb.DuckDBPyConnection, good: dict[str, list[Path]], b
     if len(wrong) > _LISTED_TRIALS:
         problems.append(f"... and {len(wrong) - _LISTED_TRIALS} more trials whose measurement "
                         "rows disagree with their trial record")
+
+
+def _check_index(store: Store, files: list[Path], bad: set[str], read: dict[str, _Read],
+                 problems: list[str]) -> None:
+    """The index in ``_store.json`` (each workload's measurements files and their metrics)
+    against the files and their footers: the views read the files it names, so a file it
+    leaves out would be left out of every answer."""
+    on_disk: dict[str, dict[str, list[str]]] = {}
+    for path in files:
+        rel = path.relative_to(store.path).as_posix()
+        meta = read[rel].meta if rel in read else None
+        if meta is None:
+            continue
+        held = sorted(metrics_with_values(meta, path))
+        on_disk.setdefault(_partition_key(rel)[0], {})[path.name] = held
+    skip = {_partition_key(rel)[0] for rel in bad if rel.startswith("measurements/")}
+    for workload in store.workloads():
+        if workload in skip:
+            continue
+        try:
+            index = {f: sorted(m) for f, m in store.measurements_index(workload).items()}
+        except StoreError as exc:
+            problems.append(str(exc))
+            continue
+        found = on_disk.get(workload, {})
+        if index != found:
+            problems.append(
+                f"{workload}: the index of its measurements files in {METADATA_FILE} "
+                f"({', '.join(sorted(index)) or 'none'}) disagrees with its files and the "
+                f"metrics their footers list ({', '.join(sorted(found)) or 'none'}); run "
+                "`curvekit fetch --force` to rebuild the store, or add the workload again "
+                "if you added it")
 
 
 def _int64(values: np.ndarray) -> pa.Array:

@@ -12,18 +12,23 @@ A store is a folder::
     studies/base_dir=<b>/model=<m>/optimizer=<o>/part-0.parquet
     trials/base_dir=<b>/model=<m>/optimizer=<o>/part-0.parquet
     parameters/base_dir=<b>/model=<m>/optimizer=<o>/part-0.parquet
-    measurements/base_dir=<b>/model=<m>/optimizer=<o>/batch_size=<n>/part-0.parquet
+    measurements/base_dir=<b>/model=<m>/optimizer=<o>/part-<w>-<k>.parquet
+
+A measurements file holds whole metrics of one write of its workload (``<w>`` counts the
+writes, ``<k>`` numbers the files of one write: never a name), with ``batch_size`` a column
+(:func:`measurements_file`).
 
 Partition values are percent-encoded, so ``mnist_subsets/mnist_6875`` becomes
 ``base_dir=mnist_subsets%2Fmnist_6875``; DuckDB and polars decode it back.
 
->>> partition_dir("measurements", "mnist_subsets/mnist_6875", "simple_cnn_base", "sgd", 64)
-'measurements/base_dir=mnist_subsets%2Fmnist_6875/model=simple_cnn_base/optimizer=sgd/batch_size=64'
+>>> partition_dir("measurements", "mnist_subsets/mnist_6875", "simple_cnn_base", "sgd")
+'measurements/base_dir=mnist_subsets%2Fmnist_6875/model=simple_cnn_base/optimizer=sgd'
 """
 
 from __future__ import annotations
 
 import json
+import re
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -34,13 +39,17 @@ import pyarrow as pa
 from curvekit._resources import manifest_dir
 
 __all__ = [
+    "EVALUATIONS_KEY",
     "FILE_NAME",
     "MANIFEST_FILE",
     "METADATA_FILE",
     "METRICS_KEY",
+    "PARTS_KEY",
     "STORE_FORMAT",
     "TABLES",
     "fixed_schema",
+    "measurements_file",
+    "measurements_write",
     "partition_dir",
     "store_link",
     "store_schema",
@@ -52,6 +61,14 @@ METADATA_FILE = "_store.json"
 MANIFEST_FILE = "_manifest.json"
 # Footer key of a measurements file: JSON list of the metrics it holds rows of, in order.
 METRICS_KEY = "curvekit.metrics"
+EVALUATIONS_KEY = "curvekit.evaluations"
+"""Footer key of a measurements file: the evaluations (rows of its CSV files) of each study
+it holds rows of, a JSON object by batch size."""
+PARTS_KEY = "curvekit.parts"
+"""Footer key of a measurements file: its rows in order, a JSON list of ``[metric,
+batch_size]`` (the metric null for a study's rows without a metric), each part holding its
+study's evaluations."""
+_MEASUREMENTS_FILE = re.compile(r"part-(0|[1-9][0-9]{0,17})-(0|[1-9][0-9]{0,17})\.parquet")
 
 _TYPES: dict[str, pa.DataType] = {
     "string": pa.string(),
@@ -69,9 +86,10 @@ def store_schema() -> dict[str, Any]:
 
 
 STORE_FORMAT: int = store_schema()["store_format"]
-"""The layout version this curvekit writes: 2, metrics and metaparameters as rows. Format 1
-(every metric and metaparameter a column) is read only to upgrade it
-(:mod:`curvekit.store.upgrade`)."""
+"""The layout version this curvekit writes: 3, metrics and metaparameters as rows, a
+workload's measurements in files of whole metrics. Formats 1 (every metric and
+metaparameter a column) and 2 (a measurements file per study) are read only to upgrade
+them (:mod:`curvekit.store.upgrade`)."""
 TABLES: tuple[str, ...] = tuple(store_schema()["tables"])
 """The store's tables, in the order the schema documents them."""
 
@@ -88,7 +106,7 @@ def fixed_schema(table: str) -> pa.Schema:
     Partition columns are part of the path, not of the files, so they are left out.
 
     >>> fixed_schema("measurements").names
-    ['trial_id', 'step', 'metric', 'value']
+    ['batch_size', 'trial_id', 'step', 'metric', 'value']
     """
     spec = store_schema()["tables"][table]
     part = set(spec["partition_by"])
@@ -111,6 +129,25 @@ def workload_dir(table: str, base_dir: str, model: str, optimizer: str) -> str:
     parts = [f"{n}={quote(v, safe='')}" for n, v in
              zip(("base_dir", "model", "optimizer"), (base_dir, model, optimizer), strict=True)]
     return "/".join([table, *parts])
+
+
+def measurements_file(write: int, index: int) -> str:
+    """The name of the ``index``-th measurements file of a workload's ``write``-th write.
+
+    >>> measurements_file(0, 2)
+    'part-0-2.parquet'
+    """
+    return f"part-{int(write)}-{int(index)}.parquet"
+
+
+def measurements_write(name: str) -> int | None:
+    """The write a measurements file's name counts (None for a name curvekit does not give).
+
+    >>> measurements_write("part-3-0.parquet"), measurements_write("part-0.parquet")
+    (3, None)
+    """
+    found = _MEASUREMENTS_FILE.fullmatch(name)
+    return None if found is None else int(found.group(1))
 
 
 def partition_dir(table: str, *values: str | int) -> str:

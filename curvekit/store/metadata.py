@@ -35,9 +35,9 @@ from curvekit import structured
 from curvekit._version import __version__
 from curvekit.errors import StoreError
 from curvekit.home import read_json
-from curvekit.store.layout import METADATA_FILE, STORE_FORMAT, store_link
+from curvekit.store.layout import METADATA_FILE, STORE_FORMAT, measurements_write, store_link
 
-__all__ = ["ADDED_KEY", "METADATA_FILE", "NAMES_KEY", "TABLE_COLUMNS_KEY", "Source",
+__all__ = ["ADDED_KEY", "FILES_KEY", "METADATA_FILE", "NAMES_KEY", "TABLE_COLUMNS_KEY", "Source",
            "StoreMetadata"]
 
 ADDED_KEY = "added"
@@ -46,8 +46,12 @@ TABLE_COLUMNS_KEY = "table_columns"
 """The key under which a store of format 1 recorded each table's columns."""
 NAMES_KEY = "names"
 """The key recording each workload's names, as data: ``{workload: {"metrics": [...],
-"parameters": {name: type}}}`` (the metrics with values, the metaparameters with the type
-of their column in the wide per-trial frames)."""
+"parameters": {name: type}, "files": {file: [...]}}}`` (the metrics with values, the
+metaparameters with the type of their column in the wide per-trial frames, and the index of
+the workload's measurements files: the metrics each holds rows of)."""
+FILES_KEY = "files"
+"""The key, in a workload's ``names``, of its measurements files' index (store format 3):
+``{file name: [metric, ...]}``, read by the views without opening a Parquet footer."""
 
 # What each known field must be; a file that says otherwise is damaged.
 _STR_LIST = "a list of names"
@@ -60,7 +64,8 @@ _KINDS: dict[str, str] = {
     "parameter_columns": "an object of type names",
     "workloads": _STR_LIST,
     ADDED_KEY: "an object of objects",
-    NAMES_KEY: "an object of {metrics: names, parameters: {name: type}} per workload",
+    NAMES_KEY: "an object of {metrics: names, parameters: {name: type}, files: {file: names}}"
+               " per workload, each file named part-<write>-<index>.parquet",
 }
 
 
@@ -99,9 +104,16 @@ def _workload_names(value: Any) -> bool:
     if not isinstance(value, dict):
         return False
     metrics, parameters = value.get("metrics"), value.get("parameters")
+    files = value.get(FILES_KEY, {})
     return (isinstance(metrics, list) and all(isinstance(m, str) for m in metrics)
             and isinstance(parameters, dict)
-            and all(isinstance(t, str) for t in parameters.values()))
+            and all(isinstance(t, str) for t in parameters.values())
+            and isinstance(files, dict)
+            # a file of the index is a name curvekit gives (part-<w>-<k>.parquet), never a
+            # path: the views join it onto the workload's folder
+            and all(measurements_write(name) is not None for name in files)
+            and all(isinstance(f, list) and all(isinstance(m, str) for m in f)
+                    for f in files.values()))
 
 
 def damaged(path: Path, problem: str) -> StoreError:

@@ -23,7 +23,7 @@ import difflib
 import os
 import re
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -40,6 +40,7 @@ from curvekit.home import parse_json, resolve_home
 from curvekit.records import Workload
 from curvekit.release.manifest import Manifest
 from curvekit.store.layout import (
+    EVALUATIONS_KEY,
     MANIFEST_FILE,
     METADATA_FILE,
     METRICS_KEY,
@@ -50,13 +51,14 @@ from curvekit.store.layout import (
     store_link,
     workload_dir,
 )
-from curvekit.store.metadata import StoreMetadata
+from curvekit.store.metadata import FILES_KEY, NAMES_KEY, StoreMetadata
 from curvekit.store.snapshots import Lease, acquire, repair_hint
 from curvekit.store.sql import mentions
 from curvekit.store.wide import frame_names, parameters_frame, pivot_measurements
 from curvekit.values import merged_type
 
-__all__ = ["Store", "evaluations", "metrics_with_values", "open_store"]
+__all__ = ["MAX_BRANCHES", "MEASUREMENTS_COLUMNS", "Store", "evaluations",
+           "measurements_view", "metrics_with_values", "open_store"]
 
 # What DuckDB's Parquet reader says about a damaged file (its errors are not all typed).
 _DAMAGED = re.compile(r"corrupt|thrift|tprotocol|magic bytes|payload value|decompress"
@@ -64,6 +66,18 @@ _DAMAGED = re.compile(r"corrupt|thrift|tprotocol|magic bytes|payload value|decom
 _QUERY_ERRORS = (duckdb.BinderException, duckdb.ParserException, duckdb.CatalogException)
 _TRIAL_COLUMNS = [n for n in fixed_schema("trials").names]
 _EVALUATION_COLUMNS = ["batch_size", "trial_id", "step"]
+MEASUREMENTS_COLUMNS = ("trial_id", "step", "metric", "value", "base_dir", "batch_size",
+                        "model", "optimizer")
+"""The columns of the ``measurements`` view, in their order (the order of the store of
+format 2, whose ``batch_size`` was a partition: a query's answer did not change)."""
+MAX_BRANCHES = 64
+"""The most metrics that get a scan of their own in a ``measurements`` view (see
+:func:`measurements_view`)."""
+_VIEW_TYPES = {"trial_id": "bigint", "step": "bigint", "metric": "varchar", "value": "double",
+               "base_dir": "varchar", "batch_size": "bigint", "model": "varchar",
+               "optimizer": "varchar"}
+_LONG_ROWS = {"batch_size": pl.Int64, "trial_id": pl.Int64, "step": pl.Int64,
+              "metric": pl.String, "value": pl.Float64}
 
 
 @dataclass(frozen=True)
@@ -206,15 +220,27 @@ class Store:
         path = self.path / MANIFEST_FILE
         return Manifest.from_file(path) if path.is_file() else None
 
-    def measurement_files(self) -> list[tuple[tuple[str, str, str, int], Path]]:
-        """Every measurements file with its (base_dir, model, optimizer, batch_size)."""
+    def measurement_files(self) -> list[tuple[tuple[str, str, str], Path]]:
+        """Every measurements file with its workload's (base_dir, model, optimizer)."""
         out = []
-        names = partition_columns("measurements")
-        for path in sorted((self.path / "measurements").rglob("*.parquet")):
+        for path in sorted((self.path / "measurements").glob("*/*/*/*.parquet")):
             parts = dict(p.split("=", 1) for p in path.relative_to(self.path).parts[1:-1])
-            values = [unquote(parts[n]) for n in names]
-            out.append(((values[0], values[1], values[2], int(values[3])), path))
+            values = [unquote(parts[n]) for n in partition_columns("measurements")]
+            out.append(((values[0], values[1], values[2]), path))
         return out
+
+    def measurements_index(self, workload: str) -> dict[str, list[str]]:
+        """The workload's measurements files (names in its folder), each with the metrics
+        it holds rows of (an empty list: rows without a metric), as ``_store.json``
+        records them: no footer is read."""
+        # the metadata's own mapping, not ``names`` (a deep copy of every workload's)
+        recorded = (self.metadata.get(NAMES_KEY) or {}).get(workload)
+        index = (recorded or {}).get(FILES_KEY)
+        if index is None:
+            raise StoreError(f"{self.path / METADATA_FILE} records no measurements files of "
+                             f"{workload!r}; run `curvekit verify`, or `curvekit fetch --force`"
+                             " to rebuild the store")
+        return {str(f): list(m) for f, m in index.items()}
 
     # -- DuckDB --------------------------------------------------------------------------
 
@@ -230,9 +256,22 @@ class Store:
         # relation API, as values: a quote in the home path cannot change the SQL.
         with self._lock:
             for table in TABLES:
+                if table == "measurements":
+                    self._measurements_view(self.workloads()).create_view(table)
+                    continue
                 files = self._files(table, self.path / table, "**/*.parquet")
                 self._con.read_parquet(files, hive_partitioning=True).create_view(table)
         return self._con
+
+    def _measurements_view(self, workloads: Sequence[str]) -> duckdb.DuckDBPyRelation:
+        """The measurements of ``workloads`` as one relation (see :func:`measurements_view`),
+        from the files the index records."""
+        holds: dict[str, list[str]] = {}
+        for workload in workloads:
+            folder = self.path / workload_dir("measurements", *self.split_workload(workload))
+            for name, metrics in self.measurements_index(workload).items():
+                holds[str(folder / name)] = metrics
+        return measurements_view(self._con, holds)
 
     def _files(self, table: str, folder: Path, pattern: str) -> list[str]:
         """The Parquet files of ``table`` under ``folder``, listed here rather than by a
@@ -248,7 +287,9 @@ class Store:
 
         Naming the workload's folder spares DuckDB from listing every file of the store,
         which costs more than the query itself for small workloads. The result is the name
-        of a view over that folder's files, made once per workload and table.
+        of a view over that folder's files, made once per workload and table; for the
+        measurements, the union of one scan per metric (:func:`measurements_view`), so that
+        ``where metric = ?`` reads that metric's files alone.
         """
         base_dir, model, optimizer = self.split_workload(workload)
         if table not in TABLES:
@@ -257,12 +298,15 @@ class Store:
             view = self._sources.get((table, workload))
             if view is None:
                 folder = self.path / workload_dir(table, base_dir, model, optimizer)
-                files = self._files(table, folder,
-                                    "*/*.parquet" if table == "measurements" else "*.parquet")
                 # The view's name is curvekit's own counter, never the workload's name.
                 view = f"_{table}_{len(self._sources)}"
                 with self.reading(str(folder), fixed_sql=True):
-                    self._con.read_parquet(files, hive_partitioning=True).create_view(view)
+                    if table == "measurements":
+                        relation = self._measurements_view([workload])
+                    else:
+                        relation = self._con.read_parquet(
+                            self._files(table, folder, "*.parquet"), hive_partitioning=True)
+                    relation.create_view(view)
                 self._sources[(table, workload)] = view
         return view
 
@@ -369,7 +413,7 @@ class Store:
         base_dir, model, optimizer = self.split_workload(workload)
         root = self.path / workload_dir("measurements", base_dir, model, optimizer)
         seen: set[str] = set()
-        for path in root.glob("batch_size=*/*.parquet"):
+        for path in root.glob("*.parquet"):
             with self.reading(str(path)):
                 seen |= metrics_with_values(pq.ParquetFile(path).metadata, path)
         return sorted(seen)
@@ -486,21 +530,26 @@ class Store:
         """
         base_dir, model, optimizer = self.split_workload(workload)
         folder = self.path / workload_dir("measurements", base_dir, model, optimizer)
-        pattern = ("*/*.parquet" if batch_size is None
-                   else f"batch_size={int(batch_size)}/*.parquet")
-        files = sorted(str(p) for p in folder.glob(pattern))
-        if not files:
-            have = sorted(int(p.name.split("=", 1)[1]) for p in folder.glob("batch_size=*"))
-            raise QueryError(f"{workload} has no measurements at batch size {batch_size}; its "
-                             f"batch sizes are {', '.join(map(str, have)) or '(none)'}")
+        if batch_size is not None:
+            have = self._batch_sizes(workload)
+            if int(batch_size) not in have:
+                raise QueryError(f"{workload} has no measurements at batch size {batch_size}; "
+                                 f"its batch sizes are {', '.join(map(str, have)) or '(none)'}")
         known = self.metrics(workload)
         chosen = known if metrics is None else list(metrics)
         for metric in chosen:
             self.check_metric(workload, metric)
+        wanted = set(chosen)
+        # the files holding a chosen metric, and those of rows without a metric
+        files = [str(folder / name) for name, held in self.measurements_index(workload).items()
+                 if not held or wanted.intersection(held)]
         columns = frame_names(_EVALUATION_COLUMNS, chosen, "metric")
         # A list of files, not a glob: '*', '?' and '[' in the home path are plain characters.
-        rows = pl.scan_parquet(files, hive_partitioning=True, glob=False).select(
-            "batch_size", "trial_id", "step", "metric", "value")
+        rows = (pl.scan_parquet(files, hive_partitioning=False, glob=False).select(
+                    "batch_size", "trial_id", "step", "metric", "value") if files
+                else pl.LazyFrame(schema=_LONG_ROWS))
+        if batch_size is not None:
+            rows = rows.filter(pl.col("batch_size") == int(batch_size))
         if chosen != known:
             rows = rows.filter(pl.col("metric").is_in(chosen) | pl.col("metric").is_null())
         frame = pivot_measurements(rows, chosen, columns)
@@ -509,14 +558,64 @@ class Store:
         with self.reading(str(folder)):
             return frame.collect()
 
+    def _batch_sizes(self, workload: str) -> list[int]:
+        """The workload's batch sizes, from its studies."""
+        return sorted(int(b) for b in self.studies(workload)["batch_size"].to_list())
+
+
+def measurements_view(con: duckdb.DuckDBPyConnection,
+                      holds: Mapping[str, Sequence[str]]) -> duckdb.DuckDBPyRelation:
+    """The measurements files ``holds`` (path: the metrics it holds rows of) as one relation
+    with the columns :data:`MEASUREMENTS_COLUMNS`, in that order.
+
+    The union of one scan per metric over the files that hold that metric alone, its name
+    a constant (names are values: :class:`duckdb.ConstantExpression`, never SQL text), and
+    one scan of every other file (shared by small metrics, or rows without a metric) with
+    its ``metric`` column as stored. A query ``where metric = ?`` then reads only that
+    metric's own files and the shared ones: DuckDB drops the other branches when it plans
+    the query, and the filter in the kept branch. At most :data:`MAX_BRANCHES` metrics get
+    a branch (those with the most files, then by name): the files of the others join the
+    scan of shared files, so a store of ten thousand names plans as fast as one of a few.
+    A store without measurements files gives an empty relation of those columns.
+    """
+    alone: dict[str, list[str]] = {}
+    rest: list[str] = []
+    for path, metrics in sorted(holds.items()):
+        if len(metrics) == 1:
+            alone.setdefault(metrics[0], []).append(path)
+        else:
+            rest.append(path)
+    ranked = sorted(alone, key=lambda m: (-len(alone[m]), m))
+    for name in ranked[MAX_BRANCHES:]:
+        rest += alone.pop(name)
+    column = duckdb.ColumnExpression
+    scans = []
+    for name, paths in sorted(alone.items()):
+        scan = con.read_parquet(paths, hive_partitioning=True)
+        scans.append(scan.select(*(duckdb.ConstantExpression(name).alias("metric")
+                                   if c == "metric" else column(c)
+                                   for c in MEASUREMENTS_COLUMNS)))
+    if rest:
+        scan = con.read_parquet(sorted(rest), hive_partitioning=True)
+        scans.append(scan.select(*(column(c) for c in MEASUREMENTS_COLUMNS)))
+    if not scans:
+        return con.sql("select " + ", ".join(
+            f"null::{kind} as {name}" for name, kind in _VIEW_TYPES.items()) + " limit 0")
+    union = scans[0]
+    for scan in scans[1:]:
+        union = union.union(scan)
+    return union
+
 
 def _old_format(path: Path, found: object) -> str:
     """The message for a store whose format this curvekit does not read."""
-    if found == 1:
-        return (f"{path} has store format 1 (every metric and metaparameter a column); this "
-                f"curvekit reads format {STORE_FORMAT} (names as rows): run `curvekit "
-                "upgrade` to rewrite it, keeping every row and name (any `curvekit add`, "
-                "`remove` or `fetch` upgrades it too)")
+    if found in (1, 2):
+        what = ("every metric and metaparameter a column" if found == 1
+                else "a measurements file per study")
+        return (f"{path} has store format {found} ({what}); this curvekit reads format "
+                f"{STORE_FORMAT} (names as rows, a workload's measurements in files of whole "
+                "metrics): run `curvekit upgrade` to rewrite it, keeping every row and name "
+                "(any `curvekit add`, `remove` or `fetch` upgrades it too)")
     return (f"{path} has store format {found!r}, this curvekit reads format {STORE_FORMAT}; "
             "run `curvekit fetch --force` to rebuild it")
 
@@ -542,10 +641,25 @@ def metrics_with_values(meta: pq.FileMetaData, path: Path | None = None) -> set[
     return set(names)
 
 
-def evaluations(meta: pq.FileMetaData, path: Path | None = None) -> int:
-    """The evaluations a measurements file holds: its rows over its metrics (a file with no
-    metric holds one row per evaluation)."""
-    return int(meta.num_rows) // max(1, len(metrics_with_values(meta, path)))
+def evaluations(meta: pq.FileMetaData, path: Path | None = None) -> dict[int, int]:
+    """The evaluations of each study a measurements file holds rows of, by batch size, as
+    its footer records them (a footer without the record, or whose record is not an object
+    of whole numbers, is a :class:`StoreError` naming the file ``path``)."""
+    recorded = (meta.metadata or {}).get(EVALUATIONS_KEY.encode())
+
+    def damaged(problem: str) -> StoreError:
+        return StoreError(f"cannot read {path or 'a measurements file'}: its footer's "
+                          f"{EVALUATIONS_KEY} is {problem}; `curvekit verify` lists every "
+                          "damaged file")
+
+    if recorded is None:
+        raise damaged("missing")
+    counts = parse_json(recorded.decode("utf-8", "replace"), damaged)
+    if not (isinstance(counts, dict) and all(
+            k.isdecimal() and isinstance(v, int) and not isinstance(v, bool) and v >= 0
+            for k, v in counts.items())):
+        raise damaged(f"{counts!r}, not an object of evaluations by batch size")
+    return {int(k): int(v) for k, v in counts.items()}
 
 
 def _filters(batch_size: int | None, statuses: Sequence[str] | None

@@ -61,12 +61,14 @@ from curvekit.store.layout import (
     METADATA_FILE,
     STORE_FORMAT,
     TABLES,
+    measurements_write,
     store_link,
+    workload_dir,
 )
-from curvekit.store.metadata import ADDED_KEY, NAMES_KEY, StoreMetadata
+from curvekit.store.metadata import ADDED_KEY, FILES_KEY, NAMES_KEY, StoreMetadata
 from curvekit.store.snapshots import FILES_FILE
 from curvekit.store.transaction import Transaction, transaction
-from curvekit.store.upgrade import OLD_FORMAT, upgrade_into
+from curvekit.store.upgrade import OLD_FORMATS, upgrade_into
 from curvekit.store.writer import Evaluations, StoreBuilder
 from curvekit.values import INT64_MAX, parameter_fix, parameter_problem
 
@@ -338,7 +340,7 @@ def _carried(tx: Transaction, keep: Callable[[str], bool], *, top: bool = True
     (:mod:`curvekit.store.upgrade`). Returns the current metadata in the current form."""
     assert tx.current is not None and tx.metadata is not None
     meta = tx.metadata
-    if meta.store_format == OLD_FORMAT:
+    if meta.store_format in OLD_FORMATS:
         upgraded = upgrade_into(tx.current, meta, tx.staging, keep=keep)
         if top and (tx.current / MANIFEST_FILE).is_file():
             _link(str(tx.current / MANIFEST_FILE), str(tx.staging / MANIFEST_FILE))
@@ -348,6 +350,74 @@ def _carried(tx: Transaction, keep: Callable[[str], bool], *, top: bool = True
                          "run `curvekit fetch --force` to rebuild it")
     _link_store(tx.current, tx.staging, keep, top=top)
     return meta
+
+
+STUDIES_KEY = "studies"
+"""Key, in an added workload's record, of each study's content hash (by batch size)."""
+WRITES_KEY = "writes"
+"""Key, in an added workload's record, of the studies each write of its measurements files
+holds (``{write: [batch sizes]}``)."""
+
+
+def study_hashes(data: WorkloadData, tables: Mapping[tuple[StudyKey, int], Evaluations]
+                 ) -> dict[int, str]:
+    """A sha256 of each study's content (its record, its trials, their rows), by batch
+    size: a study whose hash is unchanged keeps its measurements files on a later save."""
+    out = {}
+    for study in data.studies:
+        h = hashlib.sha256(_dumps([list(study.key), study.dataset, study.early_stopping,
+                                   study.train_steps, study.parameter_configs, study.extra]))
+        for t in sorted((t for t in data.trials if t.key == study.key),
+                        key=lambda t: t.trial_id):
+            h.update(_dumps([t.trial_id, t.status, t.steps, t.parameters]))
+            rows = tables[(t.key, t.trial_id)]
+            h.update(_dumps([rows.names, rows.num_rows]))
+            for col in (rows.trial_id, rows.step, *rows.values):
+                h.update(np.asarray(col.is_null()).tobytes())
+                h.update(col.fill_null(0).to_numpy(zero_copy_only=False).tobytes())
+        out[study.key.batch_size] = h.hexdigest()
+    return out
+
+
+@dataclass(frozen=True)
+class _Kept:
+    """The writes of a workload's measurements files a save keeps: their files' index
+    entries, their studies, and the number of the save's own write."""
+
+    files: dict[str, list[str]]
+    writes: dict[str, list[int]]
+    next_write: int
+
+    @property
+    def batch_sizes(self) -> set[int]:
+        return {b for sizes in self.writes.values() for b in sizes}
+
+
+def _keep_writes(tx: Transaction, name: str, record: Mapping[str, Any],
+                 hashes: Mapping[int, str]) -> _Kept:
+    """Hard-link into the staging folder the files of each earlier write of ``name`` whose
+    studies are all in the new data unchanged (their content hashes equal); the save
+    writes the other studies as a new write. A record without hashes (an add by an
+    earlier curvekit) keeps nothing."""
+    assert tx.current is not None and tx.metadata is not None
+    studies, writes = record.get(STUDIES_KEY), record.get(WRITES_KEY)
+    index = tx.metadata.names.get(name, {}).get(FILES_KEY)
+    if not (isinstance(studies, dict) and isinstance(writes, dict) and isinstance(index, dict)):
+        return _Kept({}, {}, 0)
+    # a new write is numbered after every earlier one, kept or not: a file name is never
+    # given twice in a workload's history
+    numbers = [int(w) for w in writes if str(w).isdigit()]
+    following = max(numbers) + 1 if numbers else 0
+    kept = {str(w): list(sizes) for w, sizes in writes.items()
+            if sizes and all(studies.get(str(b)) == hashes.get(b) for b in sizes)}
+    if not kept:
+        return _Kept({}, {}, following)
+    folder = workload_dir("measurements", *_split(name))
+    files = {f: list(m) for f, m in index.items() if str(measurements_write(f)) in kept}
+    (tx.staging / folder).mkdir(parents=True, exist_ok=True)
+    for file in files:
+        _link(str(tx.current / folder / file), str(tx.staging / folder / file))
+    return _Kept(files, kept, following)
 
 
 def _shifted(counts: Mapping[str, int], workloads: list[str],
@@ -367,7 +437,10 @@ def add_workload(home: str | os.PathLike[str] | None, data: WorkloadData, *,
     A workload of the release cannot be replaced; one added before can, with
     ``replace=True``. Adding the same content again is a no-op (``changed`` is False).
     The new snapshot holds the workload's own new files and hard links of every other
-    file: nothing else is rewritten, whatever names the workload brings.
+    file: nothing else is rewritten, whatever names the workload brings. Replacing a
+    workload added before (as ``curvekit run`` does after each round) keeps, as hard links,
+    the measurements files of each earlier write whose studies are all unchanged, and
+    writes the other studies (new ones, changed ones) as a new write (``part-<w>-*``).
     """
     base = resolve_home(home)
     tables = validate(data)
@@ -390,9 +463,17 @@ def add_workload(home: str | os.PathLike[str] | None, data: WorkloadData, *,
             raise StoreError(f"the store already has a workload {name!r} with different data; "
                              "pass --replace (replace=True) to overwrite it, or choose another "
                              "name")
+        current = tx.metadata is not None and tx.metadata.current_format
         if tx.current is not None:
             meta = _carried(tx, lambda w: w != name)
         builder = StoreBuilder(tx.staging)
+        hashes = study_hashes(data, tables)
+        kept = (_keep_writes(tx, name, added[name], hashes)
+                if current and name in added else _Kept({}, {}, 0))
+        if kept.writes:
+            builder.measured = {s.key for s in data.studies
+                                if s.key.batch_size not in kept.batch_sizes}
+        builder.write = kept.next_write
         for study in data.studies:
             builder.add_study(study)
         for trial in data.trials:
@@ -401,14 +482,24 @@ def add_workload(home: str | os.PathLike[str] | None, data: WorkloadData, *,
         for (key, trial_id), rows in sorted(tables.items(), key=lambda item: item[0]):
             builder.add_evaluations(key, rows, members[(key, trial_id)])
         written = builder.finish({}, {k: t.num_rows for k, t in tables.items()})
+        mine = written.names[name]
+        mine["metrics"] = sorted(set(mine["metrics"]).union(*kept.files.values()))
+        mine[FILES_KEY] = {**kept.files, **mine[FILES_KEY]}
+        writes = dict(kept.writes)
+        fresh = sorted(s.key.batch_size for s in data.studies
+                       if s.key.batch_size not in kept.batch_sizes)
+        if fresh:
+            writes[str(kept.next_write)] = fresh
         workloads = sorted(set(meta.workloads or []) | {name})
         total = meta.counts
         if name in added:
             total = _shifted(total, workloads, added[name]["counts"], -1)
         added[name] = {"sha256": digest, "origin": dict(data.origin), "counts": counts,
                        "added_at": datetime.now(UTC).isoformat(timespec="seconds"),
-                       "curvekit_version": __version__}
-        names = {**meta.names, **written.names}
+                       "curvekit_version": __version__,
+                       STUDIES_KEY: {str(b): h for b, h in sorted(hashes.items())},
+                       WRITES_KEY: writes}
+        names = {**meta.names, name: mine}
         path = tx.publish(f"added-{digest[:12]}", meta.replace(
             workloads=workloads, counts=_shifted(total, workloads, counts, +1),
             **{NAMES_KEY: dict(sorted(names.items())), ADDED_KEY: dict(sorted(added.items()))}))
@@ -445,7 +536,7 @@ def carry_added(tx: Transaction, meta: StoreMetadata) -> StoreMetadata:
     if tx.current is None or tx.metadata is None or not tx.metadata.added:
         return meta
     added = tx.metadata.added
-    if not (tx.metadata.current_format or tx.metadata.store_format == OLD_FORMAT):
+    if not (tx.metadata.current_format or tx.metadata.store_format in OLD_FORMATS):
         raise StoreError(
             f"{store_link(tx.home)} has store format {tx.metadata.store_format!r} and workloads "
             f"you added ({', '.join(added)}), which cannot be carried into a store of format "

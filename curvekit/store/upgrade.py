@@ -1,18 +1,23 @@
-"""Upgrade a store of format 1 (metrics and metaparameters as columns) to format 2.
+"""Upgrade a store of format 1 or 2 to the current format (3).
 
 A store written by curvekit before format 2 kept every metric as a float64 column of the
-measurements files and every metaparameter as a column of the trials files. This module is
-the one reader of that layout: :func:`upgrade_into` writes such a snapshot's content into a
-staging folder in the current layout, with every row, value and name kept:
+measurements files and every metaparameter as a column of the trials files; format 2 kept
+them as rows, with one measurements file per study (``batch_size=<n>/part-0.parquet``).
+This module is the one reader of those layouts: :func:`upgrade_into` writes such a
+snapshot's content into a staging folder in the current layout, with every row, value and
+name kept:
 
-* studies files are hard-linked (their columns did not change);
-* each trials file becomes a trials file of the fixed columns and a parameters file, one
-  row per non-null cell of a metaparameter column (its type is the column's, so the wide
-  per-trial frames show the same values as before; a metaparameter that was stored as
-  ``param_<name>`` because its name was a fixed column keeps that stored name);
-* each measurements file becomes a long one (:func:`~curvekit.store.writer.write_measurements`):
-  a row per evaluation and metric holding a value in that file (the columns that are null
-  in every row of the file, which the store-wide schema added, are left out).
+* studies files are hard-linked (their columns did not change), and so are the trials and
+  parameters files of format 2;
+* each trials file of format 1 becomes a trials file of the fixed columns and a parameters
+  file, one row per non-null cell of a metaparameter column (its type is the column's, so
+  the wide per-trial frames show the same values as before; a metaparameter that was
+  stored as ``param_<name>`` because its name was a fixed column keeps that stored name);
+* each workload's measurements files (one per study) become its files of whole metrics
+  (:func:`~curvekit.store.writer.write_workload_measurements`): a row per evaluation and
+  metric holding a value in that study (in format 1, the columns that are null in every
+  row of a file, which the store-wide schema added, are left out), every evaluation in
+  its order.
 
 It runs on the first change of such a store (``add``, ``remove``, the runner's add, a
 conversion that carries added workloads) inside that change's transaction, or on its own
@@ -22,6 +27,7 @@ reading says to upgrade it.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -38,19 +44,25 @@ from curvekit.records import StudyKey, TrialRecord
 from curvekit.store.layout import (
     FILE_NAME,
     MANIFEST_FILE,
+    METRICS_KEY,
     STORE_FORMAT,
     fixed_schema,
     store_link,
 )
-from curvekit.store.metadata import NAMES_KEY, TABLE_COLUMNS_KEY, StoreMetadata
+from curvekit.store.metadata import FILES_KEY, NAMES_KEY, TABLE_COLUMNS_KEY, StoreMetadata
 from curvekit.store.snapshots import folder_size
 from curvekit.store.transaction import transaction
-from curvekit.store.writer import Evaluations, parameter_rows, write_measurements, write_table
+from curvekit.store.writer import (
+    Evaluations,
+    parameter_rows,
+    write_table,
+    write_workload_measurements,
+)
 
-__all__ = ["OLD_FORMAT", "UpgradeResult", "upgrade", "upgrade_into"]
+__all__ = ["OLD_FORMATS", "UpgradeResult", "upgrade", "upgrade_into"]
 
-OLD_FORMAT = 1
-"""The one earlier store format curvekit upgrades."""
+OLD_FORMATS = (1, 2)
+"""The earlier store formats curvekit upgrades."""
 _OLD_KEYS = ("metric_columns", "parameter_columns", TABLE_COLUMNS_KEY)
 _TYPES = {pa.float64(): "float64", pa.int64(): "int64", pa.bool_(): "bool",
           pa.string(): "string"}
@@ -100,61 +112,102 @@ def _trials(source: Path, target: Path, folder: Path) -> dict[str, str]:
     return types
 
 
-def _measurements(source: Path, target: Path, rel: Path) -> list[str]:
-    """Rewrite one format-1 measurements file in the long layout; return its metrics."""
-    path = source / "measurements" / rel
+def _study_rows(path: Path, old_format: int) -> Evaluations:
+    """One study's evaluations from its measurements file of format 1 (a column per
+    metric) or 2 (long rows, metric after metric in its footer's order, each metric's rows
+    the study's evaluations in one order)."""
     try:
-        data = pq.ParquetFile(path).read()
+        reader = pq.ParquetFile(path)
+        data = reader.read()
     except (OSError, pa.ArrowException) as exc:
         raise _cannot(path, exc) from exc
-    rows = Evaluations.from_table(data.select(
-        ["trial_id", "step", *(n for n in data.column_names if n not in ("trial_id", "step"))]))
-    write_measurements(rows, target / "measurements" / rel)
-    return [n for n, v in zip(rows.names, rows.values, strict=True) if v.null_count < len(v)]
+    if old_format == 1:
+        return Evaluations.from_table(data.select(
+            ["trial_id", "step",
+             *(n for n in data.column_names if n not in ("trial_id", "step"))]))
+    recorded = (reader.metadata.metadata or {}).get(METRICS_KEY.encode(), b"[]")
+    try:
+        names = json.loads(recorded)
+    except ValueError as exc:
+        raise _cannot(path, exc) from exc
+    if not (isinstance(names, list) and all(isinstance(m, str) for m in names)):
+        raise _cannot(path, ValueError(f"its footer's {METRICS_KEY} is {names!r}"))
+    n = data.num_rows // max(1, len(names))
+    if n * max(1, len(names)) != data.num_rows:
+        raise _cannot(path, ValueError(f"its {data.num_rows} rows are not one per evaluation "
+                                       f"of each of its metrics {names!r}"))
+    values = []
+    for i, name in enumerate(names):
+        part = data.slice(i * n, n)
+        if part.column("metric").to_pylist() != [name] * n:
+            raise _cannot(path, ValueError(f"rows {i * n} to {(i + 1) * n - 1} are not all of "
+                                           f"metric {name!r}, as its footer says"))
+        values.append(part.column("value"))
+    first = data.slice(0, n)
+    return Evaluations(first.column("trial_id"), first.column("step"), tuple(names),
+                       tuple(values))
+
+
+def _measurements(source: Path, target: Path, folder: Path, old_format: int
+                  ) -> tuple[list[str], dict[str, list[str]]]:
+    """Rewrite one workload's measurements files of an earlier format (one per study, in
+    ``batch_size=<n>`` folders) as its files of the current layout; return its metrics and
+    its files' index."""
+    studies = []
+    for path in sorted((source / "measurements" / folder).glob("batch_size=*/*.parquet")):
+        batch_size = int(unquote(path.parent.name.partition("=")[2]))
+        studies.append((batch_size, _study_rows(path, old_format)))
+    written = write_workload_measurements(studies, target / "measurements" / folder)
+    return written.metrics, written.files
 
 
 def upgrade_into(source: Path, meta: StoreMetadata, target: Path, *,
                  keep: Callable[[str], bool] = lambda workload: True,
                  threads: int | None = None) -> StoreMetadata:
-    """Write the workloads of the format-1 snapshot ``source`` for which ``keep`` is true
-    into the folder ``target`` in the current format; return ``meta`` in the current form
-    (format, names per workload; the column records of format 1 dropped).
+    """Write the workloads of the snapshot ``source`` of an earlier format
+    (:data:`OLD_FORMATS`) for which ``keep`` is true into the folder ``target`` in the
+    current format; return ``meta`` in the current form (format, names per workload with
+    its measurements files' index; the column records of format 1 dropped).
 
     The counts and the added workloads' records are carried as they are; the caller
     adjusts them for what it leaves out.
     """
-    if meta.store_format != OLD_FORMAT:
-        raise StoreError(f"{source} has store format {meta.store_format!r}; curvekit upgrades "
-                         f"format {OLD_FORMAT} only: run `curvekit fetch --force` to rebuild it")
+    old = meta.store_format
+    if old not in OLD_FORMATS:
+        raise StoreError(f"{source} has store format {old!r}; curvekit upgrades formats "
+                         f"{' and '.join(map(str, OLD_FORMATS))}: run `curvekit fetch --force` "
+                         "to rebuild it")
+    recorded = meta.names
     names: dict[str, dict[str, Any]] = {}
-    for folder in _folders(source, "studies"):
-        workload = _workload(folder)
-        if not keep(workload):
-            continue
-        for file in (source / "studies" / folder).glob("*.parquet"):
-            dest = target / "studies" / folder / file.name
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                os.link(file, dest)
-            except OSError:
-                dest.write_bytes(file.read_bytes())
-        names[workload] = {"metrics": [], "parameters": {}}
-    for folder in _folders(source, "trials"):
-        workload = _workload(folder)
-        if keep(workload):
-            names.setdefault(workload, {"metrics": [], "parameters": {}})
-            names[workload]["parameters"] = _trials(source, target, folder)
-    files = [p.relative_to(source / "measurements")
-             for p in sorted((source / "measurements").glob("*/*/*/*/*.parquet"))
-             if keep(_workload(p.relative_to(source / "measurements")))]
-    with ThreadPoolExecutor(threads or min(4, os.cpu_count() or 2)) as pool:
-        found = list(pool.map(lambda rel: _measurements(source, target, rel), files))
-    metrics: dict[str, set[str]] = {}
-    for rel, holds in zip(files, found, strict=True):
-        metrics.setdefault(_workload(rel), set()).update(holds)
-    for workload, seen in metrics.items():
-        names.setdefault(workload, {"metrics": [], "parameters": {}})
-        names[workload]["metrics"] = sorted(seen)
+    linked = ("studies",) if old == 1 else ("studies", "trials", "parameters")
+    for table in linked:
+        for folder in _folders(source, table):
+            workload = _workload(folder)
+            if not keep(workload):
+                continue
+            for file in (source / table / folder).glob("*.parquet"):
+                dest = target / table / folder / file.name
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    os.link(file, dest)
+                except OSError:
+                    dest.write_bytes(file.read_bytes())
+            names.setdefault(workload, {"metrics": [], "parameters": dict(
+                recorded.get(workload, {}).get("parameters", {}))})
+    if old == 1:
+        for folder in _folders(source, "trials"):
+            workload = _workload(folder)
+            if keep(workload):
+                names.setdefault(workload, {"metrics": [], "parameters": {}})
+                names[workload]["parameters"] = _trials(source, target, folder)
+    folders = [f for f in _folders(source, "measurements") if keep(_workload(f))]
+    with ThreadPoolExecutor(threads or min(2, os.cpu_count() or 2)) as pool:
+        found = list(pool.map(lambda f: _measurements(source, target, f, old), folders))
+    for folder, (metrics, files) in zip(folders, found, strict=True):
+        entry = names.setdefault(_workload(folder), {"metrics": [], "parameters": {}})
+        entry["metrics"], entry[FILES_KEY] = metrics, files
+    for entry in names.values():
+        entry.setdefault(FILES_KEY, {})
     data = {k: v for k, v in meta.to_dict().items() if k not in _OLD_KEYS}
     data["store_format"] = STORE_FORMAT
     data[NAMES_KEY] = dict(sorted(names.items()))
@@ -177,8 +230,9 @@ class UpgradeResult:
 def upgrade(home: str | os.PathLike[str] | None = None) -> UpgradeResult:
     """Rewrite the store of ``home`` in the current format, as a new snapshot.
 
-    A store of format 1 (written by curvekit before metrics became rows) is read only to be
-    upgraded; the first ``add``, ``remove`` or conversion upgrades it too. Every row, value
+    A store of format 1 (written by curvekit before metrics became rows) or 2 (a
+    measurements file per study) is read only to be upgraded; the first ``add``,
+    ``remove`` or conversion upgrades it too. Every row, value
     and name is kept. A store already in the current format is left as it is.
 
     >>> import tempfile, curvekit

@@ -6,10 +6,12 @@ folder. :meth:`StoreBuilder.finish` writes every table as zstd Parquet with the 
 ``data_manifest/store_schema.json`` fixes, so the same input always gives the same files
 whatever its member order:
 
-* ``measurements``: one file per study, one row per evaluation and metric
-  (``trial_id, step, metric, value``), sorted by (metric, trial_id, step). A metric's rows
-  start a new row group once the group holds :data:`GROUP_ROWS` rows, so that the
-  ``metric`` statistics of each row group let a reader skip every other metric;
+* ``measurements``: files of whole metrics per workload, one row per evaluation and metric
+  (``batch_size, trial_id, step, metric, value``), sorted by (metric, batch_size,
+  trial_id, step): a metric with :data:`GROUP_ROWS` rows or more has a file of its own,
+  the smaller ones share one (:func:`write_workload_measurements`), and ``_store.json``
+  records which metrics each file holds, so that a reader of one metric opens its files
+  alone;
 * ``trials``: one file per workload, its fixed columns only;
 * ``parameters``: one file per workload, one row per metaparameter of each trial
   (:func:`parameter_rows`);
@@ -33,11 +35,11 @@ from __future__ import annotations
 import json
 import shutil
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import Any, Protocol, TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -50,13 +52,16 @@ from curvekit.errors import CurvekitError, StoreError
 from curvekit.names import ColumnNames, ErrorType
 from curvekit.records import STATUSES, StudyKey, StudyRecord, TrialRecord, Workload
 from curvekit.store.layout import (
+    EVALUATIONS_KEY,
     FILE_NAME,
     METRICS_KEY,
+    PARTS_KEY,
     STORE_FORMAT,
     fixed_schema,
+    measurements_file,
     partition_dir,
 )
-from curvekit.store.metadata import NAMES_KEY, StoreMetadata
+from curvekit.store.metadata import FILES_KEY, NAMES_KEY, StoreMetadata
 from curvekit.values import (
     INT64_MAX,
     flag_problem,
@@ -69,18 +74,20 @@ from curvekit.values import (
 __all__ = [
     "EVALUATIONS_KEY",
     "GROUP_ROWS",
+    "PARTS_KEY",
     "Evaluations",
+    "SpilledStudy",
     "StoreBuilder",
+    "StudyRows",
+    "WrittenMeasurements",
     "merged_type",
     "parameter_rows",
     "parameter_type",
-    "write_measurements",
     "write_table",
+    "write_workload_measurements",
 ]
 
 PARQUET_OPTIONS: dict[str, Any] = {"compression": "zstd", "compression_level": 3}
-EVALUATIONS_KEY = "curvekit.evaluations"
-"""Footer key of a measurements file: its number of evaluations (rows of its CSV files)."""
 GROUP_ROWS = 1 << 16
 """A measurements row group takes the rows of further metrics until it holds this many:
 small metrics share a row group, a large one has its own (split at :data:`MAX_GROUP_ROWS`)."""
@@ -92,7 +99,8 @@ the smallest store (1 MiB: 1.33x the store of format 1, 64 KiB: 1.14x, on 30 fil
 
 # the schema written: the metric column as a dictionary (one entry per row group), which
 # readers see as text (the files store no Arrow schema, so the Parquet type is what counts)
-_WRITTEN = pa.schema([pa.field("trial_id", pa.int64()), pa.field("step", pa.int64()),
+_WRITTEN = pa.schema([pa.field("batch_size", pa.int64()),
+                      pa.field("trial_id", pa.int64()), pa.field("step", pa.int64()),
                       pa.field("metric", pa.dictionary(pa.int32(), pa.string())),
                       pa.field("value", pa.float64())])
 
@@ -145,6 +153,19 @@ class Evaluations:
         return cls(typed(columns[0], pa.int64()), typed(columns[1], pa.int64()),
                    tuple(table.column_names[2:]),
                    tuple(typed(c, pa.float64()) for c in columns[2:]))
+
+    def kept(self) -> list[str]:
+        """The metrics with at least one value (NaN counts), by name."""
+        return sorted(n for n, v in zip(self.names, self.values, strict=True)
+                      if v.null_count < len(v))
+
+    def metric(self, name: str) -> tuple[Column, Column, Column]:
+        """The trial ids, steps and values of one metric."""
+        return self.trial_id, self.step, self.values[self.names.index(name)]
+
+    def evaluations(self) -> tuple[Column, Column]:
+        """The trial ids and steps."""
+        return self.trial_id, self.step
 
     def to_ipc(self) -> pa.Table:
         """A table with positional column names (the names go in its schema metadata)."""
@@ -222,75 +243,232 @@ def _aligned(column: pa.ChunkedArray, like: pa.ChunkedArray) -> list[pa.Array]:
     return out
 
 
-# -- the measurements file -----------------------------------------------------------------
+# -- the measurements files of a workload ----------------------------------------------------
 
-def write_measurements(rows: Evaluations, path: Path) -> int:
-    """Write one study's evaluations as the long measurements file at ``path``.
+@dataclass(frozen=True)
+class WrittenMeasurements:
+    """What :func:`write_workload_measurements` wrote: each file's metrics (the index
+    ``_store.json`` keeps), each study's evaluations, and the metrics with a value."""
 
-    Each metric with at least one value (NaN counts) gets one row per evaluation, null
-    where it has none, so every metric of the file has as many rows as the study has
-    evaluations; a study whose evaluations hold no metric at all keeps one row per
-    evaluation with a null metric. Returns the number of evaluations.
+    files: dict[str, list[str]]
+    evaluations: dict[int, int]
+    metrics: list[str]
 
-    Encodings: a dictionary for the metric (one entry per row group) and for the values
-    (a classification error takes few distinct values, k / N_eval, which a dictionary
-    stores in a few bits; continuous values overflow its :data:`DICTIONARY_BYTES` soon and
-    are written plain), deltas for the trial ids and steps (runs and rises: a few bits).
+
+class StudyRows(Protocol):
+    """One study's evaluations as :func:`write_workload_measurements` reads them: in
+    memory (:class:`Evaluations`) or from the builder's spill (:class:`SpilledStudy`), one
+    metric at a time."""
+
+    @property
+    def num_rows(self) -> int:
+        """The number of evaluations."""
+
+    def kept(self) -> list[str]:
+        """The metrics with at least one value, by name."""
+
+    def metric(self, name: str) -> tuple[Column, Column, Column]:
+        """The trial ids, steps and values of one metric."""
+
+    def evaluations(self) -> tuple[Column, Column]:
+        """The trial ids and steps."""
+
+
+@dataclass(frozen=True)
+class SpilledStudy:
+    """A study's evaluations, sorted, in an Arrow IPC file of the staging folder (columns
+    ``trial_id``, ``step``, then its metrics with a value, positionally, their names
+    ``names``): each metric is read from the memory-mapped file when it is written, so a
+    workload's files are written without holding its studies in memory."""
+
+    path: Path
+    num_rows: int
+    names: tuple[str, ...]
+
+    @classmethod
+    def write(cls, rows: Evaluations, path: Path) -> SpilledStudy:
+        """Spill ``rows`` (its metrics with a value only) to ``path``."""
+        kept = rows.kept()
+        table = pa.Table.from_arrays(
+            [rows.trial_id, rows.step, *(rows.metric(n)[2] for n in kept)],
+            names=["trial_id", "step", *(str(i) for i in range(len(kept)))])
+        with ipc.new_file(path, table.schema) as writer:
+            writer.write_table(table)
+        return cls(path, rows.num_rows, tuple(kept))
+
+    def kept(self) -> list[str]:
+        """The metrics with at least one value, by name."""
+        return list(self.names)
+
+    def metric(self, name: str) -> tuple[Column, Column, Column]:
+        """The trial ids, steps and values of one metric (views of the mapped file)."""
+        table = ipc.open_file(pa.memory_map(str(self.path))).read_all()
+        return table.column(0), table.column(1), table.column(2 + self.names.index(name))
+
+    def evaluations(self) -> tuple[Column, Column]:
+        """The trial ids and steps (views of the mapped file)."""
+        table = ipc.open_file(pa.memory_map(str(self.path))).read_all()
+        return table.column(0), table.column(1)
+
+
+_Piece: TypeAlias = tuple[str | None, int, StudyRows]
+"""One metric's rows of one study (None: the study's rows without a metric)."""
+
+
+def write_workload_measurements(studies: Sequence[tuple[int, StudyRows]], folder: Path,
+                                write: int = 0, *, pool: Executor | None = None
+                                ) -> WrittenMeasurements:
+    """Write one workload's evaluations (``(batch_size, rows)`` per study) as the long
+    measurements files of its ``write``-th write into ``folder``.
+
+    Each metric with at least one value in a study gets one row per evaluation of that
+    study, null where it has none; a study whose evaluations hold no metric at all keeps one
+    row per evaluation with a null metric. A metric with at least :data:`GROUP_ROWS` rows
+    has a file of its own; the smaller ones share one file, so ten thousand small metrics
+    make one file; the rows without a metric have a file of their own, so that the index
+    (``files``: each file's metrics) tells a file of one metric from every other (a write
+    without any evaluation has one such file, of no rows). Files are named
+    :func:`~curvekit.store.layout.measurements_file` ``(write, k)``: the metrics' own
+    files first, by name, then the shared one, then the one without a metric. Each is sorted
+    by (metric, batch_size, trial_id, step), in row groups of at most :data:`MAX_GROUP_ROWS`
+    rows (the shared file's groups hold whole metrics, a new group once one holds
+    :data:`GROUP_ROWS`). Each footer records its metrics in order
+    (``curvekit.metrics``), each study's evaluations (``curvekit.evaluations``, by batch
+    size) and which studies each metric has rows of, in order (``curvekit.parts``).
+
+    A file is written one metric of one study at a time, in order, and a row group is
+    encoded once it is full: memory holds a row group's rows, not the workload's. With
+    ``pool``, the files are written side by side on its threads.
+
+    Encodings: a dictionary for the metric, the batch size and the values (a
+    classification error takes few distinct values, k / N_eval, which a dictionary stores
+    in a few bits; continuous values overflow its :data:`DICTIONARY_BYTES` soon and are
+    written plain), deltas for the trial ids and steps (runs and rises: a few bits).
+
+    >>> import tempfile, pathlib
+    >>> rows = Evaluations.from_table(pa.table({"trial_id": [1, 1], "step": [0, 10],
+    ...                                         "val/error": [0.9, 0.5]}))
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> written = write_workload_measurements([(32, rows)], folder)
+    >>> written.files, written.evaluations
+    ({'part-0-0.parquet': ['val/error']}, {32: 2})
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    kept = sorted(((n, v) for n, v in zip(rows.names, rows.values, strict=True)
-                   if v.null_count < len(v)), key=lambda item: item[0])
-    n = rows.num_rows
+    ordered = sorted(studies, key=lambda item: item[0])
+    evaluations = {bs: rows.num_rows for bs, rows in ordered}
+    by_metric: dict[str, list[_Piece]] = {}
+    unnamed: list[_Piece] = []
+    for bs, rows in ordered:
+        kept = rows.kept()
+        for name in kept:
+            by_metric.setdefault(name, []).append((name, bs, rows))
+        if not kept and rows.num_rows:
+            unnamed.append((None, bs, rows))
+    names = sorted(by_metric)
+    size = {n: sum(rows.num_rows for _, _, rows in by_metric[n]) for n in names}
+    own = [n for n in names if size[n] >= GROUP_ROWS]
+    shared = [n for n in names if size[n] < GROUP_ROWS]
+    files: dict[str, list[str]] = {}
+    jobs: list[tuple[Path, list[list[_Piece]], list[_Piece]]] = []
+    folder.mkdir(parents=True, exist_ok=True)
+    for k, name in enumerate(own):
+        file = measurements_file(write, k)
+        jobs.append((folder / file, [], by_metric[name]))
+        files[file] = [name]
+    if shared:
+        groups: list[list[_Piece]] = [[]]
+        rows_in = 0
+        for name in shared:
+            if rows_in >= GROUP_ROWS:
+                groups.append([])
+                rows_in = 0
+            groups[-1] += by_metric[name]
+            rows_in += size[name]
+        file = measurements_file(write, len(files))
+        jobs.append((folder / file, groups, []))
+        files[file] = list(shared)
+    if unnamed or not files:
+        # a write without evaluations still has a file (of no rows), so that every workload
+        # has one and a plain reader's glob over the table finds its schema
+        file = measurements_file(write, len(files))
+        jobs.append((folder / file, [], unnamed))
+        files[file] = []
+    def one(job: tuple[Path, list[list[_Piece]], list[_Piece]]) -> None:
+        _write_file(job[0], job[1], job[2], evaluations)
+
+    for _ in (pool.map(one, jobs) if pool is not None else map(one, jobs)):
+        pass
+    return WrittenMeasurements(files, evaluations, names)
+
+
+def _write_file(path: Path, groups: list[list[_Piece]], stream: list[_Piece],
+                evaluations: dict[int, int]) -> None:
+    """One measurements file: ``groups`` of whole small metrics, a row group each; or the
+    pieces of ``stream`` (one large metric's, or the rows without a metric), in row groups
+    of :data:`MAX_GROUP_ROWS` rows but the last."""
     writer = pq.ParquetWriter(
         path, _WRITTEN, **PARQUET_OPTIONS, store_schema=False,
-        use_dictionary=["metric", "value"], dictionary_pagesize_limit=DICTIONARY_BYTES,
+        use_dictionary=["batch_size", "metric", "value"],
+        dictionary_pagesize_limit=DICTIONARY_BYTES,
         column_encoding={"trial_id": "DELTA_BINARY_PACKED", "step": "DELTA_BINARY_PACKED"},
         # Parquet min/max statistics leave NaN out, and DuckDB then folds isnan() and
         # comparisons on NaN rows to false: no statistics for values keeps NaN exact.
-        write_statistics=["trial_id", "step", "metric"])
+        write_statistics=["batch_size", "trial_id", "step", "metric"])
+    parts: list[list[object]] = []
     try:
-        for group in _groups(rows, kept):
-            writer.write_table(group, row_group_size=MAX_GROUP_ROWS)
-        writer.add_key_value_metadata({METRICS_KEY: structured.dumps([m for m, _ in kept]),
-                                       EVALUATIONS_KEY: str(n)})
+        for group in groups:
+            writer.write_table(_group(group), row_group_size=MAX_GROUP_ROWS)
+        pending: list[pa.Table] = []
+        count = 0
+        for piece in stream:
+            pending.append(_group([piece]))
+            count += pending[-1].num_rows
+            while count >= MAX_GROUP_ROWS:
+                table = pa.concat_tables(pending).unify_dictionaries()
+                writer.write_table(table.slice(0, MAX_GROUP_ROWS),
+                                   row_group_size=MAX_GROUP_ROWS)
+                rest = table.slice(MAX_GROUP_ROWS)
+                pending, count = ([rest] if rest.num_rows else []), rest.num_rows
+        if count:
+            writer.write_table(pa.concat_tables(pending).unify_dictionaries(),
+                               row_group_size=MAX_GROUP_ROWS)
+        pieces = [p for group in groups for p in group] + stream
+        parts = [[name, bs] for name, bs, _ in pieces]
+        metrics = list(dict.fromkeys(name for name, _, _ in pieces if name is not None))
+        writer.add_key_value_metadata({
+            METRICS_KEY: structured.dumps(metrics),
+            EVALUATIONS_KEY: structured.dumps({str(bs): evaluations[bs]
+                                               for bs in sorted({bs for _, bs, _ in pieces})}),
+            PARTS_KEY: structured.dumps(parts)})
     finally:
         writer.close()
-    return n
 
 
-def _groups(rows: Evaluations, kept: list[tuple[str, pa.Array]]) -> Iterator[pa.Table]:
-    """The file's rows as tables of whole metrics, each at least GROUP_ROWS rows (the last
-    may have fewer), a row group each."""
-    n = rows.num_rows
-    if not kept:
-        if n:
-            yield pa.Table.from_arrays(
-                [pa.chunked_array(_chunks(rows.trial_id), pa.int64()),
-                 pa.chunked_array(_chunks(rows.step), pa.int64()),
-                 pa.chunked_array([pa.nulls(n, _WRITTEN.field("metric").type)]),
-                 pa.chunked_array([pa.nulls(n, pa.float64())])], schema=_WRITTEN)
-        return
-    pending: list[str] = []
-    for i, (name, _) in enumerate(kept):
-        pending.append(name)
-        if len(pending) * n >= GROUP_ROWS or i == len(kept) - 1:
-            values = [v for _, v in kept[i + 1 - len(pending):i + 1]]
-            yield _group(rows, pending, values)
-            pending = []
-
-
-def _group(rows: Evaluations, names: list[str], values: list[Column]) -> pa.Table:
-    """One row group: the rows of ``names`` (whole metrics, in order), one dictionary. The
-    trial ids and steps are the evaluations' own arrays, repeated as chunks (no copy)."""
-    n, k = rows.num_rows, len(names)
-    indices = pa.array(np.repeat(np.arange(k, dtype=np.int32), n))
-    metric = pa.DictionaryArray.from_arrays(indices, pa.array(names, pa.string()), safe=False)
+def _group(pieces: Sequence[_Piece]) -> pa.Table:
+    """The rows of ``pieces`` (a metric of a study each, in order) as one table with one
+    metric dictionary. The trial ids, steps and values are the studies' own arrays, as
+    chunks (no copy)."""
+    names = sorted({name for name, _, _ in pieces if name is not None})
+    code = {name: i for i, name in enumerate(names)}
+    indices, mask, sizes, ids, steps, values = [], [], [], [], [], []
+    for name, bs, rows in pieces:
+        n = rows.num_rows
+        if name is None:
+            (trial_id, step), value = rows.evaluations(), None
+        else:
+            trial_id, step, value = rows.metric(name)
+        indices.append(np.full(n, code.get(name, 0) if name is not None else 0, np.int32))
+        mask.append(np.full(n, name is None))
+        sizes.append(pa.repeat(pa.scalar(bs, pa.int64()), n))
+        ids += _chunks(trial_id)
+        steps += _chunks(step)
+        values += _chunks(value) if value is not None else [pa.nulls(n, pa.float64())]
+    index = pa.array(np.concatenate(indices) if indices else np.array([], np.int32),
+                     mask=np.concatenate(mask) if mask else None)
+    metric = pa.DictionaryArray.from_arrays(index, pa.array(names, pa.string()), safe=False)
     return pa.Table.from_arrays(
-        [pa.chunked_array(_chunks(rows.trial_id) * k, pa.int64()),
-         pa.chunked_array(_chunks(rows.step) * k, pa.int64()),
-         pa.chunked_array([metric]),
-         pa.chunked_array([c for v in values for c in _chunks(v)], pa.float64())],
-        schema=_WRITTEN)
+        [pa.chunked_array(sizes, pa.int64()), pa.chunked_array(ids, pa.int64()),
+         pa.chunked_array(steps, pa.int64()), pa.chunked_array([metric]),
+         pa.chunked_array(values, pa.float64())], schema=_WRITTEN)
 
 
 def _check_steps(step: Column, error: ErrorType) -> None:
@@ -458,12 +636,19 @@ class StoreBuilder:
         self._pending: dict[StudyKey, list[Evaluations]] = {}
         self._pending_bytes = 0
         self._spills: dict[StudyKey, list[Path]] = {}
+        self._spilled = False
         self._memory_limit = memory_limit
         self._threads = threads
         self._error = error
         self._names = ColumnNames(error, metric_fix="rename the metric where it is given",
                                   parameter_fix="rename the metaparameter where it is given")
         self._workloads: set[str] = set()
+        self.write = 0
+        """The number of this write among the workload's (its files' ``<w>``)."""
+        self.measured: set[StudyKey] | None = None
+        """The studies whose measurements this write writes (None: all); the others' files
+        are carried from an earlier write by the caller (:func:`~curvekit.store.update.
+        add_workload`), which then merges their counts and index."""
 
     def _fail(self, where: str, message: str) -> CurvekitError:
         return self._error(f"{where}: {message}")
@@ -552,9 +737,11 @@ class StoreBuilder:
         self._pending_bytes = 0
 
     def _study_rows(self, key: StudyKey) -> Evaluations | None:
+        """The study's evaluations, joined and sorted; its parts are let go (``finish``
+        reads each study once), so that a sorted copy does not sit beside them."""
         parts = [Evaluations.from_ipc(ipc.open_file(p).read_all())
-                 for p in self._spills.get(key, [])]
-        parts += self._pending.get(key, [])
+                 for p in self._spills.pop(key, [])]
+        parts += self._pending.pop(key, [])
         return _join(parts) if parts else None
 
     def finish(self, metadata: Mapping[str, Any],
@@ -566,37 +753,53 @@ class StoreBuilder:
         format the files have (the current one, whatever ``metadata`` says).
         """
         keys = sorted(set(self.studies) | {k for k, _ in self.trials})
+        self._spilled = bool(self._spills)
+        workloads = self._by_workload(keys)
+        measured = self._by_workload(k for k in keys if self.measured is None
+                                     or k in self.measured)
         with ThreadPoolExecutor(self._threads) as pool:
-            written = list(pool.map(self._write_measurements, keys))
+            # one workload at a time, its studies joined (and spilled again, sorted) side by
+            # side, then its files written side by side: the threads share the work of one
+            # workload (their sizes differ a lot), and memory holds one workload's sorted
+            # studies at most (a study's parts may share buffers with other studies')
+            written = {}
+            for w, ks in measured.items():
+                studies = [(k.batch_size, rows) for k, rows in
+                           zip(ks, pool.map(self._prepared, ks), strict=True)]
+                written[w] = write_workload_measurements(
+                    studies, self.root / partition_dir("measurements", *w), self.write,
+                    pool=pool)
+                del studies
         shutil.rmtree(self.root / "_spill", ignore_errors=True)
-        rows = sum(n for n, _ in written)
-        metrics: dict[str, set[str]] = {}
-        for key, (_, found) in zip(keys, written, strict=True):
-            metrics.setdefault(key.workload, set()).update(found)
+        rows = sum(sum(w.evaluations.values()) for w in written.values())
         parameters = self._write_trials(trial_rows)
         self._write_studies()
-        workloads = sorted({k.workload for k in keys})
-        names: dict[str, dict[str, Any]] = {w: {"metrics": sorted(metrics.get(w, ())),
-                     "parameters": parameters.get(w, {})} for w in workloads}
+        none = WrittenMeasurements({}, {}, [])
+        names: dict[str, dict[str, Any]] = {
+            "/".join(w): {"metrics": written.get(w, none).metrics,
+                          "parameters": parameters.get("/".join(w), {}),
+                          FILES_KEY: written.get(w, none).files}
+            for w in sorted(workloads)}
         meta = StoreMetadata({
             **metadata,
             "store_format": STORE_FORMAT,
-            "counts": {"workloads": len(workloads), "studies": len(self.studies),
+            "counts": {"workloads": len(names), "studies": len(self.studies),
                        "trials": len(self.trials), "measurements": rows},
-            "workloads": workloads,
-            NAMES_KEY: names,
+            "workloads": sorted(names),
+            NAMES_KEY: dict(sorted(names.items())),
         })
         meta.save(self.root)
         return meta
 
-    def _write_measurements(self, key: StudyKey) -> tuple[int, list[str]]:
-        rows = self._study_rows(key)
-        if rows is None:
-            rows = Evaluations(pa.array([], pa.int64()), pa.array([], pa.int64()), (), ())
-        path = self.root / partition_dir("measurements", *key) / FILE_NAME
-        n = write_measurements(rows, path)
-        return n, [m for m, v in zip(rows.names, rows.values, strict=True)
-                   if v.null_count < len(v)]
+    def _prepared(self, key: StudyKey) -> StudyRows:
+        """One study's evaluations, joined and sorted, for its workload's files: in memory,
+        or when the builder spilled, written back to the spill sorted (read then one metric
+        at a time), so that only the studies being joined are in memory."""
+        rows = self._study_rows(key) or Evaluations(pa.array([], pa.int64()),
+                                                    pa.array([], pa.int64()), (), ())
+        if not self._spilled:
+            return rows
+        return SpilledStudy.write(rows, self.root / "_spill" / f"{uuid.uuid4().hex}.arrow")
 
     def _by_workload(self, keys: Iterable[StudyKey]) -> dict[tuple[str, str, str], list[StudyKey]]:
         groups: dict[tuple[str, str, str], list[StudyKey]] = {}
