@@ -205,6 +205,19 @@ class StoreMetadata(Mapping[str, Any]):
         empty for a store of format 1, whose names were its columns."""
         return copy.deepcopy(self._data.get(NAMES_KEY) or {})
 
+    def workload_names(self, workload: str) -> dict[str, Any] | None:
+        """One workload's entry of :attr:`names` (a copy), or None when none is recorded:
+        its metrics, metaparameters with their types and measurements files. Cheaper than
+        ``names[workload]``, which copies every workload's.
+
+        >>> meta = StoreMetadata({"names": {"a/b/c": {"metrics": ["loss"], "parameters": {},
+        ...                                           "files": {"part-0-0.parquet": ["loss"]}}}})
+        >>> meta.workload_names("a/b/c")["files"], meta.workload_names("x/y/z")
+        ({'part-0-0.parquet': ['loss']}, None)
+        """
+        recorded = (self._data.get(NAMES_KEY) or {}).get(workload)
+        return None if recorded is None else copy.deepcopy(recorded)
+
     @property
     def added(self) -> dict[str, dict[str, Any]]:
         """The workloads added with ``curvekit add``: name -> sha256, origin, counts, ..."""

@@ -51,7 +51,7 @@ from curvekit.store.layout import (
     store_link,
     workload_dir,
 )
-from curvekit.store.metadata import FILES_KEY, NAMES_KEY, StoreMetadata
+from curvekit.store.metadata import FILES_KEY, StoreMetadata
 from curvekit.store.snapshots import Lease, acquire, repair_hint
 from curvekit.store.sql import mentions
 from curvekit.store.wide import frame_names, parameters_frame, pivot_measurements
@@ -233,9 +233,7 @@ class Store:
         """The workload's measurements files (names in its folder), each with the metrics
         it holds rows of (an empty list: rows without a metric), as ``_store.json``
         records them: no footer is read."""
-        # the metadata's own mapping, not ``names`` (a deep copy of every workload's)
-        recorded = (self.metadata.get(NAMES_KEY) or {}).get(workload)
-        index = (recorded or {}).get(FILES_KEY)
+        index = (self.metadata.workload_names(workload) or {}).get(FILES_KEY)
         if index is None:
             raise StoreError(f"{self.path / METADATA_FILE} records no measurements files of "
                              f"{workload!r}; run `curvekit verify`, or `curvekit fetch --force`"
@@ -404,7 +402,7 @@ class Store:
         """The names of the metrics with at least one value in ``workload``, sorted (from
         ``_store.json``, or the measurements files' footers)."""
         if ("metrics", workload) not in self._facts:
-            recorded = self.metadata.names.get(workload)
+            recorded = self.metadata.workload_names(workload)
             self._facts[("metrics", workload)] = (
                 list(recorded["metrics"]) if recorded is not None else self._metrics(workload))
         return list(self._facts[("metrics", workload)])
@@ -432,7 +430,7 @@ class Store:
         :func:`curvekit.store.writer.parameter_type`)."""
         key = ("parameters", workload)
         if key not in self._types:
-            recorded = self.metadata.names.get(workload)
+            recorded = self.metadata.workload_names(workload)
             if recorded is not None:
                 self._types[key] = dict(recorded["parameters"])
             else:

@@ -401,7 +401,7 @@ def _keep_writes(tx: Transaction, name: str, record: Mapping[str, Any],
     earlier curvekit) keeps nothing."""
     assert tx.current is not None and tx.metadata is not None
     studies, writes = record.get(STUDIES_KEY), record.get(WRITES_KEY)
-    index = tx.metadata.names.get(name, {}).get(FILES_KEY)
+    index = (tx.metadata.workload_names(name) or {}).get(FILES_KEY)
     if not (isinstance(studies, dict) and isinstance(writes, dict) and isinstance(index, dict)):
         return _Kept({}, {}, 0)
     # a new write is numbered after every earlier one, kept or not: a file name is never
