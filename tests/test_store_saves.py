@@ -1,8 +1,9 @@
 """A save that replaces an added workload (``curvekit run`` after each round, ``add
---replace``) writes new files only: the measurements files of each earlier write whose
-studies are all unchanged stay as hard links, and the new or changed studies are a new
-write (``part-<w>-*``); the store then answers as if the workload had been added at once
-(docs/store.md, "Cost: an add costs what it adds")."""
+--replace``) writes new files only: the files of each earlier write whose studies are all
+unchanged (studies, trials, parameters and measurements) stay as hard links, and the new or
+changed studies are a new write (``part-<w>.parquet``, ``part-<w>-*``); the store then
+answers as if the workload had been added at once (docs/store.md, "Cost: an add costs what
+it adds")."""
 
 from __future__ import annotations
 
@@ -15,12 +16,13 @@ from hypothesis import strategies as st
 
 import curvekit
 from curvekit.store.catalog import verify
-from curvekit.store.layout import measurements_write
 from curvekit.store.store import Store
 from curvekit.store.update import WorkloadData, add_workload
 from tests.test_update import NAME, workload
 
-FOLDER = "measurements/base_dir=my_data/model=mlp_64/optimizer=momentum"
+PARTITION = "base_dir=my_data/model=mlp_64/optimizer=momentum"
+FOLDER = f"measurements/{PARTITION}"
+TABLES = ("studies", "trials", "parameters", "measurements")
 
 
 def _inodes(home: Path) -> dict[str, int]:
@@ -28,16 +30,29 @@ def _inodes(home: Path) -> dict[str, int]:
     return {p.name: p.stat().st_ino for p in (snap / FOLDER).glob("*.parquet")}
 
 
+def _every_inode(home: Path) -> dict[str, int]:
+    """The workload's files of every table, ``table/name``: inode."""
+    snap = (home / "store").resolve()
+    return {f"{t}/{p.name}": p.stat().st_ino for t in TABLES
+            for p in (snap / t / PARTITION).glob("*.parquet")}
+
+
+def _write(rel: str) -> int:
+    """The write a file's name counts: ``part-<w>.parquet`` or ``part-<w>-<k>.parquet``."""
+    return int(rel.rsplit("/", 1)[-1].removesuffix(".parquet").split("-")[1])
+
+
 def _answers(home: Path) -> tuple[str, str, str, str]:
     with Store.open(home) as store:
         wide = store.measurements(NAME)
         assert isinstance(wide, pl.DataFrame)
-        rows = store.sql("select * from measurements order by all")
+        rows = "".join(store.sql(f"select * from {t} order by all").write_csv()
+                       for t in TABLES)
         best = curvekit.best(store, curvekit.Selection(NAME, "valid/error"), explain=False)
         steps = curvekit.steps_to_result(store, curvekit.Selection(NAME, "valid/error", 0.5),
                                          explain=False)
         assert verify(store).ok, verify(store).problems
-        return wide.write_csv(), rows.write_csv(), best.write_csv(), steps.write_csv()
+        return wide.write_csv(), rows, best.write_csv(), steps.write_csv()
 
 
 def _fresh(tmp: Path, data: WorkloadData) -> tuple[str, str, str, str]:
@@ -53,12 +68,19 @@ def _sizes(home: Path, name: str) -> set[int]:
 def test_a_save_that_adds_a_study_keeps_the_earlier_files(tmp_path: Path) -> None:
     home = tmp_path / "home"
     add_workload(home, workload(batch_sizes=(16, 64)))
-    before = _inodes(home)
-    assert list(before) == ["part-0-0.parquet"]
+    before = _every_inode(home)
+    assert sorted(before) == ["measurements/part-0-0.parquet", "parameters/part-0.parquet",
+                              "studies/part-0.parquet", "trials/part-0.parquet"]
     add_workload(home, workload(batch_sizes=(16, 64, 256)), replace=True)
-    after = _inodes(home)
-    assert after["part-0-0.parquet"] == before["part-0-0.parquet"]  # a hard link
-    assert sorted(after) == ["part-0-0.parquet", "part-1-0.parquet"]
+    after = _every_inode(home)
+    assert {f: after[f] for f in before} == before  # hard links, every table's
+    assert sorted(set(after) - set(before)) == [
+        "measurements/part-1-0.parquet", "parameters/part-1.parquet",
+        "studies/part-1.parquet", "trials/part-1.parquet"]
+    snap = (home / "store").resolve()
+    for table in ("studies", "trials", "parameters"):
+        assert set(pq.read_table(snap / table / PARTITION / "part-1.parquet")
+                   .column("batch_size").to_pylist()) == {256}
     assert _sizes(home, "part-1-0.parquet") == {256}
     with Store.open(home) as store:
         assert store.measurements_index(NAME) == {
@@ -97,14 +119,17 @@ def test_any_sequence_of_saves_answers_as_one_add(tmp_path_factory: object,
     home = tmp / "home"
     data = None
     for i, (sizes, scale) in enumerate(saves):
-        before = _inodes(home) if i else {}
+        before = _every_inode(home) if i else {}
         data = workload(batch_sizes=tuple(sorted(sizes)), scale=scale)
         add_workload(home, data, replace=True)
-        after = _inodes(home)
+        after = _every_inode(home)
         assert all(after[f] == inode for f, inode in before.items() if f in after)
         # a new file belongs to a write after every earlier one: no name is given twice
-        last = max((measurements_write(f) or 0 for f in before), default=-1)
-        assert all((measurements_write(f) or 0) > last for f in set(after) - set(before))
+        last = max((_write(f) for f in before), default=-1)
+        assert all(_write(f) > last for f in set(after) - set(before))
+        # each write's files are of every table or of none
+        assert len({_write(f) for f in after}) * 3 == len(
+            [f for f in after if not f.startswith("measurements/")])
     assert data is not None
     assert _answers(home) == _fresh(tmp / "fresh", data)
 

@@ -9,14 +9,16 @@ rows of ``parameters``.
 A store is a folder::
 
     _store.json
-    studies/base_dir=<b>/model=<m>/optimizer=<o>/part-0.parquet
-    trials/base_dir=<b>/model=<m>/optimizer=<o>/part-0.parquet
-    parameters/base_dir=<b>/model=<m>/optimizer=<o>/part-0.parquet
+    studies/base_dir=<b>/model=<m>/optimizer=<o>/part-<w>.parquet
+    trials/base_dir=<b>/model=<m>/optimizer=<o>/part-<w>.parquet
+    parameters/base_dir=<b>/model=<m>/optimizer=<o>/part-<w>.parquet
     measurements/base_dir=<b>/model=<m>/optimizer=<o>/part-<w>-<k>.parquet
 
-A measurements file holds whole metrics of one write of its workload (``<w>`` counts the
-writes, ``<k>`` numbers the files of one write: never a name), with ``batch_size`` a column
-(:func:`measurements_file`).
+``<w>`` counts the writes of a workload (the release's, and a workload's first add, are
+write 0; a save that replaces an added workload writes its new and changed studies as the
+next): each write has its studies, trials and parameters files (:func:`table_file`) and its
+measurements files, which hold whole metrics, with ``batch_size`` a column (``<k>`` numbers
+the files of one write: never a name; :func:`measurements_file`).
 
 Partition values are percent-encoded, so ``mnist_subsets/mnist_6875`` becomes
 ``base_dir=mnist_subsets%2Fmnist_6875``; DuckDB and polars decode it back.
@@ -53,10 +55,12 @@ __all__ = [
     "partition_dir",
     "store_link",
     "store_schema",
+    "table_file",
     "workload_dir",
 ]
 
 FILE_NAME = "part-0.parquet"
+"""The studies, trials or parameters file of a workload's first write (:func:`table_file`)."""
 METADATA_FILE = "_store.json"
 MANIFEST_FILE = "_manifest.json"
 # Footer key of a measurements file: JSON list of the metrics it holds rows of, in order.
@@ -138,6 +142,15 @@ def measurements_file(write: int, index: int) -> str:
     'part-0-2.parquet'
     """
     return f"part-{int(write)}-{int(index)}.parquet"
+
+
+def table_file(write: int) -> str:
+    """The name of a workload's studies, trials or parameters file of its ``write``-th write.
+
+    >>> table_file(0), table_file(3)
+    ('part-0.parquet', 'part-3.parquet')
+    """
+    return f"part-{int(write)}.parquet"
 
 
 def measurements_write(name: str) -> int | None:

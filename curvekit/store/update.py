@@ -63,6 +63,7 @@ from curvekit.store.layout import (
     TABLES,
     measurements_write,
     store_link,
+    table_file,
     workload_dir,
 )
 from curvekit.store.metadata import ADDED_KEY, FILES_KEY, NAMES_KEY, StoreMetadata
@@ -410,13 +411,22 @@ def _keep_writes(tx: Transaction, name: str, record: Mapping[str, Any],
     following = max(numbers) + 1 if numbers else 0
     kept = {str(w): list(sizes) for w, sizes in writes.items()
             if sizes and all(studies.get(str(b)) == hashes.get(b) for b in sizes)}
+    # each kept write's studies, trials and parameters files (a write of studies without
+    # trials has none of the last two); a write whose studies file is not there (damaged)
+    # is written again
+    tables = {t: workload_dir(t, *_split(name)) for t in ("studies", "trials", "parameters")}
+    kept = {w: sizes for w, sizes in kept.items()
+            if (tx.current / tables["studies"] / table_file(int(w))).is_file()}
     if not kept:
         return _Kept({}, {}, following)
     folder = workload_dir("measurements", *_split(name))
     files = {f: list(m) for f, m in index.items() if str(measurements_write(f)) in kept}
-    (tx.staging / folder).mkdir(parents=True, exist_ok=True)
-    for file in files:
-        _link(str(tx.current / folder / file), str(tx.staging / folder / file))
+    links = [f"{folder}/{file}" for file in files] + [
+        f"{table}/{table_file(int(w))}" for table in tables.values() for w in kept
+        if (tx.current / table / table_file(int(w))).is_file()]
+    for rel in links:
+        (tx.staging / rel).parent.mkdir(parents=True, exist_ok=True)
+        _link(str(tx.current / rel), str(tx.staging / rel))
     return _Kept(files, kept, following)
 
 

@@ -53,13 +53,13 @@ from curvekit.names import ColumnNames, ErrorType
 from curvekit.records import STATUSES, StudyKey, StudyRecord, TrialRecord, Workload
 from curvekit.store.layout import (
     EVALUATIONS_KEY,
-    FILE_NAME,
     METRICS_KEY,
     PARTS_KEY,
     STORE_FORMAT,
     fixed_schema,
     measurements_file,
     partition_dir,
+    table_file,
 )
 from curvekit.store.metadata import FILES_KEY, NAMES_KEY, StoreMetadata
 from curvekit.values import (
@@ -646,9 +646,10 @@ class StoreBuilder:
         self.write = 0
         """The number of this write among the workload's (its files' ``<w>``)."""
         self.measured: set[StudyKey] | None = None
-        """The studies whose measurements this write writes (None: all); the others' files
-        are carried from an earlier write by the caller (:func:`~curvekit.store.update.
-        add_workload`), which then merges their counts and index."""
+        """The studies this write writes (None: all): their studies, trials, parameters and
+        measurements rows; the others' files are carried from an earlier write by the caller
+        (:func:`~curvekit.store.update.add_workload`), which then merges their counts and
+        index. The workload's metaparameter types are still those of every trial given."""
 
     def _fail(self, where: str, message: str) -> CurvekitError:
         return self._error(f"{where}: {message}")
@@ -755,8 +756,7 @@ class StoreBuilder:
         keys = sorted(set(self.studies) | {k for k, _ in self.trials})
         self._spilled = bool(self._spills)
         workloads = self._by_workload(keys)
-        measured = self._by_workload(k for k in keys if self.measured is None
-                                     or k in self.measured)
+        measured = self._by_workload(k for k in keys if self._writes(k))
         with ThreadPoolExecutor(self._threads) as pool:
             # one workload at a time, its studies joined (and spilled again, sorted) side by
             # side, then its files written side by side: the threads share the work of one
@@ -816,8 +816,16 @@ class StoreBuilder:
         for (key, _), trial in sorted(self.trials.items()):
             by_study.setdefault(key, []).append(trial)
         types: dict[str, dict[str, str]] = {}
+        name = table_file(self.write)
         for workload, keys in self._by_workload(by_study).items():
-            trials = [t for k in keys for t in by_study[k]]
+            every = [t for k in keys for t in by_study[k]]
+            # the types are the workload's, every write's trials; the rows this write's
+            rows, types["/".join(workload)] = parameter_rows(every)
+            trials = [t for t in every if self._writes(t.key)]
+            if not trials:
+                continue
+            if len(trials) < len(every):
+                rows = parameter_rows(trials)[0]
             data: dict[str, list[Any]] = {
                 "batch_size": [t.key.batch_size for t in trials],
                 "trial_id": [t.trial_id for t in trials],
@@ -826,14 +834,18 @@ class StoreBuilder:
                 "n_measurements": [counts.get((t.key, t.trial_id), 0) for t in trials],
             }
             write_table(pa.table(data, schema=schema),
-                        self.root / partition_dir("trials", *workload) / FILE_NAME)
-            rows, types["/".join(workload)] = parameter_rows(trials)
-            write_table(rows, self.root / partition_dir("parameters", *workload) / FILE_NAME)
+                        self.root / partition_dir("trials", *workload) / name)
+            write_table(rows, self.root / partition_dir("parameters", *workload) / name)
         return types
+
+    def _writes(self, key: StudyKey) -> bool:
+        """Whether this write writes the study's rows (see :attr:`measured`)."""
+        return self.measured is None or key in self.measured
 
     def _write_studies(self) -> None:
         schema = fixed_schema("studies")
-        for workload, keys in self._by_workload(self.studies).items():
+        for workload, keys in self._by_workload(k for k in self.studies
+                                                if self._writes(k)).items():
             records = [self.studies[k] for k in keys]
             data = {
                 "batch_size": [r.key.batch_size for r in records],
@@ -844,4 +856,5 @@ class StoreBuilder:
                 "extra": [_json(r.extra) for r in records],
             }
             write_table(pa.table(data, schema=schema),
-                        self.root / partition_dir("studies", *workload) / FILE_NAME)
+                        self.root / partition_dir("studies", *workload)
+                        / table_file(self.write))
