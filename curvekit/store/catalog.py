@@ -403,35 +403,43 @@ def _counted(reader: pq.ParquetFile, parts: list[Part]
               int(np.searchsorted(starts, p.start + p.rows, side="left")))
              for p in parts if p.rows]
     groups = sorted({g for first, last in spans for g in range(first, last)})
-    rows = reader.read_row_groups(groups, columns=["batch_size", "trial_id"],
-                                  use_threads=False)
-    ids, sizes = _int64_values(rows.column("trial_id"), "trial ids"), \
-        _int64_values(rows.column("batch_size"), "batch sizes")
-    # where each decoded row group's rows begin in ``ids``
-    at = dict(zip(groups, np.cumsum([0] + [int(starts[g + 1] - starts[g]) for g in groups]),
-                  strict=False))
+    # each row group and column read apart, kept as their own arrays (no concatenation):
+    # pyarrow decodes two columns read together at about twice the cost of the two read
+    # apart, and a part is within one row group but where it spans two
+    decoded = {(name, g): _int64_values(reader.read_row_group(g, columns=[name],
+                                                              use_threads=False).column(0),
+                                        what)
+               for g in groups for name, what in (("trial_id", "trial ids"),
+                                                  ("batch_size", "batch sizes"))}
+
+    def rows(name: str, part: Part, first: int, last: int) -> np.ndarray:
+        pieces = [decoded[(name, g)][max(part.start - int(starts[g]), 0):
+                                     part.start + part.rows - int(starts[g])]
+                  for g in range(first, last)]
+        return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+
     out = []
     for part in parts:
         if not part.rows:
             out.append((part.batch_size, np.empty(0, np.int64), np.empty(0, np.int64)))
             continue
         first = int(np.searchsorted(starts, part.start, side="right")) - 1
-        begin = int(at[first]) + part.start - int(starts[first])
-        values = ids[begin:begin + part.rows]
-        held = sizes[begin:begin + part.rows]
+        last = int(np.searchsorted(starts, part.start + part.rows, side="left"))
+        values, held = rows("trial_id", part, first, last), rows("batch_size", part, first, last)
         if (held != part.batch_size).any():
             raise ValueError(f"rows {part.start} to {part.start + part.rows - 1}, which its "
                              f"footer gives batch size {part.batch_size}, hold batch sizes "
                              f"{sorted(set(held.tolist()))}")
-        runs = np.concatenate(([0], np.flatnonzero(np.diff(values)) + 1))
+        runs = np.concatenate(([0], np.flatnonzero(values[1:] != values[:-1]) + 1))
         out.append((part.batch_size, values[runs],
                     np.diff(np.concatenate((runs, [len(values)])))))
     return out
 
 
 def _int64_values(column: pa.ChunkedArray, what: str) -> np.ndarray:
-    """An int64 column without nulls as one NumPy array, from its Arrow buffers."""
-    values = column.combine_chunks()
+    """An int64 column without nulls as one NumPy array, from its Arrow buffers (no copy
+    for a column of one chunk)."""
+    values = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
     if values.null_count or values.type != pa.int64():
         raise ValueError(f"its {what} are {values.type} with {values.null_count} nulls, not "
                          "int64 without nulls")
