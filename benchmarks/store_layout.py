@@ -19,7 +19,10 @@ process tree is sampled. For each layout:
   process per layout), a store-wide ``curvekit query`` over one metric (each layout's own
   SQL for the same answer: per workload, the rows of ``val/classification_error`` below 0.3
   and their first step), and ``curvekit verify``; and again the add of the 3-row workload
-  with new names and its removal (each round leaves the store as it was).
+  with new names, a save that replaces it with one more study (``add --replace``, as
+  ``curvekit run`` saves after a round: the time, and how many files that were there
+  before it, the workload's own included, it rewrote) and its removal (each round leaves
+  the store as it was).
 
 The machine may be shared, so the queries are measured **interleaved**: old, new, new, old,
 old, new, ... (``--repeat`` rounds), each layout's median and the ratio of the medians
@@ -208,16 +211,37 @@ def _order(rounds: int) -> list[tuple[str, str]]:
     return [("old", "new") if i % 2 == 0 else ("new", "old") for i in range(rounds)]
 
 
-def _add_and_remove(label: str, code: Path, home: Path, work: Path) -> list[tuple[str, Run]]:
-    """``curvekit add`` of the 3-row workload with new names, then its removal: the store
-    is left as it was."""
+def _save_logs(folder: Path) -> Path:
+    """The 3-row workload's run again, and a run at another batch size: what a runner's
+    save after its next round brings (one study unchanged, one new)."""
+    _logs(folder, "val/brand_new_metric", "brand_new_parameter")
+    (folder / "run2.csv").write_text("step,val/brand_new_metric\n0,0.8\n10,0.4\n20,0.2\n")
+    with open(folder / "runs.toml", "a") as toml:
+        toml.write('[[runs]]\nrun = "run2.csv"\nbatch_size = 64\n'
+                   'parameters = { learning_rate = 0.1, "brand_new_parameter" = 3 }\n')
+    return folder
+
+
+def _add_and_remove(label: str, code: Path, home: Path, work: Path
+                    ) -> tuple[list[tuple[str, Run]], int]:
+    """``curvekit add`` of the 3-row workload with new names, a save that replaces it with
+    one more study (``add --replace``), then its removal: the store is left as it was.
+    Also how many files that were there before the save it rewrote (the workload's own
+    included)."""
     logs = _logs(work / "logs-add_new_names", "val/brand_new_metric", "brand_new_parameter")
     add = _cli(f"{label}: curvekit add", code, [
         "add", str(logs), "--name", ADDED, "--manifest", str(logs / "runs.toml"),
         "--home", str(home)])
+    more = _save_logs(work / "logs-save")
+    before = _data_files(home)
+    save = _cli(f"{label}: curvekit add --replace", code, [
+        "add", str(more), "--name", ADDED, "--manifest", str(more / "runs.toml"),
+        "--replace", "--home", str(home)])
+    after = _data_files(home)
+    rewritten = sum(1 for rel, inode in before.items() if after.get(rel) != inode)
     remove = timed(f"{label}: remove_workload", [sys.executable, "-c", REMOVE, str(home), ADDED],
                    env=_env(code), cwd=tempfile.gettempdir())
-    return [("add_new_names", add), ("remove", remove)]
+    return [("add_new_names", add), ("save", save), ("remove", remove)], rewritten
 
 
 def interleaved(codes: dict[str, Path], work: Path, rounds: int,
@@ -230,7 +254,8 @@ def interleaved(codes: dict[str, Path], work: Path, rounds: int,
         env={**os.environ, **_env(code)}, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         text=True, cwd=tempfile.gettempdir()) for label, code in codes.items()}
     answers = {label: json.loads(w.stdout.readline()) for label, w in workers.items()}  # type: ignore[union-attr]
-    kinds = ("steps_to_result", "best", "query", "verify", "add_new_names", "remove")
+    kinds = ("steps_to_result", "best", "query", "verify", "add_new_names", "save", "remove")
+    saved: dict[str, list[int]] = {"old": [], "new": []}  # files each save rewrote
     times: dict[str, dict[str, list[float]]] = {k: {"old": [], "new": []} for k in kinds}
     cpu: dict[str, dict[str, list[float]]] = {k: {"old": [], "new": []} for k in kinds}
     loads = []
@@ -258,8 +283,10 @@ def interleaved(codes: dict[str, Path], work: Path, rounds: int,
             times["verify"][label].append(_cli(f"{label}: curvekit verify", codes[label], [
                 "verify", "--home", str(homes[label])]).seconds)
             cpu["verify"][label].append(_children_cpu() - before)
-        for label in (first, second):  # the add of new names, then its removal
-            for kind, done in _add_and_remove(label, codes[label], homes[label], work):
+        for label in (first, second):  # the add of new names, a save, then its removal
+            runs, rewritten = _add_and_remove(label, codes[label], homes[label], work)
+            saved[label].append(rewritten)
+            for kind, done in runs:
                 times[kind][label].append(done.seconds)
                 cpu[kind][label].append(done.cpu_seconds)
     for worker in workers.values():
@@ -272,6 +299,7 @@ def interleaved(codes: dict[str, Path], work: Path, rounds: int,
             "cpu_seconds": cpu, "median_s": medians, "median_cpu_s": cpu_medians,
             "ratio_of_medians": {k: m["new"] / m["old"] for k, m in medians.items()},
             "cpu_ratio_of_medians": {k: m["new"] / m["old"] for k, m in cpu_medians.items()},
+            "save_files_rewritten": saved,
             "same_answers": {
                 "steps_to_result": answers["old"]["steps_to_result"]
                 == answers["new"]["steps_to_result"],
@@ -362,6 +390,8 @@ def main() -> None:
               f" best {m['best'][label] * 1e3:.0f} ms"
               f" | query {m['query'][label]:.2f} s | verify {m['verify'][label]:.2f} s"
               f" | add, interleaved {m['add_new_names'][label]:.2f} s"
+              f" save {m['save'][label]:.2f} s"
+              f" ({max(q['save_files_rewritten'][label])} files rewritten)"
               f" remove {m['remove'][label]:.2f} s")
     print("new / old: " + ", ".join(f"{k} {v:.2f}"
                                     for k, v in results["ratios_new_over_old"].items()))
