@@ -30,7 +30,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from curvekit.errors import CurvekitError, StoreError
-from curvekit.home import parse_json
 from curvekit.records import STATUSES
 from curvekit.release.manifest import Manifest
 from curvekit.store.layout import (
@@ -42,7 +41,13 @@ from curvekit.store.layout import (
 )
 from curvekit.store.pd1 import check_pd1
 from curvekit.store.snapshots import FILES_FILE, check_files, repair_hint
-from curvekit.store.store import Store, evaluations, metrics_with_values
+from curvekit.store.store import (
+    Store,
+    evaluations,
+    footer_error,
+    footer_record,
+    metrics_with_values,
+)
 
 __all__ = ["SYNTHETIC_DATASET", "SYNTHETIC_NOTE", "Part", "VerifyReport", "footer_parts", "info",
            "metric_layout", "synthetic_note", "synthetic_workloads", "verify"]
@@ -286,16 +291,13 @@ def footer_parts(meta: pq.FileMetaData, path: Path | None = None) -> list[Part]:
     """
     counts = evaluations(meta, path)
     names = metrics_with_values(meta, path)
-    recorded = (meta.metadata or {}).get(PARTS_KEY.encode())
+    listed = footer_record(meta, PARTS_KEY, path)
 
     def damaged(problem: str) -> StoreError:
-        return StoreError(f"cannot read {path or 'a measurements file'}: its footer's "
-                          f"{PARTS_KEY} is {problem}; `curvekit verify` lists every damaged "
-                          "file")
+        return footer_error(PARTS_KEY, path, problem)
 
-    if recorded is None:
+    if listed is None:
         raise damaged("missing")
-    listed = parse_json(recorded.decode("utf-8", "replace"), damaged)
     if not isinstance(listed, list):
         raise damaged(f"{type(listed).__name__}, not a list of [metric, batch size]")
     out, at = [], 0

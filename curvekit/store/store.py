@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote
 
 import duckdb
@@ -57,8 +58,8 @@ from curvekit.store.sql import mentions
 from curvekit.store.wide import frame_names, parameters_frame, pivot_measurements
 from curvekit.values import merged_type
 
-__all__ = ["MAX_BRANCHES", "MEASUREMENTS_COLUMNS", "Store", "evaluations",
-           "measurements_view", "metrics_with_values", "open_store"]
+__all__ = ["MAX_BRANCHES", "MEASUREMENTS_COLUMNS", "Store", "evaluations", "footer_error",
+           "footer_record", "measurements_view", "metrics_with_values", "open_store"]
 
 # What DuckDB's Parquet reader says about a damaged file (its errors are not all typed).
 _DAMAGED = re.compile(r"corrupt|thrift|tprotocol|magic bytes|payload value|decompress"
@@ -624,39 +625,45 @@ def metrics_with_values(meta: pq.FileMetaData, path: Path | None = None) -> set[
     A footer whose list of metrics is not a JSON list of names (or nests too deep) is a
     :class:`StoreError` naming the file ``path``.
     """
-    recorded = (meta.metadata or {}).get(METRICS_KEY.encode())
-    if recorded is None:
+    names = footer_record(meta, METRICS_KEY, path)
+    if names is None:
         return set()
-
-    def damaged(problem: str) -> StoreError:
-        return StoreError(f"cannot read {path or 'a measurements file'}: its footer's "
-                          f"{METRICS_KEY} is damaged ({problem}); `curvekit verify` lists "
-                          "every damaged file")
-
-    names = parse_json(recorded.decode("utf-8", "replace"), damaged)
     if not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
-        raise damaged(f"it is {type(names).__name__}, not a list of metric names")
+        raise footer_error(METRICS_KEY, path,
+                           f"{type(names).__name__}, not a list of metric names")
     return set(names)
+
+
+def footer_error(key: str, path: Path | None, problem: str) -> StoreError:
+    """The error for a measurements file (``path``) whose footer's ``key`` record is
+    ``problem``: missing, not JSON, or not of the record's shape."""
+    return StoreError(f"cannot read {path or 'a measurements file'}: its footer's {key} is "
+                      f"{problem}; `curvekit verify` lists every damaged file")
+
+
+def footer_record(meta: pq.FileMetaData, key: str, path: Path | None = None) -> Any:
+    """The JSON value a measurements file's footer records under ``key`` (None when it
+    records none); a record that is not JSON, or nests too deep, is a :class:`StoreError`
+    naming the file ``path``."""
+    recorded = (meta.metadata or {}).get(key.encode())
+    if recorded is None:
+        return None
+    return parse_json(recorded.decode("utf-8", "replace"),
+                      lambda problem: footer_error(key, path, f"damaged ({problem})"))
 
 
 def evaluations(meta: pq.FileMetaData, path: Path | None = None) -> dict[int, int]:
     """The evaluations of each study a measurements file holds rows of, by batch size, as
     its footer records them (a footer without the record, or whose record is not an object
     of whole numbers, is a :class:`StoreError` naming the file ``path``)."""
-    recorded = (meta.metadata or {}).get(EVALUATIONS_KEY.encode())
-
-    def damaged(problem: str) -> StoreError:
-        return StoreError(f"cannot read {path or 'a measurements file'}: its footer's "
-                          f"{EVALUATIONS_KEY} is {problem}; `curvekit verify` lists every "
-                          "damaged file")
-
-    if recorded is None:
-        raise damaged("missing")
-    counts = parse_json(recorded.decode("utf-8", "replace"), damaged)
+    counts = footer_record(meta, EVALUATIONS_KEY, path)
+    if counts is None:
+        raise footer_error(EVALUATIONS_KEY, path, "missing")
     if not (isinstance(counts, dict) and all(
             k.isdecimal() and isinstance(v, int) and not isinstance(v, bool) and v >= 0
             for k, v in counts.items())):
-        raise damaged(f"{counts!r}, not an object of evaluations by batch size")
+        raise footer_error(EVALUATIONS_KEY, path,
+                           f"{counts!r}, not an object of evaluations by batch size")
     return {int(k): int(v) for k, v in counts.items()}
 
 
