@@ -269,20 +269,40 @@ def content_hash(data: WorkloadData, tables: Mapping[tuple[StudyKey, int], Evalu
     the same data has the same hash in whichever form it came (and as curvekit hashed it
     before metrics became rows: adding it again is still a no-op).
     """
-    h = hashlib.sha256()
+    return _hashes(data, tables)[0]
+
+
+def _hashes(data: WorkloadData, tables: Mapping[tuple[StudyKey, int], Evaluations]
+            ) -> tuple[str, dict[int, str]]:
+    """:func:`content_hash`, and a sha256 of each study's content (its record, its trials,
+    their rows) by batch size, from one pass over the rows: a study whose hash is unchanged
+    keeps its files on a later save."""
+    whole = hashlib.sha256()
+    studies: dict[StudyKey, Any] = {}
     for s in sorted(data.studies, key=lambda s: s.key):
-        h.update(_dumps([list(s.key), s.dataset, s.early_stopping, s.train_steps,
-                         s.parameter_configs, s.extra]))
-    for t in sorted(data.trials, key=lambda t: (t.key, t.trial_id)):
-        h.update(_dumps([list(t.key), t.trial_id, t.status, t.steps, t.parameters]))
+        record = _dumps([list(s.key), s.dataset, s.early_stopping, s.train_steps,
+                         s.parameter_configs, s.extra])
+        whole.update(record)
+        studies[s.key] = hashlib.sha256(record)
+    trials = {(t.key, t.trial_id): t for t in data.trials}
+    for key in sorted(trials):
+        t = trials[key]
+        whole.update(_dumps([list(t.key), t.trial_id, t.status, t.steps, t.parameters]))
     for key in sorted(tables):
-        rows = tables[key]
-        h.update(_dumps([list(key[0]), key[1], ["trial_id", "step", *rows.names],
-                         rows.num_rows]))
+        rows, trial = tables[key], trials.get(key)
+        mine = studies.get(key[0]) if trial is not None else None
+        whole.update(_dumps([list(key[0]), key[1], ["trial_id", "step", *rows.names],
+                             rows.num_rows]))
+        if mine is not None and trial is not None:
+            mine.update(_dumps([trial.trial_id, trial.status, trial.steps, trial.parameters]))
+            mine.update(_dumps([rows.names, rows.num_rows]))
         for col in (rows.trial_id, rows.step, *rows.values):
-            h.update(np.asarray(col.is_null()).tobytes())
-            h.update(col.fill_null(0).to_numpy(zero_copy_only=False).tobytes())
-    return h.hexdigest()
+            for part in (np.asarray(col.is_null()).tobytes(),
+                         col.fill_null(0).to_numpy(zero_copy_only=False).tobytes()):
+                whole.update(part)
+                if mine is not None:
+                    mine.update(part)
+    return whole.hexdigest(), {k.batch_size: h.hexdigest() for k, h in studies.items()}
 
 
 def _dumps(value: Any) -> bytes:
@@ -360,26 +380,6 @@ WRITES_KEY = "writes"
 holds (``{write: [batch sizes]}``)."""
 
 
-def study_hashes(data: WorkloadData, tables: Mapping[tuple[StudyKey, int], Evaluations]
-                 ) -> dict[int, str]:
-    """A sha256 of each study's content (its record, its trials, their rows), by batch
-    size: a study whose hash is unchanged keeps its measurements files on a later save."""
-    out = {}
-    for study in data.studies:
-        h = hashlib.sha256(_dumps([list(study.key), study.dataset, study.early_stopping,
-                                   study.train_steps, study.parameter_configs, study.extra]))
-        for t in sorted((t for t in data.trials if t.key == study.key),
-                        key=lambda t: t.trial_id):
-            h.update(_dumps([t.trial_id, t.status, t.steps, t.parameters]))
-            rows = tables[(t.key, t.trial_id)]
-            h.update(_dumps([rows.names, rows.num_rows]))
-            for col in (rows.trial_id, rows.step, *rows.values):
-                h.update(np.asarray(col.is_null()).tobytes())
-                h.update(col.fill_null(0).to_numpy(zero_copy_only=False).tobytes())
-        out[study.key.batch_size] = h.hexdigest()
-    return out
-
-
 @dataclass(frozen=True)
 class _Kept:
     """The writes of a workload's measurements files a save keeps: their files' index
@@ -414,12 +414,13 @@ def _keep_writes(tx: Transaction, name: str, record: Mapping[str, Any],
     # each kept write's studies, trials and parameters files (a write of studies without
     # trials has none of the last two); a write whose studies file is not there (damaged)
     # is written again
-    tables = {t: workload_dir(t, *_split(name)) for t in ("studies", "trials", "parameters")}
+    workload = _split(name)
+    tables = {t: workload_dir(t, *workload) for t in ("studies", "trials", "parameters")}
     kept = {w: sizes for w, sizes in kept.items()
             if (tx.current / tables["studies"] / table_file(int(w))).is_file()}
     if not kept:
         return _Kept({}, {}, following)
-    folder = workload_dir("measurements", *_split(name))
+    folder = workload_dir("measurements", *workload)
     files = {f: list(m) for f, m in index.items() if str(measurements_write(f)) in kept}
     links = [f"{folder}/{file}" for file in files] + [
         f"{table}/{table_file(int(w))}" for table in tables.values() for w in kept
@@ -449,15 +450,16 @@ def add_workload(home: str | os.PathLike[str] | None, data: WorkloadData, *,
     The new snapshot holds the workload's own new files and hard links of every other
     file: nothing else is rewritten, whatever names the workload brings. Replacing a
     workload added before (as ``curvekit run`` does after each round) keeps, as hard links,
-    the measurements files of each earlier write whose studies are all unchanged, and
-    writes the other studies (new ones, changed ones) as a new write (``part-<w>-*``).
+    the files (studies, trials, parameters, measurements) of each earlier write whose
+    studies are all unchanged, and writes the other studies (new ones, changed ones) as a
+    new write (``part-<w>.parquet``, ``part-<w>-*``).
     """
     base = resolve_home(home)
     tables = validate(data)
     name = data.workload
     check_not_reserved(name, error=StoreError,
                        fix="choose another name (base_dir/model/optimizer) for your own data")
-    digest = content_hash(data, tables)
+    digest, hashes = _hashes(data, tables)
     counts = {"studies": len(data.studies), "trials": len(data.trials),
               "measurements": sum(t.num_rows for t in tables.values())}
     room = sum(t.nbytes for t in tables.values()) + (1 << 20)  # Arrow size: an upper bound
@@ -477,7 +479,6 @@ def add_workload(home: str | os.PathLike[str] | None, data: WorkloadData, *,
         if tx.current is not None:
             meta = _carried(tx, lambda w: w != name)
         builder = StoreBuilder(tx.staging)
-        hashes = study_hashes(data, tables)
         kept = (_keep_writes(tx, name, added[name], hashes)
                 if current and name in added else _Kept({}, {}, 0))
         if kept.writes:
