@@ -37,6 +37,7 @@ from curvekit.store.layout import (
     METADATA_FILE,
     PARTS_KEY,
     TABLES,
+    measurements_numbers,
     workload_dir,
 )
 from curvekit.store.pd1 import check_pd1
@@ -336,7 +337,12 @@ def metric_layout(meta: pq.FileMetaData, path: Path | None = None) -> str | None
     >>> metric_layout(pq.ParquetFile(folder / "part-0-0.parquet").metadata) is None
     True
     """
-    parts = footer_parts(meta, path)
+    return _layout_problem(meta, footer_parts(meta, path), path)
+
+
+def _layout_problem(meta: pq.FileMetaData, parts: list[Part], path: Path | None
+                    ) -> str | None:
+    """:func:`metric_layout` of a file whose footer's ``parts`` are read already."""
     names = [p.metric for p in parts if p.metric is not None]
     listed = sorted(metrics_with_values(meta, path))
     order = [(p.metric is None, p.metric or "", p.batch_size) for p in parts]
@@ -401,10 +407,11 @@ def _counted(reader: pq.ParquetFile, parts: list[Part]
     """
     meta = reader.metadata
     starts = np.cumsum([0] + [meta.row_group(g).num_rows for g in range(meta.num_row_groups)])
+    # the row groups each part's rows fall in, first to last (exclusive)
     spans = [(int(np.searchsorted(starts, p.start, side="right")) - 1,
-              int(np.searchsorted(starts, p.start + p.rows, side="left")))
-             for p in parts if p.rows]
-    groups = sorted({g for first, last in spans for g in range(first, last)})
+              int(np.searchsorted(starts, p.start + p.rows, side="left"))) for p in parts]
+    groups = sorted({g for p, (first, last) in zip(parts, spans, strict=True) if p.rows
+                     for g in range(first, last)})
     # each row group and column read apart, kept as their own arrays (no concatenation):
     # pyarrow decodes two columns read together at about twice the cost of the two read
     # apart, and a part is within one row group but where it spans two
@@ -421,12 +428,10 @@ def _counted(reader: pq.ParquetFile, parts: list[Part]
         return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
 
     out = []
-    for part in parts:
+    for part, (first, last) in zip(parts, spans, strict=True):
         if not part.rows:
             out.append((part.batch_size, np.empty(0, np.int64), np.empty(0, np.int64)))
             continue
-        first = int(np.searchsorted(starts, part.start, side="right")) - 1
-        last = int(np.searchsorted(starts, part.start + part.rows, side="left"))
         values, held = rows("trial_id", part, first, last), rows("batch_size", part, first, last)
         if (held != part.batch_size).any():
             raise ValueError(f"rows {part.start} to {part.start + part.rows - 1}, which its "
@@ -460,8 +465,8 @@ def _read_file(path: Path, count: bool, first: bool = False) -> _Read:
     if not count:
         return _Read(len(data), digest, meta, None)
     try:
-        layout = metric_layout(meta, path)
         parts = footer_parts(meta, path)
+        layout = _layout_problem(meta, parts, path)
     except StoreError as exc:  # a damaged record in the footer
         return _Read(len(data), digest, meta, None, layout=str(exc))
     if layout is not None:
@@ -488,10 +493,10 @@ def _read_files(store: Store, firsts: set[str]) -> dict[str, _Read]:
     return {rel: r for (rel, _, _), r in zip(paths, done, strict=True)}
 
 
-def _file_order(name: str) -> tuple[int, ...]:
-    """A measurements file's (write, number), for ordering (-1 for a name not curvekit's)."""
-    return tuple(int(n) if n.isdigit() else -1 for n in name.removesuffix(".parquet")
-                 .split("-")[1:])
+def _file_order(name: str) -> tuple[int, int]:
+    """A measurements file's (write, index), for ordering ((-1, -1) for a name not
+    curvekit's)."""
+    return measurements_numbers(name) or (-1, -1)
 
 
 def _first_files(store: Store) -> set[str]:

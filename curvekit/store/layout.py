@@ -51,6 +51,7 @@ __all__ = [
     "TABLES",
     "fixed_schema",
     "measurements_file",
+    "measurements_numbers",
     "measurements_write",
     "partition_dir",
     "store_link",
@@ -153,14 +154,25 @@ def table_file(write: int) -> str:
     return f"part-{int(write)}.parquet"
 
 
+def measurements_numbers(name: str) -> tuple[int, int] | None:
+    """The (write, index) a measurements file's name gives (None for a name curvekit does
+    not give): :func:`measurements_file` read back.
+
+    >>> measurements_numbers("part-3-1.parquet"), measurements_numbers("part-0.parquet")
+    ((3, 1), None)
+    """
+    found = _MEASUREMENTS_FILE.fullmatch(name)
+    return None if found is None else (int(found.group(1)), int(found.group(2)))
+
+
 def measurements_write(name: str) -> int | None:
     """The write a measurements file's name counts (None for a name curvekit does not give).
 
     >>> measurements_write("part-3-0.parquet"), measurements_write("part-0.parquet")
     (3, None)
     """
-    found = _MEASUREMENTS_FILE.fullmatch(name)
-    return None if found is None else int(found.group(1))
+    numbers = measurements_numbers(name)
+    return None if numbers is None else numbers[0]
 
 
 def partition_dir(table: str, *values: str | int) -> str:

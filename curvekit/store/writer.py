@@ -302,13 +302,16 @@ class SpilledStudy:
 
     def metric(self, name: str) -> tuple[Column, Column, Column]:
         """The trial ids, steps and values of one metric (views of the mapped file)."""
-        table = ipc.open_file(pa.memory_map(str(self.path))).read_all()
+        table = self._mapped()
         return table.column(0), table.column(1), table.column(2 + self.names.index(name))
 
     def evaluations(self) -> tuple[Column, Column]:
         """The trial ids and steps (views of the mapped file)."""
-        table = ipc.open_file(pa.memory_map(str(self.path))).read_all()
+        table = self._mapped()
         return table.column(0), table.column(1)
+
+    def _mapped(self) -> pa.Table:
+        return ipc.open_file(pa.memory_map(str(self.path))).read_all()
 
 
 _Piece: TypeAlias = tuple[str | None, int, StudyRows]
@@ -392,11 +395,11 @@ def write_workload_measurements(studies: Sequence[tuple[int, StudyRows]], folder
         file = measurements_file(write, len(files))
         jobs.append((folder / file, [], unnamed))
         files[file] = []
+
     def one(job: tuple[Path, list[list[_Piece]], list[_Piece]]) -> None:
         _write_file(job[0], job[1], job[2], evaluations)
 
-    for _ in (pool.map(one, jobs) if pool is not None else map(one, jobs)):
-        pass
+    list(pool.map(one, jobs) if pool is not None else map(one, jobs))  # raises a failure
     return WrittenMeasurements(files, evaluations, names)
 
 
@@ -456,7 +459,7 @@ def _group(pieces: Sequence[_Piece]) -> pa.Table:
             (trial_id, step), value = rows.evaluations(), None
         else:
             trial_id, step, value = rows.metric(name)
-        indices.append(np.full(n, code.get(name, 0) if name is not None else 0, np.int32))
+        indices.append(np.full(n, code[name] if name is not None else 0, np.int32))
         mask.append(np.full(n, name is None))
         sizes.append(pa.repeat(pa.scalar(bs, pa.int64()), n))
         ids += _chunks(trial_id)
